@@ -1,0 +1,204 @@
+"""Convert an original ELMo (bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``) to a Hugging Face directory.
+
+    python -m conversion.convert_allennlp_to_hf \\
+        --options elmo_2x1024_128_2048cnn_1xhighway_options.json \\
+        --weights elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 \\
+        --output elmo-small [--verify REFERENCE_DIR] [--overwrite]
+
+The output directory holds ``config.json``, ``model.safetensors`` and the tokenizer files, and loads with
+``ELMoModel.from_pretrained`` / ``ELMoTokenizer.from_pretrained``. Any problem with the inputs raises
+``ConversionError`` before anything is written; the directory appears only once the conversion (and the optional
+verification) has succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+
+from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
+from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
+
+try:
+    import h5py
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError("The converter needs h5py: pip install 'elmo-hf[convert]'.") from error
+
+
+@dataclass
+class ConversionReport:
+    output_dir: Path
+    config: ELMoConfig
+    num_parameters: int
+    unused_datasets: list[str] = field(default_factory=list)
+    comparisons: list[ReferenceComparison] = field(default_factory=list)
+
+
+def read_options(options_file: Path) -> ELMoConfig:
+    """options.json -> ELMoConfig (training-only keys ignored)."""
+    if not options_file.is_file():
+        raise ConversionError(f"options file not found: {options_file}")
+    try:
+        options = json.loads(options_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConversionError(f"{options_file} is not valid JSON: {error}") from error
+    try:
+        return ELMoConfig.from_options_dict(options)
+    except ValueError as error:
+        raise ConversionError(f"{options_file}: {error}") from error
+
+
+def list_datasets(weights: h5py.File) -> list[str]:
+    names: list[str] = []
+    weights.visititems(lambda name, item: names.append(name) if isinstance(item, h5py.Dataset) else None)
+    return names
+
+
+def read_dataset(weights: h5py.File, name: str, expected_shape: tuple[int, ...], weight_file: Path) -> np.ndarray:
+    """One dataset as float32, checked against the shape options.json implies."""
+    if name not in weights or not isinstance(weights[name], h5py.Dataset):
+        raise ConversionError(f"{weight_file}: missing dataset {name!r} (expected shape {expected_shape} from options.json).")
+    dataset = weights[name]
+    if tuple(dataset.shape) != expected_shape:
+        raise ConversionError(
+            f"{weight_file} does not match options.json: dataset {name!r} has shape {tuple(dataset.shape)}, "
+            f"expected {expected_shape}."
+        )
+    if dataset.dtype != np.float32:
+        raise ConversionError(f"{weight_file}: dataset {name!r} has dtype {dataset.dtype}, expected float32.")
+    return dataset[...]
+
+
+def read_state_dict(weight_file: Path, config: ELMoConfig) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """weights.hdf5 -> (model state dict, names of datasets the model does not use)."""
+    if not weight_file.is_file():
+        raise ConversionError(f"weight file not found: {weight_file}")
+    if not h5py.is_hdf5(weight_file):
+        raise ConversionError(f"{weight_file} is not an HDF5 file (expected the original ELMo weights.hdf5).")
+    state: dict[str, np.ndarray] = {}
+    with h5py.File(weight_file, "r") as weights:
+        mappings = weight_mappings(config)
+        for mapping in mappings:
+            array = read_dataset(weights, mapping.hdf5_name, mapping.hdf5_shape, weight_file)
+            state.update(zip(mapping.parameter_names, mapping.to_model(array)))
+        used = {mapping.hdf5_name for mapping in mappings}
+        unused = [name for name in list_datasets(weights) if name not in used]
+    mismatched = [name for name in unused if ARCHITECTURE_DATASET_PATTERN.match(name)]
+    if mismatched:
+        raise ConversionError(
+            f"{weight_file} does not match options.json: it holds biLM dataset(s) the options do not describe: "
+            f"{mismatched} (check n_highway, n_layers, filters and projection_dim)."
+        )
+    state.update(model_state_not_in_hdf5(config))
+    return {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in state.items()}, unused
+
+
+def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMoModel:
+    model = ELMoModel(config)
+    model.load_state_dict(state_dict, strict=True)
+    return model.eval()
+
+
+def prepare_output_dir(output_dir: Path, overwrite: bool) -> None:
+    if output_dir.exists() and not overwrite:
+        raise ConversionError(f"output directory {output_dir} already exists; pass overwrite=True (--overwrite) to replace it.")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConversionError(f"output path {output_dir} exists and is not a directory.")
+
+
+def convert_allennlp_to_hf(
+    options_file: str | Path,
+    weight_file: str | Path,
+    output_dir: str | Path,
+    overwrite: bool = False,
+    verify_dir: str | Path | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> ConversionReport:
+    """Convert, optionally verify against reference outputs, then write ``output_dir`` (atomically)."""
+    options_file, weight_file, output_dir = Path(options_file), Path(weight_file), Path(output_dir)
+    prepare_output_dir(output_dir, overwrite)
+    config = read_options(options_file)
+    state_dict, unused = read_state_dict(weight_file, config)
+    model = build_model(config, state_dict)
+    tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
+    comparisons = []
+    if verify_dir is not None:
+        comparisons = compare_with_reference_outputs(model, tokenizer, Path(verify_dir))
+        failed = [comparison for comparison in comparisons if comparison.max_abs_difference > tolerance]
+        if failed:
+            raise ConversionError(
+                "verification failed, nothing written: "
+                + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
+            )
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
+    try:
+        model.save_pretrained(staging_dir)
+        tokenizer.save_pretrained(staging_dir)
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        staging_dir.rename(output_dir)
+    finally:
+        if staging_dir.exists():
+            shutil.rmtree(staging_dir)
+    return ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons)
+
+
+def print_report(report: ConversionReport, tolerance: float) -> None:
+    config = report.config
+    print(
+        f"Converted ELMo: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection "
+        f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
+        f"{config.num_highway_layers} highway; {report.num_parameters:,} parameters -> {report.output_dir}"
+    )
+    for name in report.unused_datasets:
+        print(f"  unused dataset (not part of the biLM, not converted): {name}")
+    for comparison in report.comparisons:
+        status = "ok" if comparison.max_abs_difference <= tolerance else "FAIL"
+        print(
+            f"  verify {comparison.name}: max |actual - expected| = {comparison.max_abs_difference:.3g} "
+            f"(tolerance {tolerance:g}) {status}\n"
+            f"      actual   {np.array2string(comparison.actual_sample, precision=6)}\n"
+            f"      expected {np.array2string(comparison.expected_sample, precision=6)}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--options", required=True, type=Path, help="the original options.json")
+    parser.add_argument("--weights", required=True, type=Path, help="the original weights.hdf5")
+    parser.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    parser.add_argument(
+        "--verify",
+        type=Path,
+        metavar="DIR",
+        help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt + "
+        "elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
+    )
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max abs difference for --verify")
+    args = parser.parse_args(argv)
+    try:
+        report = convert_allennlp_to_hf(args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance)
+    except ConversionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print_report(report, args.tolerance)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["ConversionError", "ConversionReport", "convert_allennlp_to_hf", "read_options", "read_state_dict", "main"]

@@ -1,0 +1,315 @@
+"""ELMo model configuration.
+
+Every field of the original ``options.json`` (bilm-tf / AllenNLP) is here under a descriptive name; the mapping is
+the table ``OPTIONS_FIELDS`` below, used by :meth:`ELMoConfig.from_options_dict` and
+:meth:`ELMoConfig.to_options_dict`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from transformers import PretrainedConfig
+
+# Keys found in options files written for *training* (bilm-tf's train_elmo.py). They do not change the network
+# computed at inference time, so they are accepted and ignored.
+TRAINING_ONLY_OPTION_KEYS = frozenset(
+    {
+        "n_tokens_vocab",
+        "batch_size",
+        "unroll_steps",
+        "n_epochs",
+        "n_train_tokens",
+        "dropout",
+        "all_clip_norm_val",
+        "n_negative_samples_batch",
+        "bidirectional",
+        "share_embedding_softmax",
+        "sample_softmax",
+        "lr",
+        "learning_rate",
+    }
+)
+# Same, inside the "lstm" / "char_cnn" sections.
+TRAINING_ONLY_SECTION_KEYS = frozenset({"use_skip_connections_in_training"})
+
+# (options.json section, options.json key, ELMoConfig field)
+OPTIONS_FIELDS = (
+    ("char_cnn", "embedding.dim", "char_embedding_dim"),
+    ("char_cnn", "filters", "char_cnn_filters"),
+    ("char_cnn", "n_highway", "num_highway_layers"),
+    ("char_cnn", "activation", "char_cnn_activation"),
+    ("char_cnn", "n_characters", "num_characters"),
+    ("char_cnn", "max_characters_per_token", "max_characters_per_token"),
+    ("lstm", "projection_dim", "projection_dim"),
+    ("lstm", "dim", "lstm_cell_size"),
+    ("lstm", "n_layers", "num_lstm_layers"),
+    ("lstm", "cell_clip", "cell_clip"),
+    ("lstm", "proj_clip", "projection_clip"),
+    ("lstm", "use_skip_connections", "use_skip_connections"),
+)
+
+# The original trains with 261 characters (no padding-token row) and runs inference with 262: ids are shifted by
+# +1 and id 0 is the all-zero padding token. This package always uses the inference layout.
+TRAINING_NUM_CHARACTERS = 261
+INFERENCE_NUM_CHARACTERS = 262
+
+CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
+
+# The 2048-filter character CNN shared by all four released models.
+RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"ELMoConfig.{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _require_clip(name: str, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"ELMoConfig.{name} must be None or a number >= 0 (0 or None = no clipping), got {value!r}.")
+
+
+class ELMoConfig(PretrainedConfig):
+    r"""
+    Configuration of an [`ELMoModel`]: the character CNN, highway layers, projection and the bidirectional LSTM
+    language model of Peters et al. (2018), plus run-time options for the representations it returns.
+
+    The defaults are those of the original ELMo (`elmo_2x4096_512_2048cnn_2xhighway`, 93.6M parameters).
+
+    Args:
+        char_embedding_dim (`int`, *optional*, defaults to 16):
+            Size of each character embedding (options.json `char_cnn.embedding.dim`).
+        char_cnn_filters (`list[list[int]]`, *optional*, defaults to the released 2048-filter CNN):
+            `[[width, count], ...]` of the character convolutions (`char_cnn.filters`). Their counts add up to the
+            CNN output size F.
+        num_highway_layers (`int`, *optional*, defaults to 2):
+            Highway layers after the CNN (`char_cnn.n_highway`).
+        char_cnn_activation (`str`, *optional*, defaults to `"relu"`):
+            `"relu"` or `"tanh"`, applied after max-pooling each filter (`char_cnn.activation`).
+        num_characters (`int`, *optional*, defaults to 262):
+            Size of the character vocabulary (`char_cnn.n_characters`). Must be 262: 256 bytes, 5 special
+            characters, and id 0 for padding tokens. (Training-time options files say 261; the converter maps them.)
+        max_characters_per_token (`int`, *optional*, defaults to 50):
+            Character slots per word, including begin/end-of-word (`char_cnn.max_characters_per_token`).
+        projection_dim (`int`, *optional*, defaults to 512):
+            P: size of the token layer and of each LSTM direction's (projected) output (`lstm.projection_dim`).
+        lstm_cell_size (`int`, *optional*, defaults to 4096):
+            D: size of the LSTM memory cell (`lstm.dim`). When `projection_dim == lstm_cell_size` the LSTM has no
+            output projection.
+        num_lstm_layers (`int`, *optional*, defaults to 2):
+            L: LSTM layers per direction (`lstm.n_layers`).
+        cell_clip (`float`, *optional*, defaults to 3.0):
+            The LSTM cell is clamped to `[-cell_clip, cell_clip]` (`lstm.cell_clip`); 0 or `None` disables it.
+        projection_clip (`float`, *optional*, defaults to 3.0):
+            The projected LSTM output is clamped to `[-projection_clip, projection_clip]` (`lstm.proj_clip`); 0 or
+            `None` disables it.
+        use_skip_connections (`bool`, *optional*, defaults to `True`):
+            Add each LSTM layer's input to its output for layers 2..L (`lstm.use_skip_connections`).
+        num_output_representations (`int`, *optional*, defaults to 1):
+            How many independent scalar mixes `gamma * sum_j softmax(w)_j h_j` the model returns (e.g. one for the
+            input and one for the output of a task model).
+        scalar_mix_layer_norm (`bool`, *optional*, defaults to `False`):
+            Normalise each layer before mixing, bilm-tf style: statistics over the real words of the batch only
+            (sentence boundaries excluded), epsilon 1e-12.
+        keep_sentence_boundaries (`bool`, *optional*, defaults to `False`):
+            Return the vectors of the `<S>` / `</S>` positions the model adds around each sentence (outputs then
+            have `words + 2` positions) instead of aligning outputs 1:1 with the input words.
+        representation_dropout (`float`, *optional*, defaults to 0.0):
+            Dropout applied to each scalar-mix output in training mode.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the normal initialisation of a randomly initialised model.
+
+    Example:
+
+    ```python
+    >>> from elmo_hf import ELMoConfig
+    >>> config = ELMoConfig(projection_dim=16, lstm_cell_size=64, char_cnn_filters=[[1, 4], [2, 8]])
+    >>> config.num_representation_layers  # token layer + 2 biLSTM layers
+    3
+    ```
+    """
+
+    model_type = "elmo"
+
+    def __init__(
+        self,
+        char_embedding_dim: int = 16,
+        char_cnn_filters: list[list[int]] | None = None,
+        num_highway_layers: int = 2,
+        char_cnn_activation: str = "relu",
+        num_characters: int = INFERENCE_NUM_CHARACTERS,
+        max_characters_per_token: int = 50,
+        projection_dim: int = 512,
+        lstm_cell_size: int = 4096,
+        num_lstm_layers: int = 2,
+        cell_clip: float | None = 3.0,
+        projection_clip: float | None = 3.0,
+        use_skip_connections: bool = True,
+        num_output_representations: int = 1,
+        scalar_mix_layer_norm: bool = False,
+        keep_sentence_boundaries: bool = False,
+        representation_dropout: float = 0.0,
+        initializer_range: float = 0.02,
+        **kwargs,
+    ):
+        if char_cnn_filters is None:
+            char_cnn_filters = copy.deepcopy(RELEASED_CHAR_CNN_FILTERS)
+        self.char_embedding_dim = char_embedding_dim
+        self.char_cnn_filters = [list(width_and_count) for width_and_count in _validated_filters(char_cnn_filters)]
+        self.num_highway_layers = num_highway_layers
+        self.char_cnn_activation = char_cnn_activation
+        self.num_characters = num_characters
+        self.max_characters_per_token = max_characters_per_token
+        self.projection_dim = projection_dim
+        self.lstm_cell_size = lstm_cell_size
+        self.num_lstm_layers = num_lstm_layers
+        self.cell_clip = cell_clip
+        self.projection_clip = projection_clip
+        self.use_skip_connections = use_skip_connections
+        self.num_output_representations = num_output_representations
+        self.scalar_mix_layer_norm = scalar_mix_layer_norm
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.representation_dropout = representation_dropout
+        self.initializer_range = initializer_range
+        self._validate()
+        super().__init__(**kwargs)
+
+    def _validate(self) -> None:
+        _require_int("char_embedding_dim", self.char_embedding_dim, 1)
+        _require_int("num_highway_layers", self.num_highway_layers, 0)
+        if self.char_cnn_activation not in CHAR_CNN_ACTIVATIONS:
+            raise ValueError(
+                f"ELMoConfig.char_cnn_activation must be one of {CHAR_CNN_ACTIVATIONS}, got {self.char_cnn_activation!r}."
+            )
+        if self.num_characters != INFERENCE_NUM_CHARACTERS:
+            raise ValueError(
+                f"ELMoConfig.num_characters must be {INFERENCE_NUM_CHARACTERS} (256 bytes + 5 special characters + "
+                f"the padding token 0), got {self.num_characters!r}."
+            )
+        widest_filter = max(width for width, _ in self.char_cnn_filters)
+        _require_int("max_characters_per_token", self.max_characters_per_token, 3)
+        if self.max_characters_per_token < widest_filter:
+            raise ValueError(
+                f"ELMoConfig.max_characters_per_token ({self.max_characters_per_token}) must be >= the widest "
+                f"character filter ({widest_filter})."
+            )
+        _require_int("projection_dim", self.projection_dim, 1)
+        _require_int("lstm_cell_size", self.lstm_cell_size, 1)
+        if self.projection_dim > self.lstm_cell_size:
+            raise ValueError(
+                f"ELMoConfig.projection_dim ({self.projection_dim}) must be <= lstm_cell_size ({self.lstm_cell_size}): "
+                "the LSTM output would be lstm_cell_size wide and could not be stacked with the token layer."
+            )
+        _require_int("num_lstm_layers", self.num_lstm_layers, 1)
+        _require_clip("cell_clip", self.cell_clip)
+        _require_clip("projection_clip", self.projection_clip)
+        if not isinstance(self.use_skip_connections, bool):
+            raise ValueError(f"ELMoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}.")
+        _require_int("num_output_representations", self.num_output_representations, 0)
+        for name in ("scalar_mix_layer_norm", "keep_sentence_boundaries"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ELMoConfig.{name} must be a bool, got {getattr(self, name)!r}.")
+        if not isinstance(self.representation_dropout, (int, float)) or not 0.0 <= self.representation_dropout < 1.0:
+            raise ValueError(
+                f"ELMoConfig.representation_dropout must be a number in [0, 1), got {self.representation_dropout!r}."
+            )
+
+    @property
+    def char_cnn_output_dim(self) -> int:
+        """F: the number of character filters, i.e. the width of the CNN output and of the highway layers."""
+        return sum(count for _, count in self.char_cnn_filters)
+
+    @property
+    def widest_char_filter(self) -> int:
+        return max(width for width, _ in self.char_cnn_filters)
+
+    @property
+    def num_representation_layers(self) -> int:
+        """L + 1: the token layer (duplicated to 2P) and the L biLSTM layers, i.e. the paper's 2L + 1 vectors R_k
+        packed as L + 1 tensors of size 2P."""
+        return self.num_lstm_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """2P: the size of every representation the model returns."""
+        return 2 * self.projection_dim
+
+    @classmethod
+    def from_options_dict(cls, options: dict[str, Any], **runtime_options) -> "ELMoConfig":
+        """Build a config from a parsed original ``options.json``.
+
+        Training-only keys (``n_tokens_vocab``, ``batch_size``, ``dropout``, ...) are ignored; any other unknown
+        key, a missing section or a missing field raises ``ValueError`` naming it. ``n_characters: 261`` (the
+        training-time value) is accepted and mapped to the inference layout (262).
+        """
+        if not isinstance(options, dict):
+            raise ValueError(f"options must be a JSON object with 'lstm' and 'char_cnn' sections, got {type(options).__name__}.")
+        unknown_top = set(options) - {"lstm", "char_cnn"} - TRAINING_ONLY_OPTION_KEYS
+        if unknown_top:
+            raise ValueError(f"options.json: unknown top-level key(s) {sorted(unknown_top)}; expected 'lstm' and 'char_cnn'.")
+        known_keys = {section: set() for section in ("lstm", "char_cnn")}
+        fields: dict[str, Any] = {}
+        for section, key, field in OPTIONS_FIELDS:
+            if section not in options or not isinstance(options[section], dict):
+                raise ValueError(f"options.json: missing section {section!r} (an object).")
+            value: Any = options[section]
+            for part in key.split("."):
+                if not isinstance(value, dict) or part not in value:
+                    if (section, key) in (("lstm", "cell_clip"), ("lstm", "proj_clip"), ("lstm", "use_skip_connections")):
+                        value = None  # optional in bilm-tf: absent means no clipping / no skip connections
+                        break
+                    raise ValueError(f"options.json: missing field {section}.{key}.")
+                value = value[part]
+            known_keys[section].add(key.split(".")[0])
+            fields[field] = value
+        for section, keys in known_keys.items():
+            unknown = set(options[section]) - keys - TRAINING_ONLY_OPTION_KEYS - TRAINING_ONLY_SECTION_KEYS
+            if unknown:
+                raise ValueError(f"options.json: unknown key(s) {sorted(unknown)} in section {section!r}.")
+        if not isinstance(options["char_cnn"]["embedding"], dict) or set(options["char_cnn"]["embedding"]) != {"dim"}:
+            raise ValueError(f"options.json: char_cnn.embedding must be {{'dim': int}}, got {options['char_cnn']['embedding']!r}.")
+        if fields["num_characters"] == TRAINING_NUM_CHARACTERS:
+            fields["num_characters"] = INFERENCE_NUM_CHARACTERS
+        fields["use_skip_connections"] = bool(fields["use_skip_connections"])
+        for clip in ("cell_clip", "projection_clip"):
+            if fields[clip] == 0:
+                fields[clip] = None
+        return cls(**fields, **runtime_options)
+
+    def to_options_dict(self) -> dict[str, Any]:
+        """The original ``options.json`` content for this architecture (inference layout, 262 characters)."""
+        options: dict[str, Any] = {"lstm": {}, "char_cnn": {}}
+        for section, key, field in OPTIONS_FIELDS:
+            value = getattr(self, field)
+            if field in ("cell_clip", "projection_clip") and value is None:
+                value = 0
+            if field == "char_cnn_filters":
+                value = [list(width_and_count) for width_and_count in value]
+            target = options[section]
+            *parents, leaf = key.split(".")
+            for parent in parents:
+                target = target.setdefault(parent, {})
+            target[leaf] = value
+        return options
+
+
+def _validated_filters(filters: Any) -> list[list[int]]:
+    if not isinstance(filters, (list, tuple)) or not filters:
+        raise ValueError(f"ELMoConfig.char_cnn_filters must be a non-empty list of [width, count] pairs, got {filters!r}.")
+    for index, pair in enumerate(filters):
+        if (
+            not isinstance(pair, (list, tuple))
+            or len(pair) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in pair)
+        ):
+            raise ValueError(
+                f"ELMoConfig.char_cnn_filters[{index}] must be a [width, count] pair of positive integers, got {pair!r}."
+            )
+    return [list(pair) for pair in filters]
+
+
+__all__ = ["ELMoConfig"]

@@ -1,0 +1,534 @@
+"""PyTorch ELMo: the bidirectional language model of Peters et al. (2018), "Deep contextualized word representations".
+
+The whole forward pass is in this file, in the order it runs:
+
+1. ``ELMoCharacterEmbeddings``: character ids (50 per word) -> char embedding -> 1-D convolutions, max-pooled ->
+   activation -> highway layers -> linear projection to P. This is the context-independent token layer.
+2. ``add_sentence_boundaries``: every sentence is wrapped as ``<S> w1 ... wn </S>`` before the biLM, as the
+   original does.
+3. ``ELMoEncoder``: L layers of forward LSTMs and L layers of backward LSTMs (``ELMoLstmLayer``), each an LSTM with
+   a projected, clipped output, residual connections from the second layer on. The backward direction reads each
+   sentence reversed by its own length.
+4. The L + 1 representations ``[token; token]``, ``[forward_l; backward_l]`` (2P each), boundaries removed by default,
+   and the scalar mixes ``gamma * sum_j softmax(w)_j h_j`` (``ELMoScalarMix``).
+
+The LSTM state is explicit: ``forward(..., lstm_state=...)`` takes it and ``return_lstm_state=True`` returns it.
+By default every sentence starts from the model's fixed initial state (zeros, or a stored "warm" state), so a
+sentence's vectors never depend on the rest of the batch or on earlier calls. Threading the returned state into the
+next call reproduces the original's stateful behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_elmo import ELMoConfig
+from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS
+
+# TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
+FORGET_GATE_BIAS = 1.0
+
+# Epsilon of the bilm-tf layer normalisation used by the scalar mix (`weight_layers(..., do_layer_norm=True)`).
+SCALAR_MIX_LAYER_NORM_EPSILON = 1e-12
+
+LstmState = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class ELMoModelOutput(ModelOutput):
+    r"""
+    Outputs of [`ELMoModel`]. T is the number of input words (T + 2 with `keep_sentence_boundaries`).
+
+    Args:
+        last_hidden_state (`torch.FloatTensor` of shape `(batch, T, 2 * projection_dim)`):
+            Top biLSTM layer, `[forward; backward]` (with the skip connection when the model has them). Zero at
+            padding positions.
+        hidden_states (`tuple(torch.FloatTensor)`, L + 1 tensors of shape `(batch, T, 2 * projection_dim)`):
+            All representations of the paper's R_k: index 0 is the token layer duplicated `[token; token]`, index l is
+            biLSTM layer l `[forward_l; backward_l]`.
+        elmo_representations (`tuple(torch.FloatTensor)`, `num_output_representations` tensors of shape
+            `(batch, T, 2 * projection_dim)`):
+            The scalar mixes `gamma * sum_j softmax(w)_j hidden_states[j]`.
+        mask (`torch.BoolTensor` of shape `(batch, T)`):
+            True at real positions (words, and boundaries when they are kept).
+        lstm_state (`tuple(torch.FloatTensor)`, *optional*, returned when `return_lstm_state=True`):
+            `(hidden, cell)` of shapes `(L, 2, state_batch, projection_dim)` and `(L, 2, state_batch, lstm_cell_size)`;
+            direction 0 is forward, 1 backward. Pass it as `lstm_state` to the next call to carry the state over.
+    """
+
+    last_hidden_state: torch.FloatTensor | None = None
+    hidden_states: tuple[torch.FloatTensor, ...] | None = None
+    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    mask: torch.BoolTensor | None = None
+    lstm_state: LstmState | None = None
+
+
+class ELMoHighway(nn.Module):
+    """One highway layer, in TF's form: ``g = sigmoid(x W_g + b_g)``, ``y = g * relu(x W_t + b_t) + (1 - g) * x``.
+
+    (AllenNLP stores the gate negated and writes ``g * x + (1 - g) * f(x)``; the converter keeps TF's sign.)
+    """
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.transform = nn.Linear(size, size)
+        self.gate = nn.Linear(size, size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(..., F) -> (..., F)"""
+        gate = torch.sigmoid(self.gate(hidden))
+        # The highway nonlinearity is always relu in the original, whatever the CNN activation.
+        return gate * F.relu(self.transform(hidden)) + (1.0 - gate) * hidden
+
+
+class ELMoCharacterEmbeddings(nn.Module):
+    """The context-independent token layer: character CNN -> highway layers -> projection to P."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__()
+        # Row 0 is the padding token; it stays all zero (the original file has no row for it).
+        self.embedding = nn.Embedding(config.num_characters, config.char_embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(
+            nn.Conv1d(config.char_embedding_dim, count, kernel_size=width) for width, count in config.char_cnn_filters
+        )
+        self.activation = torch.tanh if config.char_cnn_activation == "tanh" else F.relu
+        self.highways = nn.ModuleList(ELMoHighway(config.char_cnn_output_dim) for _ in range(config.num_highway_layers))
+        # The original has no projection when the CNN is already P wide.
+        self.projection = (
+            nn.Linear(config.char_cnn_output_dim, config.projection_dim)
+            if config.char_cnn_output_dim != config.projection_dim
+            else None
+        )
+
+    def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
+        """(..., max_characters_per_token) character ids -> (..., projection_dim) token vectors."""
+        leading_shape = character_ids.shape[:-1]
+        characters = self.embedding(character_ids.reshape(-1, character_ids.shape[-1]))  # (N, C, E)
+        characters = characters.transpose(1, 2)  # (N, E, C)
+        # Max over positions, then the activation (the original's order; both activations are monotonic).
+        pooled = [self.activation(convolution(characters).max(dim=-1).values) for convolution in self.convolutions]
+        hidden = torch.cat(pooled, dim=-1)  # (N, F)
+        for highway in self.highways:
+            hidden = highway(hidden)
+        if self.projection is not None:
+            hidden = self.projection(hidden)  # (N, P)
+        return hidden.reshape(*leading_shape, hidden.shape[-1])
+
+
+class ELMoLstmLayer(nn.Module):
+    """One direction of one biLM layer: an LSTM whose output is projected to P and clipped (TF's LSTMCell with
+    ``num_proj``, ``cell_clip``, ``proj_clip``, no peepholes).
+
+    Gates are stored in PyTorch's order (input, forget, candidate, output); the original's W_0 is split into the part
+    acting on the layer input (``input_to_gates``, which holds the only bias) and the part acting on the previous
+    projected output (``state_to_gates``).
+    """
+
+    def __init__(self, input_size: int, config: ELMoConfig):
+        super().__init__()
+        self.cell_size = config.lstm_cell_size
+        self.output_size = config.projection_dim
+        self.cell_clip = config.cell_clip or None
+        self.projection_clip = config.projection_clip or None
+        self.input_to_gates = nn.Linear(input_size, 4 * self.cell_size, bias=True)
+        self.state_to_gates = nn.Linear(self.output_size, 4 * self.cell_size, bias=False)
+        # The original has no projection when P == D.
+        self.state_projection = (
+            nn.Linear(self.cell_size, self.output_size, bias=False) if self.output_size < self.cell_size else None
+        )
+
+    def forward(
+        self, inputs: torch.Tensor, lengths: torch.LongTensor, initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """Run the layer over right-padded sequences.
+
+        Args:
+            inputs: (batch, time, input_size).
+            lengths: (batch,) number of real positions per row.
+            initial_state: (hidden (batch, P), cell (batch, D)).
+
+        Returns:
+            outputs (batch, time, P), zero at padding positions, and the state after each row's last real position.
+        """
+        hidden, cell = initial_state
+        gate_inputs = self.input_to_gates(inputs)  # (B, T, 4D), all time steps at once
+        outputs = inputs.new_zeros(inputs.shape[0], inputs.shape[1], self.output_size)
+        for step in range(inputs.shape[1]):
+            is_real = (lengths > step).unsqueeze(1)  # (B, 1)
+            gates = gate_inputs[:, step] + self.state_to_gates(hidden)  # (B, 4D)
+            input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)
+            new_cell = torch.sigmoid(forget_gate + FORGET_GATE_BIAS) * cell + torch.sigmoid(input_gate) * torch.tanh(
+                candidate
+            )
+            if self.cell_clip is not None:
+                new_cell = new_cell.clamp(-self.cell_clip, self.cell_clip)
+            new_hidden = torch.sigmoid(output_gate) * torch.tanh(new_cell)  # (B, D)
+            if self.state_projection is not None:
+                new_hidden = self.state_projection(new_hidden)  # (B, P)
+            if self.projection_clip is not None:
+                new_hidden = new_hidden.clamp(-self.projection_clip, self.projection_clip)
+            # Padding steps leave the state untouched, so the final state is the one after the last real word.
+            cell = torch.where(is_real, new_cell, cell)
+            hidden = torch.where(is_real, new_hidden, hidden)
+            outputs[:, step] = new_hidden * is_real
+        return outputs, (hidden, cell)
+
+
+def reverse_padded_sequences(sequences: torch.Tensor, lengths: torch.LongTensor) -> torch.Tensor:
+    """Reverse each row of (batch, time, ...) within its own length; padding stays at the end."""
+    time = sequences.shape[1]
+    positions = torch.arange(time, device=sequences.device).unsqueeze(0)  # (1, T)
+    lengths = lengths.unsqueeze(1)  # (B, 1)
+    source = torch.where(positions < lengths, lengths - 1 - positions, positions)  # (B, T)
+    source = source.reshape(*source.shape, *([1] * (sequences.dim() - 2))).expand_as(sequences)
+    return sequences.gather(1, source)
+
+
+class ELMoEncoder(nn.Module):
+    """The biLM: independent forward and backward stacks of ``ELMoLstmLayer``, joined only at each layer's output.
+
+    Holds the fixed initial LSTM state used when the caller passes none: ``initial_hidden_state`` (L, 2, P) and
+    ``initial_cell_state`` (L, 2, D), zeros unless a warm state was stored (see ``ELMoModel.set_initial_lstm_state``).
+    """
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__()
+        self.use_skip_connections = config.use_skip_connections
+        self.forward_layers = nn.ModuleList(ELMoLstmLayer(config.projection_dim, config) for _ in range(config.num_lstm_layers))
+        self.backward_layers = nn.ModuleList(ELMoLstmLayer(config.projection_dim, config) for _ in range(config.num_lstm_layers))
+        self.register_buffer("initial_hidden_state", torch.zeros(config.num_lstm_layers, 2, config.projection_dim))
+        self.register_buffer("initial_cell_state", torch.zeros(config.num_lstm_layers, 2, config.lstm_cell_size))
+
+    def default_state(self, batch_size: int) -> LstmState:
+        """The fixed initial state for ``batch_size`` rows: (L, 2, B, P) and (L, 2, B, D)."""
+        hidden = self.initial_hidden_state.unsqueeze(2).expand(-1, -1, batch_size, -1)
+        cell = self.initial_cell_state.unsqueeze(2).expand(-1, -1, batch_size, -1)
+        return hidden, cell
+
+    def forward(
+        self, token_embeddings: torch.Tensor, lengths: torch.LongTensor, state: LstmState
+    ) -> tuple[list[torch.Tensor], LstmState]:
+        """
+        Args:
+            token_embeddings: (batch, time, P), sentences with boundaries, zero at padding.
+            lengths: (batch,) real positions per row (boundaries included).
+            state: (hidden (L, 2, batch, P), cell (L, 2, batch, D)).
+
+        Returns:
+            L tensors (batch, time, 2P), ``[forward_l; backward_l]`` aligned with the input positions, and the state
+            after the batch (forward: after the last real position; backward: after position 0).
+        """
+        hidden_state, cell_state = state
+        forward_input = token_embeddings
+        backward_input = reverse_padded_sequences(token_embeddings, lengths)
+        layer_outputs, final_hidden, final_cell = [], [], []
+        for layer_index, (forward_layer, backward_layer) in enumerate(zip(self.forward_layers, self.backward_layers)):
+            forward_output, (forward_hidden, forward_cell) = forward_layer(
+                forward_input, lengths, (hidden_state[layer_index, 0], cell_state[layer_index, 0])
+            )
+            backward_output, (backward_hidden, backward_cell) = backward_layer(
+                backward_input, lengths, (hidden_state[layer_index, 1], cell_state[layer_index, 1])
+            )
+            # Residual from the second layer on, added to the output only (never to the recurrent state).
+            if self.use_skip_connections and layer_index > 0:
+                forward_output = forward_output + forward_input
+                backward_output = backward_output + backward_input
+            layer_outputs.append(torch.cat([forward_output, reverse_padded_sequences(backward_output, lengths)], dim=-1))
+            final_hidden.append(torch.stack([forward_hidden, backward_hidden]))
+            final_cell.append(torch.stack([forward_cell, backward_cell]))
+            forward_input, backward_input = forward_output, backward_output
+        return layer_outputs, (torch.stack(final_hidden), torch.stack(final_cell))
+
+
+class ELMoScalarMix(nn.Module):
+    """The paper's task-specific mix ``gamma * sum_j softmax(w)_j h_j`` over the L + 1 representations.
+
+    ``w`` starts at 0 (a plain average) and ``gamma`` at 1. With ``layer_norm=True`` each layer is first normalised
+    the bilm-tf way: one mean and variance per layer over all real words of the batch (sentence boundaries excluded,
+    epsilon 1e-12). Note that this makes a sentence's vectors depend on the rest of the batch.
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.scalar_weights = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.ones(1))
+
+    @property
+    def layer_weights(self) -> torch.Tensor:
+        """softmax(w): the normalised weight of each layer, (num_layers,)."""
+        return torch.softmax(self.scalar_weights, dim=0)
+
+    def forward(self, layers: Sequence[torch.Tensor], word_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``layers``: num_layers tensors (batch, time, H); ``word_mask`` (batch, time), needed with layer norm."""
+        if len(layers) != self.scalar_weights.shape[0]:
+            raise ValueError(f"ELMoScalarMix expects {self.scalar_weights.shape[0]} layers, got {len(layers)}.")
+        if self.layer_norm:
+            if word_mask is None:
+                raise ValueError("ELMoScalarMix with layer_norm=True needs word_mask (batch, time).")
+            layers = [_masked_layer_norm(layer, word_mask) for layer in layers]
+        weights = self.layer_weights
+        mixed = weights[0] * layers[0]
+        for weight, layer in zip(weights[1:], layers[1:]):
+            mixed = mixed + weight * layer
+        return self.gamma * mixed
+
+
+def _masked_layer_norm(layer: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+    """bilm-tf's normalisation: one mean/variance over every element at real positions. (B, T, H) -> (B, T, H)."""
+    mask = word_mask.unsqueeze(-1).to(layer.dtype)  # (B, T, 1)
+    count = (mask.sum() * layer.shape[-1]).clamp(min=1.0)
+    mean = (layer * mask).sum() / count
+    variance = (((layer - mean) * mask) ** 2).sum() / count
+    return (layer - mean) / torch.sqrt(variance + SCALAR_MIX_LAYER_NORM_EPSILON)
+
+
+def add_sentence_boundaries(
+    character_ids: torch.LongTensor, word_mask: torch.BoolTensor
+) -> tuple[torch.LongTensor, torch.BoolTensor]:
+    """Wrap every sentence as ``<S> w1 ... wn </S>``, as the original's batcher does.
+
+    (batch, T, C), (batch, T) -> (batch, T + 2, C), (batch, T + 2). ``</S>`` goes right after each sentence's last
+    word, so padding stays at the end.
+    """
+    batch_size, _, num_slots = character_ids.shape
+    lengths = word_mask.sum(dim=1)  # (B,)
+    bos = torch.tensor(BOS_CHARACTER_IDS, dtype=character_ids.dtype, device=character_ids.device)
+    eos = torch.tensor(EOS_CHARACTER_IDS, dtype=character_ids.dtype, device=character_ids.device)
+    padding = character_ids.new_zeros(batch_size, 1, num_slots)
+    with_boundaries = torch.cat([bos.expand(batch_size, 1, num_slots), character_ids, padding], dim=1)
+    with_boundaries[torch.arange(batch_size, device=character_ids.device), lengths + 1] = eos
+    boundary_mask = torch.cat([word_mask.new_ones(batch_size, 1), word_mask, word_mask.new_zeros(batch_size, 1)], dim=1)
+    boundary_mask[torch.arange(batch_size, device=word_mask.device), lengths + 1] = True
+    return with_boundaries, boundary_mask
+
+
+class ELMoPreTrainedModel(PreTrainedModel):
+    config_class = ELMoConfig
+    base_model_prefix = "elmo"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, ELMoScalarMix):
+            init.zeros_(module.scalar_weights)
+            init.ones_(module.gamma)
+        elif isinstance(module, ELMoEncoder):
+            init.zeros_(module.initial_hidden_state)
+            init.zeros_(module.initial_cell_state)
+
+
+class ELMoModel(ELMoPreTrainedModel):
+    """ELMo: character-aware bidirectional LM returning per-word contextual representations (see the module
+    docstring for the steps). Inputs come from [`ELMoTokenizer`]: ``input_ids`` (batch, words, 50) and
+    ``attention_mask`` (batch, words), right-padded."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        self.char_embeddings = ELMoCharacterEmbeddings(config)
+        self.encoder = ELMoEncoder(config)
+        self.scalar_mixes = nn.ModuleList(
+            ELMoScalarMix(config.num_representation_layers, layer_norm=config.scalar_mix_layer_norm)
+            for _ in range(config.num_output_representations)
+        )
+        self.representation_dropout = nn.Dropout(config.representation_dropout)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.char_embeddings.embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.char_embeddings.embedding = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        lstm_state: LstmState | None = None,
+        return_lstm_state: bool = False,
+        keep_sentence_boundaries: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ELMoModelOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
+                Character ids from [`ELMoTokenizer`]; padding words are all-zero rows at the end of each sentence.
+            attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
+                1 for words, 0 for padding (right padding only). Derived from `input_ids` when omitted.
+            lstm_state (`tuple(torch.FloatTensor)`, *optional*):
+                `(hidden (L, 2, S, P), cell (L, 2, S, D))` from a previous call's `lstm_state` output. Row b of the
+                batch starts from row b of this state; rows beyond the batch (S > batch) are returned unchanged,
+                missing rows (S < batch) start from the model's initial state. Omitted: every sentence starts from
+                the model's fixed initial state.
+            return_lstm_state (`bool`, *optional*, defaults to `False`):
+                Return the state after this batch as `lstm_state`.
+            keep_sentence_boundaries (`bool`, *optional*):
+                Overrides `config.keep_sentence_boundaries` for this call.
+        """
+        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
+        if extra:
+            raise TypeError(f"ELMoModel.forward() got unexpected argument(s) {sorted(extra)}.")
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        keep_boundaries = (
+            keep_sentence_boundaries if keep_sentence_boundaries is not None else self.config.keep_sentence_boundaries
+        )
+        word_mask = self._validated_word_mask(input_ids, attention_mask)  # (B, T)
+        batch_size, num_words = word_mask.shape
+
+        # 1. Add <S> and </S> around every sentence, as the original does.
+        character_ids, position_mask = add_sentence_boundaries(input_ids, word_mask)  # (B, T+2, C), (B, T+2)
+        lengths = position_mask.sum(dim=1)  # (B,)
+
+        # 2. Context-independent token layer.
+        token_embeddings = self.char_embeddings(character_ids) * position_mask.unsqueeze(-1)  # (B, T+2, P)
+
+        # 3. The biLM, starting from the caller's state or the fixed initial state.
+        initial_state = self._initial_state_for_batch(lstm_state, batch_size)
+        lstm_outputs, final_state = self.encoder(token_embeddings, lengths, initial_state)  # L x (B, T+2, 2P)
+
+        # 4. The L + 1 representations, boundaries removed unless asked to keep them.
+        layers = [torch.cat([token_embeddings, token_embeddings], dim=-1)] + lstm_outputs
+        if keep_boundaries:
+            output_mask = position_mask
+            word_only_mask = torch.zeros_like(position_mask)
+            word_only_mask[:, 1 : num_words + 1] = word_mask
+        else:
+            layers = [layer[:, 1 : num_words + 1] * word_mask.unsqueeze(-1) for layer in layers]
+            output_mask = word_only_mask = word_mask
+        mixes = tuple(
+            self.representation_dropout(mix(layers, word_only_mask)) * output_mask.unsqueeze(-1) for mix in self.scalar_mixes
+        )
+
+        output = ELMoModelOutput(
+            last_hidden_state=layers[-1],
+            hidden_states=tuple(layers),
+            elmo_representations=mixes,
+            mask=output_mask,
+            lstm_state=self._merge_state(lstm_state, final_state, batch_size) if return_lstm_state else None,
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _validated_word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.BoolTensor:
+        num_slots = self.config.max_characters_per_token
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.LongTensor of shape (batch, words, {num_slots}), got {type(input_ids).__name__}.")
+        if input_ids.dim() != 3 or input_ids.shape[-1] != num_slots:
+            raise ValueError(
+                f"input_ids must have shape (batch, words, {num_slots}) (character ids from ELMoTokenizer), "
+                f"got shape {tuple(input_ids.shape)}."
+            )
+        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
+            raise ValueError(f"input_ids must hold integer character ids, got dtype {input_ids.dtype}.")
+        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.num_characters):
+            raise ValueError(
+                f"input_ids must be character ids in [0, {self.config.num_characters}), got values in "
+                f"[{int(input_ids.min())}, {int(input_ids.max())}]."
+            )
+        is_word = (input_ids != 0).any(dim=-1)  # (B, T)
+        if attention_mask is None:
+            word_mask = is_word
+        else:
+            if attention_mask.shape != input_ids.shape[:2]:
+                raise ValueError(
+                    f"attention_mask must have shape (batch, words) = {tuple(input_ids.shape[:2])}, "
+                    f"got {tuple(attention_mask.shape)}."
+                )
+            word_mask = attention_mask.bool()
+            if not torch.equal(word_mask, is_word):
+                batch_index, word_index = (word_mask != is_word).nonzero()[0].tolist()
+                raise ValueError(
+                    f"attention_mask and input_ids disagree at (batch {batch_index}, word {word_index}): the mask says "
+                    f"{'word' if word_mask[batch_index, word_index] else 'padding'} but the character ids are "
+                    f"{'all 0 (padding)' if not is_word[batch_index, word_index] else 'a word'}."
+                )
+        if word_mask.shape[1] > 1 and (word_mask[:, 1:] & ~word_mask[:, :-1]).any():
+            batch_index = int((word_mask[:, 1:] & ~word_mask[:, :-1]).any(dim=1).nonzero()[0])
+            raise ValueError(
+                f"Sentence {batch_index} has padding before a word: ELMo needs right-padded input "
+                "(padding_side='right'), words first."
+            )
+        return word_mask
+
+    def _initial_state_for_batch(self, lstm_state: LstmState | None, batch_size: int) -> LstmState:
+        default_hidden, default_cell = self.encoder.default_state(batch_size)
+        if lstm_state is None:
+            return default_hidden, default_cell
+        hidden, cell = self._validated_state(lstm_state)
+        carried = min(hidden.shape[2], batch_size)
+        hidden = torch.cat([hidden[:, :, :carried], default_hidden[:, :, carried:]], dim=2)
+        cell = torch.cat([cell[:, :, :carried], default_cell[:, :, carried:]], dim=2)
+        return hidden, cell
+
+    def _merge_state(self, previous: LstmState | None, final: LstmState, batch_size: int) -> LstmState:
+        """Rows of ``previous`` beyond this batch keep their state, as in the original."""
+        if previous is None or previous[0].shape[2] <= batch_size:
+            return final
+        return (
+            torch.cat([final[0], previous[0][:, :, batch_size:]], dim=2),
+            torch.cat([final[1], previous[1][:, :, batch_size:]], dim=2),
+        )
+
+    def _validated_state(self, lstm_state: LstmState) -> LstmState:
+        config = self.config
+        if not isinstance(lstm_state, (tuple, list)) or len(lstm_state) != 2:
+            raise ValueError("lstm_state must be a (hidden, cell) pair as returned in ELMoModelOutput.lstm_state.")
+        hidden, cell = lstm_state
+        expected = ((config.num_lstm_layers, 2, config.projection_dim), (config.num_lstm_layers, 2, config.lstm_cell_size))
+        for name, tensor, (layers, directions, size) in zip(("hidden", "cell"), (hidden, cell), expected):
+            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4 or tensor.shape[:2] != (layers, directions) or tensor.shape[3] != size:
+                found = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+                raise ValueError(f"lstm_state {name} must have shape ({layers}, {directions}, batch, {size}), got {found}.")
+        if hidden.shape[2] != cell.shape[2]:
+            raise ValueError(f"lstm_state hidden and cell disagree on the batch size: {hidden.shape[2]} vs {cell.shape[2]}.")
+        return hidden, cell
+
+    @torch.no_grad()
+    def compute_warm_initial_state(self, batches: Iterable[dict[str, torch.Tensor]]) -> LstmState:
+        """Run ``batches`` (dicts with ``input_ids`` and optionally ``attention_mask``) in order with the state
+        carried over, as the original does, and return the final state averaged over batch rows: (hidden (L, 2, P),
+        cell (L, 2, D)). Store it with :meth:`set_initial_lstm_state` to get deterministic vectors without the
+        original's zero-state cold start."""
+        state = None
+        for batch in batches:
+            state = self(
+                input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), lstm_state=state, return_lstm_state=True
+            ).lstm_state
+        if state is None:
+            raise ValueError("compute_warm_initial_state needs at least one batch of text.")
+        return state[0].mean(dim=2), state[1].mean(dim=2)
+
+    @torch.no_grad()
+    def set_initial_lstm_state(self, hidden: torch.Tensor, cell: torch.Tensor) -> None:
+        """Store the fixed initial state used when no ``lstm_state`` is passed (saved with the checkpoint).
+        ``hidden`` (L, 2, P), ``cell`` (L, 2, D); zeros restore the original's cold start."""
+        for name, value, buffer in (
+            ("hidden", hidden, self.encoder.initial_hidden_state),
+            ("cell", cell, self.encoder.initial_cell_state),
+        ):
+            if value.shape != buffer.shape:
+                raise ValueError(f"initial {name} state must have shape {tuple(buffer.shape)}, got {tuple(value.shape)}.")
+            buffer.copy_(value)
+
+
+__all__ = [
+    "ELMoCharacterEmbeddings",
+    "ELMoEncoder",
+    "ELMoHighway",
+    "ELMoLstmLayer",
+    "ELMoModel",
+    "ELMoModelOutput",
+    "ELMoPreTrainedModel",
+    "ELMoScalarMix",
+    "add_sentence_boundaries",
+    "reverse_padded_sequences",
+]

@@ -1,0 +1,923 @@
+"""ELMo's character tokenizer: words -> rows of 50 character ids.
+
+ELMo has no word vocabulary. Every word becomes a fixed-length row of character ids that the model's character CNN
+embeds, so a batch of sentences is a 3-D tensor:
+
+    input_ids       (batch, words, max_characters_per_token)   int64, 50 characters per word by default
+    attention_mask  (batch, words)                             1 for a word, 0 for a padding word
+
+The id scheme is the one of the original bilm-tf `UnicodeCharsVocabulary` / AllenNLP `ELMoCharacterMapper`:
+
+    raw ids 0..255   the UTF-8 bytes of the word
+    raw id  256      begin-of-sentence character (only in the `<S>` row)
+    raw id  257      end-of-sentence character   (only in the `</S>` row)
+    raw id  258      begin-of-word
+    raw id  259      end-of-word
+    raw id  260      padding character (fills a word's row after its end-of-word)
+
+    word row = [258] + utf8_bytes[:max_characters_per_token - 2] + [259] + [260] * rest
+
+and then EVERY id is shifted by +1 (bilm-tf's `Batcher` and AllenNLP both add 1), so that id 0 is free to mean
+"padding word": a padding row is all zeros and the model masks it out. Examples with the shift applied:
+
+    "th"   -> [259, 117, 105, 260, 261, 261, ..., 261]        (50 ids)
+    "<S>"  -> [259, 257, 260, 261, ..., 261]                  (BOS_CHARACTER_IDS)
+    "</S>" -> [259, 258, 260, 261, ..., 261]                  (EOS_CHARACTER_IDS)
+    pad    -> [0, 0, ..., 0]
+
+Truncation of long words is at the byte level (48 bytes with the default 50 slots) and may cut a multi-byte
+character in two; that is the original's behaviour and `character_ids_to_word` decodes such a cut with U+FFFD.
+
+The tokenizer does NOT add `<S>`/`</S>` around sentences, even with `add_special_tokens=True`: the model
+(`ELMoModel`) adds the sentence boundaries itself, as the original biLM does.
+
+Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`word_splitter`):
+
+- `"ptb"` (default): a regular expression approximating Penn-Treebank tokenisation (punctuation split off,
+  `don't -> do n't`, `it's -> it 's`; see `PTB_WORD_PATTERN` for what it does and does not do).
+- `"moses"`: the same, but contractions split the way the Moses tokenizer split ELMo's training data, the
+  1 Billion Word Benchmark (`don't -> don 't`, `wasn't -> wasn 't`).
+- `"whitespace"`: split on whitespace only, for text that is already tokenised.
+- `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
+
+This file only imports `transformers` and `tokenizers`, so it can be copied next to a checkpoint and loaded with
+`trust_remote_code=True`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tokenizers import Regex, pre_tokenizers
+from transformers.tokenization_utils_base import (
+    AddedToken,
+    BatchEncoding,
+    PreTrainedTokenizerBase,
+    TruncationStrategy,
+)
+from transformers.utils import PaddingStrategy, TensorType, to_py_obj
+
+# ----------------------------------------------------------------------------------------------------------------
+# Character ids. Raw ids come from bilm-tf's `UnicodeCharsVocabulary` (bytes 0..255, then five markers 256..260);
+# every raw id is shifted by CHARACTER_ID_SHIFT so that 0 can mean "padding word" (bilm-tf `Batcher`:
+# `char_ids + 1`; AllenNLP `ELMoCharacterMapper.convert_word_to_char_ids`: `c + 1`). The constants below are the
+# shifted ids, the ones the model's character embedding sees.
+# ----------------------------------------------------------------------------------------------------------------
+CHARACTER_ID_SHIFT = 1
+PADDING_TOKEN_ID = 0  # a whole padding word: every one of its character ids is 0
+BYTE_CHARACTER_IDS = range(0 + CHARACTER_ID_SHIFT, 256 + CHARACTER_ID_SHIFT)  # UTF-8 byte b has id b + 1
+BEGIN_SENTENCE_CHARACTER_ID = 256 + CHARACTER_ID_SHIFT  # raw 256: the character of the `<S>` word
+END_SENTENCE_CHARACTER_ID = 257 + CHARACTER_ID_SHIFT  # raw 257: the character of the `</S>` word
+BEGIN_WORD_CHARACTER_ID = 258 + CHARACTER_ID_SHIFT  # raw 258: first slot of every word row
+END_WORD_CHARACTER_ID = 259 + CHARACTER_ID_SHIFT  # raw 259: after the word's last byte
+PADDING_CHARACTER_ID = 260 + CHARACTER_ID_SHIFT  # raw 260: fills the row after the end-of-word
+NUM_CHARACTERS = 261 + CHARACTER_ID_SHIFT  # rows of the model's character embedding (ids 0..261)
+
+MAX_CHARACTERS_PER_TOKEN = 50  # slots per word in every released ELMo (options.json `max_characters_per_token`)
+
+BOS_TOKEN = "<S>"  # the literal word the original maps to the begin-of-sentence row
+EOS_TOKEN = "</S>"  # the literal word the original maps to the end-of-sentence row
+PAD_TOKEN = "<pad>"  # name of the padding word (id 0); never produced from text
+
+UNICODE_ERRORS_CHOICES = ("strict", "ignore")
+
+
+def _boundary_character_ids(sentence_character_id: int, max_characters_per_token: int) -> list[int]:
+    """The row of a sentence-boundary word: begin-of-word, the boundary character, end-of-word, padding."""
+    return [BEGIN_WORD_CHARACTER_ID, sentence_character_id, END_WORD_CHARACTER_ID] + [PADDING_CHARACTER_ID] * (
+        max_characters_per_token - 3
+    )
+
+
+# `<S>` = [259, 257, 260] + [261] * 47 and `</S>` = [259, 258, 260] + [261] * 47 (shifted ids, 50 slots).
+BOS_CHARACTER_IDS: tuple[int, ...] = tuple(
+    _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, MAX_CHARACTERS_PER_TOKEN)
+)
+EOS_CHARACTER_IDS: tuple[int, ...] = tuple(_boundary_character_ids(END_SENTENCE_CHARACTER_ID, MAX_CHARACTERS_PER_TOKEN))
+
+
+def _check_max_characters_per_token(max_characters_per_token: Any) -> None:
+    if (
+        not isinstance(max_characters_per_token, int)
+        or isinstance(max_characters_per_token, bool)
+        or max_characters_per_token < 3
+    ):
+        raise ValueError(
+            "max_characters_per_token must be an int >= 3 (begin-of-word, at least one character, end-of-word; "
+            f"every released ELMo uses {MAX_CHARACTERS_PER_TOKEN}), got {max_characters_per_token!r}"
+        )
+
+
+def _check_unicode_errors(unicode_errors: Any) -> None:
+    if unicode_errors not in UNICODE_ERRORS_CHOICES:
+        raise ValueError(f"unicode_errors must be one of {list(UNICODE_ERRORS_CHOICES)}, got {unicode_errors!r}")
+
+
+def _lone_surrogate_error(text: str, error: UnicodeEncodeError, what: str) -> ValueError:
+    return ValueError(
+        f"Cannot encode the {what} {text!r} as UTF-8: character {error.start} ({text[error.start]!r}) is a lone "
+        "surrogate. The original ELMo silently drops such characters; pass unicode_errors='ignore' to do the same."
+    )
+
+
+def word_to_character_ids(
+    word: str, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, unicode_errors: str = "strict"
+) -> list[int]:
+    """
+    Map one word to its row of character ids (shifted by +1, see the module docstring).
+
+    `[258] + utf8_bytes[:max_characters_per_token - 2] + [259] + [260] * rest`, then +1 on every id. The literal
+    words `<S>` and `</S>` map to the sentence-boundary rows. Truncation is at the byte level and may cut a
+    multi-byte character, as in the original. The empty word gives `[259, 260, 261, ...]`, as in the original.
+
+    Args:
+        word (`str`): the word. It may contain any character, whitespace included (it is just bytes).
+        max_characters_per_token (`int`, *optional*, defaults to 50): length of the row.
+        unicode_errors (`str`, *optional*, defaults to `"strict"`): what to do with characters UTF-8 cannot
+            encode (lone surrogates such as `"\\ud800"`): `"strict"` raises `ValueError`; `"ignore"` drops them,
+            like the original (`word.encode("utf-8", "ignore")`).
+
+    Returns:
+        `list[int]` of length `max_characters_per_token`.
+
+    Example:
+
+    ```python
+    >>> word_to_character_ids("th")[:6]
+    [259, 117, 105, 260, 261, 261]
+    ```
+    """
+    if not isinstance(word, str):
+        raise TypeError(f"word must be a str, got {word!r} of type {type(word).__name__}")
+    _check_max_characters_per_token(max_characters_per_token)
+    _check_unicode_errors(unicode_errors)
+    if word == BOS_TOKEN:
+        return _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, max_characters_per_token)
+    if word == EOS_TOKEN:
+        return _boundary_character_ids(END_SENTENCE_CHARACTER_ID, max_characters_per_token)
+    try:
+        word_bytes = word.encode("utf-8")
+    except UnicodeEncodeError as error:
+        if unicode_errors == "strict":
+            raise _lone_surrogate_error(word, error, "word") from error
+        word_bytes = word.encode("utf-8", "ignore")
+    # Keep room for the begin-of-word and end-of-word markers; this may cut a multi-byte character (original).
+    kept_bytes = word_bytes[: max_characters_per_token - 2]
+    character_ids = [BEGIN_WORD_CHARACTER_ID] + [byte + CHARACTER_ID_SHIFT for byte in kept_bytes]
+    character_ids.append(END_WORD_CHARACTER_ID)
+    character_ids.extend([PADDING_CHARACTER_ID] * (max_characters_per_token - len(character_ids)))
+    return character_ids
+
+
+def character_ids_to_word(character_ids: Sequence[int]) -> str:
+    """
+    Inverse of `word_to_character_ids` for one row of character ids.
+
+    The sentence-boundary rows give `"<S>"` / `"</S>"`; a padding row (all 0) gives `""` (as does the empty word);
+    otherwise the bytes between begin-of-word and end-of-word are decoded as UTF-8 with `errors="replace"`, since
+    truncation may have cut the last character (it then ends with U+FFFD).
+
+    Args:
+        character_ids (`Sequence[int]`, a list, tuple, 1-D tensor or array): one row, shape (max_characters_per_token,).
+
+    Returns:
+        `str`: the word.
+    """
+    row = to_py_obj(character_ids)
+    if not isinstance(row, (list, tuple)) or not row or not all(isinstance(value, numbers.Integral) for value in row):
+        raise ValueError(f"Expected one non-empty row of integer character ids, got {character_ids!r}")
+    row = [int(value) for value in row]
+    out_of_range = [value for value in row if not 0 <= value < NUM_CHARACTERS]
+    if out_of_range:
+        raise ValueError(f"Character ids must lie in [0, {NUM_CHARACTERS}), got {out_of_range[0]} in the row {row!r}")
+    if all(value == PADDING_TOKEN_ID for value in row):
+        return ""
+    if row[0] != BEGIN_WORD_CHARACTER_ID:
+        raise ValueError(
+            f"A word row starts with the begin-of-word id {BEGIN_WORD_CHARACTER_ID}, got {row[0]} in the row {row!r}"
+        )
+    if len(row) >= 3 and row[2] == END_WORD_CHARACTER_ID:
+        if row[1] == BEGIN_SENTENCE_CHARACTER_ID:
+            return BOS_TOKEN
+        if row[1] == END_SENTENCE_CHARACTER_ID:
+            return EOS_TOKEN
+    word_bytes = bytearray()
+    for position, value in enumerate(row[1:], start=1):
+        if value == END_WORD_CHARACTER_ID:
+            return word_bytes.decode("utf-8", errors="replace")
+        if value not in BYTE_CHARACTER_IDS:
+            raise ValueError(
+                f"Expected a byte id (1..256) or the end-of-word id {END_WORD_CHARACTER_ID} at position {position}, "
+                f"got {value} in the row {row!r}"
+            )
+        word_bytes.append(value - CHARACTER_ID_SHIFT)
+    raise ValueError(f"The row has no end-of-word id {END_WORD_CHARACTER_ID}: {row!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Word splitters
+# ----------------------------------------------------------------------------------------------------------------
+_WORD_CHARACTER = r"[\p{L}\p{M}\p{N}]"  # letters, combining marks, digits
+_NOT_FOLLOWED_BY_WORD_CHARACTER = r"(?![\p{L}\p{M}\p{N}])"
+_APOSTROPHE = r"['’]"  # ASCII apostrophe and U+2019 RIGHT SINGLE QUOTATION MARK
+_CLITIC = r"(?i:s|m|d|ll|re|ve)"  # 's 'm 'd 'll 're 've
+_NOT_SUFFIX = rf"(?i:n{_APOSTROPHE}t)"  # n't
+# Abbreviations that keep their period (PTB and the Moses tokenizer do so through a list of such prefixes).
+_ABBREVIATIONS = (
+    "Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "Mt", "Gen", "Gov", "Sen", "Rep", "Rev", "vs", "etc",
+    "Inc", "Ltd", "Co", "Corp", "Jan", "Feb", "Mar", "Apr", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
+)  # fmt: skip
+
+
+def _word_body(apostrophe_suffixes: str) -> str:
+    """Word characters joined by `-`, `.`, digit-only `,` `:` `/`, or an apostrophe not starting a suffix."""
+    joiner = (
+        r"(?:-|\."
+        r"|(?<=\p{N})[,:/](?=\p{N})"
+        rf"|{_APOSTROPHE}(?!{apostrophe_suffixes}{_NOT_FOLLOWED_BY_WORD_CHARACTER}))"
+    )
+    return rf"{_WORD_CHARACTER}+(?:{joiner}(?={_WORD_CHARACTER}){_WORD_CHARACTER}+)*"
+
+
+def _treebank_word_pattern(contraction_style: str) -> str:
+    """
+    The regular expression of the "ptb" (`contraction_style="ptb"`) and "moses" splitters: each match is a word.
+
+    It runs inside whitespace-separated chunks (a `WhitespaceSplit` runs first), leftmost match first; the
+    alternatives are tried in this order:
+
+    1. initialisms `U.S.`, `e.g.`, `a.m.` (single letters each followed by a period) stay one word;
+    2. a short list of abbreviations keeps its period (`Mr.`, `Dr.`, `vs.`, `etc.`, `Inc.`, `Jan.`, ...);
+    3. contractions: "ptb" splits `don't -> do n't`, `can't -> ca n't`, "moses" splits `don't -> don 't`; both split
+       the clitics `'s 'm 'd 'll 're 've` (`it's -> it 's`, case-insensitive, ASCII or U+2019 apostrophe);
+    4. a word: letters, marks and digits, joined by `-` (`state-of-the-art`), `.` between word characters
+       (`3.5`, `www.example.com`), `,` `:` `/` between digits (`1,000`, `12:30`, `1/2`) and other apostrophes
+       (`O'Neill`, `rock'n'roll`);
+    5. `...` and `--` runs;
+    6. any other single grapheme cluster: punctuation, symbols, and emoji sequences (`👩‍💻`, `🇺🇸`, `👍🏽` stay whole).
+
+    It does not: convert quotes or brackets (no PTB ```` `` ```` / `''` / `-LRB-`), split `cannot`/`gonna`, tell a
+    sentence-final abbreviation from a period (`in the U.S.` keeps one `U.S.`, no extra `.`), know abbreviations
+    outside its list (`approx.` -> `approx .`), split a missing space after a period (`end.Start` is one word), or
+    keep URLs and e-mail addresses with `/`, `@`, `:` together.
+    """
+    initialism = r"(?:\p{L}\.){2,}"
+    abbreviation = rf"(?:{'|'.join(_ABBREVIATIONS)})\.(?!\p{{L}})"
+    alternatives = [initialism, abbreviation]
+    if contraction_style == "ptb":
+        alternatives += [
+            _word_body(rf"(?:{_CLITIC}|t)") + rf"(?={_NOT_SUFFIX}{_NOT_FOLLOWED_BY_WORD_CHARACTER})",  # do|n't
+            _NOT_SUFFIX + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # n't
+            _APOSTROPHE + _CLITIC + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 's 'm 'd 'll 're 've
+            _word_body(rf"(?:{_CLITIC}|t)"),
+        ]
+    elif contraction_style == "moses":
+        suffix = rf"(?:{_CLITIC}|(?i:t))"
+        alternatives += [
+            _APOSTROPHE + suffix + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 't 's 'm 'd 'll 're 've
+            _word_body(suffix),
+        ]
+    else:
+        raise ValueError(f"contraction_style must be 'ptb' or 'moses', got {contraction_style!r}")
+    alternatives += [r"\.{2,}|-{2,}", r"\X"]
+    return "|".join(alternatives)
+
+
+PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
+MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
+WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert")
+
+
+def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer:
+    """
+    The `tokenizers` pre-tokenizer called `name` (one of `WORD_SPLITTERS`).
+
+    Its `pre_tokenize_str(text)` returns `[(word, (start, end)), ...]` with character offsets into `text`.
+    """
+    if name == "whitespace":
+        return pre_tokenizers.WhitespaceSplit()
+    if name == "bert":
+        return pre_tokenizers.BertPreTokenizer()
+    if name in ("ptb", "moses"):
+        pattern = PTB_WORD_PATTERN if name == "ptb" else MOSES_WORD_PATTERN
+        return pre_tokenizers.Sequence(
+            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
+        )
+    raise ValueError(f"Unknown word_splitter {name!r}; valid names are {list(WORD_SPLITTERS)}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Helpers for nested inputs
+# ----------------------------------------------------------------------------------------------------------------
+def _character_vocabulary() -> dict[str, int]:
+    """Names of the NUM_CHARACTERS rows of the character embedding: `<pad>`, `<0x00>`..`<0xFF>`, five markers."""
+    vocabulary = {PAD_TOKEN: PADDING_TOKEN_ID}
+    for byte in range(256):
+        vocabulary[f"<0x{byte:02X}>"] = byte + CHARACTER_ID_SHIFT
+    vocabulary["<begin_sentence>"] = BEGIN_SENTENCE_CHARACTER_ID
+    vocabulary["<end_sentence>"] = END_SENTENCE_CHARACTER_ID
+    vocabulary["<begin_word>"] = BEGIN_WORD_CHARACTER_ID
+    vocabulary["<end_word>"] = END_WORD_CHARACTER_ID
+    vocabulary["<padding_character>"] = PADDING_CHARACTER_ID
+    return vocabulary
+
+
+_CHARACTER_VOCABULARY = _character_vocabulary()
+_CHARACTER_NAMES = {index: name for name, index in _CHARACTER_VOCABULARY.items()}
+
+
+def _nesting_depth(value: Any) -> int:
+    """0 for a scalar, 1 for a list of scalars (or an empty list), 2 for a list of lists, ..."""
+    if not isinstance(value, (list, tuple)):
+        return 0
+    return 1 + max((_nesting_depth(item) for item in value), default=0)
+
+
+def _is_one_sentence(input_ids: Any) -> bool:
+    """Whether `input_ids` is one sentence's (words, characters) ids rather than a batch of sentences."""
+    if hasattr(input_ids, "ndim"):
+        return input_ids.ndim == 2
+    if not isinstance(input_ids, (list, tuple)) or not input_ids:
+        return False
+    first_word = input_ids[0]
+    if hasattr(first_word, "ndim"):
+        return first_word.ndim == 1
+    return isinstance(first_word, (list, tuple)) and len(first_word) > 0 and isinstance(first_word[0], numbers.Integral)
+
+
+def _is_batch_of_sentences(ids: Any) -> bool:
+    """Whether nested lists of ids are (batch, words, characters): some item is a sentence (empty or of rows)."""
+    return isinstance(ids, (list, tuple)) and any(
+        isinstance(item, (list, tuple)) and (not item or isinstance(item[0], (list, tuple))) for item in ids
+    )
+
+
+def _replace_lone_surrogates(text: str) -> str:
+    """Same length, lone surrogates replaced by a letter, so splitters keep them inside their word."""
+    return "".join("x" if "\ud800" <= character <= "\udfff" else character for character in text)
+
+
+def _check_padding_side(padding_side: str) -> None:
+    if padding_side != "right":
+        raise ValueError(
+            f"ELMoTokenizer only pads on the right, got padding_side={padding_side!r}: the ELMo model puts `</S>` "
+            "right after each sentence's last word and runs its LSTMs over the first `length` positions, so padding "
+            "words must come after the sentence."
+        )
+
+
+class ELMoTokenizer(PreTrainedTokenizerBase):
+    r"""
+    ELMo's character tokenizer: splits text into words and maps every word to `max_characters_per_token` character
+    ids (see the module docstring for the id scheme). There is no vocabulary file.
+
+    Output of `tokenizer(texts, padding=True, return_tensors="pt")`:
+
+    - `input_ids`: `torch.LongTensor` of shape `(batch, words, max_characters_per_token)`; padding words are rows
+      of zeros.
+    - `attention_mask`: `torch.LongTensor` of shape `(batch, words)`, 1 for a word, 0 for a padding word.
+    - `offset_mapping` (with `return_offsets_mapping=True`, raw text only): `(batch, words, 2)` character
+      offsets `(start, end)` of each word in the original string, `(0, 0)` for padding words.
+
+    Inputs: a string (one sentence), a list of strings (a batch), or, with `is_split_into_words=True`, a list of
+    words (one sentence) or a list of lists of words (a batch). `max_length` and `truncation` count WORDS;
+    `padding` pads with padding words on the right (left padding is refused: the model needs right padding).
+    `add_special_tokens` is accepted but adds nothing: `ELMoModel` wraps each sentence in `<S>` ... `</S>` itself.
+    As in every transformers tokenizer, `max_length` given without `padding`/`truncation` truncates.
+
+    Args:
+        max_characters_per_token (`int`, *optional*, defaults to 50):
+            Length of each word's row of character ids; must match the model's `max_characters_per_token`.
+        word_splitter (`str`, *optional*, defaults to `"ptb"`):
+            How raw text is split into words: `"ptb"` (Penn-Treebank-like, `do n't`), `"moses"` (like ELMo's
+            training data, `don 't`), `"whitespace"` (already tokenised text) or `"bert"` (`BertPreTokenizer`).
+        unicode_errors (`str`, *optional*, defaults to `"strict"`):
+            `"strict"` raises on text UTF-8 cannot encode (lone surrogates); `"ignore"` drops those characters
+            like the original ELMo.
+        kwargs:
+            Passed to `PreTrainedTokenizerBase` (`model_max_length`, `truncation_side`, ...).
+
+    Example:
+
+    ```python
+    >>> tokenizer = ELMoTokenizer()
+    >>> batch = tokenizer(["I don't know.", "Hello"], padding=True, return_tensors="pt")
+    >>> tuple(batch["input_ids"].shape), batch["attention_mask"].tolist()
+    ((2, 5, 50), [[1, 1, 1, 1, 1], [1, 0, 0, 0, 0]])
+    >>> tokenizer.decode(batch["input_ids"][0])
+    "I do n't know ."
+    ```
+    """
+
+    vocab_files_names: dict[str, str] = {}
+    model_input_names = ["input_ids", "attention_mask"]
+    padding_side = "right"
+
+    def __init__(
+        self,
+        max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
+        word_splitter: str = "ptb",
+        unicode_errors: str = "strict",
+        **kwargs,
+    ):
+        _check_max_characters_per_token(max_characters_per_token)
+        _check_unicode_errors(unicode_errors)
+        pre_tokenizer = build_word_splitter(word_splitter)
+        pad_token = kwargs.pop("pad_token", PAD_TOKEN)
+        if str(pad_token) != PAD_TOKEN:
+            raise ValueError(
+                f"ELMoTokenizer's padding word is {PAD_TOKEN!r} (id {PADDING_TOKEN_ID}, a row of zeros), "
+                f"got pad_token={pad_token!r}"
+            )
+        # from_pretrained passes back what save_pretrained wrote from `added_tokens_decoder`: only the pad token.
+        # Facts about one from_pretrained call, not options: keep them out of the saved tokenizer_config.json.
+        kwargs.pop("is_local", None)
+        kwargs.pop("local_files_only", None)
+        saved_added_tokens = kwargs.pop("added_tokens_decoder", None) or {}
+        for index, token in saved_added_tokens.items():
+            if (int(index), str(token)) != (PADDING_TOKEN_ID, PAD_TOKEN):
+                raise ValueError(
+                    f"ELMoTokenizer has a fixed character vocabulary and no added tokens, got {token!r} at {index}"
+                )
+        super().__init__(
+            max_characters_per_token=max_characters_per_token,
+            word_splitter=word_splitter,
+            unicode_errors=unicode_errors,
+            pad_token=PAD_TOKEN,
+            **kwargs,
+        )
+        _check_padding_side(self.padding_side)
+        self.max_characters_per_token = max_characters_per_token
+        self.unicode_errors = unicode_errors
+        self._word_splitter_name = word_splitter
+        self._pre_tokenizer = pre_tokenizer
+
+    @property
+    def word_splitter(self) -> str:
+        """Name of the pre-tokenizer that splits raw text into words (one of `WORD_SPLITTERS`)."""
+        return self._word_splitter_name
+
+    @word_splitter.setter
+    def word_splitter(self, name: str) -> None:
+        self._pre_tokenizer = build_word_splitter(name)
+        self._word_splitter_name = name
+
+    # ---- vocabulary: the NUM_CHARACTERS character ids (not words) ----
+    @property
+    def vocab_size(self) -> int:
+        """Number of character ids, `NUM_CHARACTERS` (262): the rows of the model's character embedding."""
+        return NUM_CHARACTERS
+
+    def __len__(self) -> int:
+        return NUM_CHARACTERS
+
+    def get_vocab(self) -> dict[str, int]:
+        """Names of the character ids: `<pad>` 0, `<0x00>`..`<0xFF>` 1..256 (bytes), then the five markers."""
+        return dict(_CHARACTER_VOCABULARY)
+
+    @property
+    def added_tokens_encoder(self) -> dict[str, int]:
+        return {PAD_TOKEN: PADDING_TOKEN_ID}
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
+        return {PADDING_TOKEN_ID: AddedToken(PAD_TOKEN, lstrip=False, rstrip=False, normalized=False, special=True)}
+
+    def _add_tokens(self, new_tokens: list[str] | list[AddedToken], special_tokens: bool = False) -> int:
+        unknown = [str(token) for token in new_tokens if str(token) not in _CHARACTER_VOCABULARY]
+        if unknown:
+            raise ValueError(
+                f"ELMoTokenizer's character vocabulary is fixed ({NUM_CHARACTERS} ids); cannot add {unknown}. "
+                "Any word is already encodable from its UTF-8 bytes."
+            )
+        return 0
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """0: the tokenizer never adds words (the model adds `<S>`/`</S>` itself)."""
+        return 0
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """
+        Map names of character ids (`get_vocab()` keys such as `"<pad>"`, `"<0x41>"`, `"<end_word>"`) to ids.
+        A word is not a token of this vocabulary: use `word_to_character_ids` or call the tokenizer.
+        """
+        if isinstance(tokens, str):
+            if tokens not in _CHARACTER_VOCABULARY:
+                raise KeyError(
+                    f"{tokens!r} is not the name of a character id (see get_vocab()); to encode a word, use "
+                    "word_to_character_ids(word) or tokenizer(text)"
+                )
+            return _CHARACTER_VOCABULARY[tokens]
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | list[str]:
+        """Names of character ids (inverse of `convert_tokens_to_ids`); use `decode` for rows of a word."""
+        ids = to_py_obj(ids)
+        if isinstance(ids, numbers.Integral):
+            if ids not in _CHARACTER_NAMES:
+                raise ValueError(f"Character ids lie in [0, {NUM_CHARACTERS}), got {ids}")
+            return _CHARACTER_NAMES[int(ids)]
+        if _nesting_depth(ids) > 1:
+            raise TypeError("convert_ids_to_tokens takes character ids; use decode() for rows of words")
+        return [
+            self.convert_ids_to_tokens(index)
+            for index in ids
+            if not (skip_special_tokens and index == PADDING_TOKEN_ID)
+        ]
+
+    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
+        """Nothing to save: the character vocabulary is fixed. Returns `()`."""
+        return ()
+
+    # ---- words ----
+    def split_words(self, text: str) -> list[tuple[str, tuple[int, int]]]:
+        """
+        Split raw text into words with the configured `word_splitter`.
+
+        Returns:
+            `list[tuple[str, tuple[int, int]]]`: each word and its `(start, end)` character offsets in `text`
+            (`text[start:end] == word`).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {text!r} of type {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+            splittable_text = text
+        except UnicodeEncodeError as error:
+            if self.unicode_errors == "strict":
+                raise _lone_surrogate_error(text, error, "text") from error
+            splittable_text = _replace_lone_surrogates(text)  # the surrogates are dropped later, with the bytes
+        pieces = self._pre_tokenizer.pre_tokenize_str(splittable_text)
+        return [(text[start:end], (start, end)) for _, (start, end) in pieces]
+
+    def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs) -> list[str]:
+        """The words of `text` (`split_words` without offsets). ELMo's tokens are words; each becomes a row of ids."""
+        if pair is not None:
+            raise ValueError("ELMoTokenizer encodes single sentences; `pair` is not supported")
+        return [word for word, _ in self.split_words(text)]
+
+    @staticmethod
+    def _as_batch_of_sentences(text: Any, is_split_into_words: bool) -> tuple[list[Any], bool]:
+        """
+        Check the input's structure and return it as a list of sentences, with whether it was a batch.
+
+        Raw text: `str` -> one sentence; `list[str]` -> a batch. Pre-split: `list[str]` -> one sentence;
+        `list[list[str]]` -> a batch.
+        """
+        if not is_split_into_words:
+            if isinstance(text, str):
+                return [text], False
+            if not isinstance(text, (list, tuple)):
+                raise TypeError(
+                    f"text must be a string or a list of strings, got {text!r:.80} of type {type(text).__name__}"
+                )
+            for index, sentence in enumerate(text):
+                if isinstance(sentence, (list, tuple)):
+                    raise ValueError(
+                        f"text[{index}] is a {type(sentence).__name__}, but is_split_into_words=False: pass "
+                        "is_split_into_words=True for pre-split words, or one string per sentence"
+                    )
+                if not isinstance(sentence, str):
+                    raise TypeError(
+                        f"text[{index}] must be a string (one sentence), got {sentence!r:.80} of type "
+                        f"{type(sentence).__name__}"
+                    )
+            return list(text), True
+
+        if not isinstance(text, (list, tuple)):
+            raise TypeError(
+                "With is_split_into_words=True, text must be a list of words (one sentence) or a list of lists of "
+                f"words (a batch), got {text!r:.80} of type {type(text).__name__}"
+            )
+        is_batched = len(text) > 0 and isinstance(text[0], (list, tuple))
+        sentences = list(text) if is_batched else [text]
+        for sentence_index, sentence in enumerate(sentences):
+            if not isinstance(sentence, (list, tuple)):
+                raise TypeError(
+                    f"text[{sentence_index}] must be a list of words like text[0], got {sentence!r:.80} of type "
+                    f"{type(sentence).__name__}"
+                )
+            for word_index, word in enumerate(sentence):
+                location = f"text[{sentence_index}][{word_index}]" if is_batched else f"text[{word_index}]"
+                if isinstance(word, (list, tuple)):
+                    raise ValueError(
+                        f"{location} is a {type(word).__name__}: the input is nested too deeply; expected a list "
+                        "of words (strings) or a list of such lists"
+                    )
+                if not isinstance(word, str):
+                    raise TypeError(f"{location} must be a word (str), got {word!r:.80} of type {type(word).__name__}")
+        return sentences, is_batched
+
+    def _encode_plus(
+        self,
+        text: str | list[str] | list[list[str]],
+        text_pair: Any = None,
+        add_special_tokens: bool = True,
+        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+        truncation_strategy: TruncationStrategy = TruncationStrategy.DO_NOT_TRUNCATE,
+        max_length: int | None = None,
+        stride: int = 0,
+        is_split_into_words: bool = False,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_tensors: str | TensorType | None = None,
+        return_token_type_ids: bool | None = None,
+        return_attention_mask: bool | None = None,
+        return_overflowing_tokens: bool = False,
+        return_special_tokens_mask: bool = False,
+        return_offsets_mapping: bool = False,
+        return_length: bool = False,
+        verbose: bool = True,
+        split_special_tokens: bool = False,
+        **kwargs,
+    ) -> BatchEncoding:
+        """
+        Encode one sentence or a batch (the hook behind `tokenizer(...)` and `tokenizer.encode(...)`).
+
+        Returns a `BatchEncoding` with `input_ids` (words, max_characters_per_token) for one sentence, or
+        (batch, words, max_characters_per_token) for a batch or whenever `return_tensors` is set; `attention_mask`
+        (words) / (batch, words); optionally `offset_mapping` (..., words, 2), `special_tokens_mask` (..., words)
+        (1 for literal `<S>`/`</S>` words and padding words) and `length` (number of words before padding).
+        `add_special_tokens` is ignored: the model adds the sentence boundaries.
+        """
+        if kwargs:
+            raise TypeError(f"ELMoTokenizer got unexpected keyword arguments: {sorted(kwargs)}")
+        if text_pair is not None:
+            raise ValueError(
+                "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
+                "input). Encode each sentence on its own."
+            )
+        if return_overflowing_tokens or stride:
+            raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
+        if return_token_type_ids:
+            raise ValueError("ELMo has no token type ids; leave return_token_type_ids unset")
+        if return_offsets_mapping and is_split_into_words:
+            raise ValueError(
+                "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
+                "string to point into"
+            )
+        if truncation_strategy == TruncationStrategy.ONLY_SECOND:
+            raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
+        if padding_side is not None:
+            _check_padding_side(padding_side)
+        should_truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
+
+        sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
+        batch: dict[str, list[Any]] = {"input_ids": []}
+        if return_offsets_mapping:
+            batch["offset_mapping"] = []
+        if return_special_tokens_mask:
+            batch["special_tokens_mask"] = []
+        if return_length:
+            batch["length"] = []
+        for sentence_index, sentence in enumerate(sentences):
+            if is_split_into_words:
+                words, offsets = list(sentence), None
+            else:
+                try:
+                    words_with_offsets = self.split_words(sentence)
+                except ValueError as error:
+                    raise ValueError(f"text[{sentence_index}]: {error}") from error
+                words = [word for word, _ in words_with_offsets]
+                offsets = [offset for _, offset in words_with_offsets]
+            if should_truncate and len(words) > max_length:
+                kept = slice(0, max_length) if self.truncation_side == "right" else slice(len(words) - max_length, None)
+                words = words[kept]
+                offsets = offsets[kept] if offsets is not None else None
+            rows = []
+            for word_index, word in enumerate(words):
+                try:
+                    rows.append(word_to_character_ids(word, self.max_characters_per_token, self.unicode_errors))
+                except ValueError as error:
+                    raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+            batch["input_ids"].append(rows)
+            if return_offsets_mapping:
+                batch["offset_mapping"].append(offsets)
+            if return_special_tokens_mask:
+                batch["special_tokens_mask"].append([int(word in (BOS_TOKEN, EOS_TOKEN)) for word in words])
+            if return_length:
+                batch["length"].append(len(words))
+
+        encoding = self.pad(
+            batch,
+            padding=padding_strategy,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_attention_mask=return_attention_mask,
+            return_tensors=return_tensors,
+        )
+        if not is_batched and return_tensors is None:
+            return BatchEncoding({key: value[0] for key, value in encoding.items()})
+        return encoding
+
+    def pad(
+        self,
+        encoded_inputs: Any,
+        padding: bool | str | PaddingStrategy = True,
+        max_length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_tensors: str | TensorType | None = None,
+        verbose: bool = True,
+    ) -> BatchEncoding:
+        """
+        `PreTrainedTokenizerBase.pad` (padding words are rows of zeros, see `_pad`), plus two things the base
+        cannot know about 3-D ids: one un-batched sentence (`input_ids` of shape (words, characters)) is padded as
+        a batch of one and returned without the batch axis, and tensors keep their last axis when every sentence
+        is empty (`input_ids` (batch, 0, max_characters_per_token), not (batch, 0)).
+        """
+        if padding_side is not None:
+            _check_padding_side(padding_side)
+        is_one_sentence = isinstance(encoded_inputs, Mapping) and _is_one_sentence(encoded_inputs.get("input_ids"))
+        if is_one_sentence:
+            encoded_inputs = {key: [value] for key, value in encoded_inputs.items()}
+        encoding = super().pad(
+            encoded_inputs,
+            padding=padding,
+            max_length=max_length,
+            pad_to_multiple_of=pad_to_multiple_of,
+            padding_side=padding_side,
+            return_attention_mask=return_attention_mask,
+            return_tensors=return_tensors,
+            verbose=verbose,
+        )
+        if not isinstance(encoding, BatchEncoding):  # the base returns an empty batch (no sentence) untouched
+            encoding = dict(encoding)
+            if return_attention_mask is not False and "attention_mask" in self.model_input_names:
+                encoding.setdefault("attention_mask", [])
+            encoding = BatchEncoding(encoding, tensor_type=return_tensors)
+        trailing_sizes = {"input_ids": self.max_characters_per_token, "offset_mapping": 2}
+        for key in list(encoding.keys()):
+            encoding[key] = self._restore_empty_axes(key, encoding[key], trailing_sizes.get(key))
+        if is_one_sentence:
+            encoding = BatchEncoding({key: value[0] for key, value in encoding.items()})
+        return encoding
+
+    @staticmethod
+    def _restore_empty_axes(key: str, value: Any, trailing_size: int | None) -> Any:
+        """Reshape an empty tensor built from nested empty lists to (batch, 0[, trailing_size])."""
+        if not hasattr(value, "ndim") or not hasattr(value, "reshape"):
+            return value
+        expected_ndim = 3 if trailing_size is not None else 2
+        number_of_elements = value.numel() if callable(getattr(value, "numel", None)) else value.size
+        if value.ndim >= expected_ndim or number_of_elements != 0 or key == "length":
+            return value
+        batch_size = value.shape[0] if value.ndim >= 1 else 0
+        shape = (batch_size, 0) if trailing_size is None else (batch_size, 0, trailing_size)
+        return value.reshape(shape)
+
+    def _pad(
+        self,
+        encoded_inputs: dict[str, Any] | BatchEncoding,
+        max_length: int | None = None,
+        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str | None = None,
+        return_attention_mask: bool | None = None,
+    ) -> dict:
+        """
+        Pad ONE sentence with padding words: rows of `max_characters_per_token` zeros in `input_ids`, 0 in
+        `attention_mask`, (0, 0) in `offset_mapping`, 1 in `special_tokens_mask`. Right padding only.
+        """
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in self.model_input_names
+        word_rows = list(encoded_inputs[self.model_input_names[0]])
+        for row in word_rows:
+            if len(row) != self.max_characters_per_token:
+                raise ValueError(
+                    f"Every word's row of input_ids must have max_characters_per_token={self.max_characters_per_token}"
+                    f" character ids, got a row of {len(row)}"
+                )
+        number_of_words = len(word_rows)
+        if return_attention_mask and "attention_mask" not in encoded_inputs:
+            encoded_inputs["attention_mask"] = [1] * number_of_words
+        if padding_strategy == PaddingStrategy.DO_NOT_PAD:
+            return encoded_inputs
+        _check_padding_side(padding_side if padding_side is not None else self.padding_side)
+
+        target_words = number_of_words if padding_strategy == PaddingStrategy.LONGEST else max_length
+        if target_words is not None and pad_to_multiple_of is not None and target_words % pad_to_multiple_of != 0:
+            target_words = (target_words // pad_to_multiple_of + 1) * pad_to_multiple_of
+        missing_words = (target_words or 0) - number_of_words
+        if missing_words <= 0:
+            return encoded_inputs
+        padding_row = [PADDING_TOKEN_ID] * self.max_characters_per_token
+        encoded_inputs["input_ids"] = word_rows + [list(padding_row) for _ in range(missing_words)]
+        if return_attention_mask:
+            encoded_inputs["attention_mask"] = list(encoded_inputs["attention_mask"]) + [0] * missing_words
+        if "offset_mapping" in encoded_inputs:
+            encoded_inputs["offset_mapping"] = list(encoded_inputs["offset_mapping"]) + [(0, 0)] * missing_words
+        if "special_tokens_mask" in encoded_inputs:
+            encoded_inputs["special_tokens_mask"] = list(encoded_inputs["special_tokens_mask"]) + [1] * missing_words
+        return encoded_inputs
+
+    def get_special_tokens_mask(
+        self, token_ids_0: list[Any], token_ids_1: list[Any] | None = None, already_has_special_tokens: bool = False
+    ) -> list[int]:
+        """1 for each padding row and literal `<S>`/`</S>` row of one sentence's (words, characters) ids, else 0."""
+        if token_ids_1 is not None:
+            raise ValueError("ELMoTokenizer encodes single sentences; token_ids_1 is not supported")
+        mask = []
+        for row in to_py_obj(token_ids_0):
+            is_padding = all(value == PADDING_TOKEN_ID for value in row)
+            mask.append(int(is_padding or character_ids_to_word(row) in (BOS_TOKEN, EOS_TOKEN)))
+        return mask
+
+    # ---- decoding ----
+    def decode(
+        self,
+        token_ids: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs,
+    ) -> str | list[str]:
+        """
+        Decode character ids back to words.
+
+        Args:
+            token_ids: one sentence (words, max_characters_per_token) -> `str`, the words joined by spaces; a batch
+                (batch, words, max_characters_per_token) -> `list[str]`; one word row (max_characters_per_token,)
+                -> that word. Lists, tensors or arrays. Padding rows are always skipped.
+            skip_special_tokens (`bool`, *optional*, defaults to `False`): drop `<S>` and `</S>` words.
+            clean_up_tokenization_spaces (`bool`, *optional*): undo the splitter's spaces (`do n't` -> `don't`,
+                `know .` -> `know.`); defaults to `self.clean_up_tokenization_spaces` (False).
+        """
+        ids = to_py_obj(token_ids)
+        if isinstance(ids, (list, tuple)) and ids and all(isinstance(value, numbers.Integral) for value in ids):
+            word = character_ids_to_word(ids)
+            return "" if skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN) else word
+        if _nesting_depth(ids) > 3:
+            raise ValueError(
+                "decode expects one word (characters), one sentence (words, characters) or a batch "
+                f"(batch, words, characters) of ids, got {_nesting_depth(ids)} levels of nesting"
+            )
+        if _is_batch_of_sentences(ids):
+            return [self._decode(sentence, skip_special_tokens, clean_up_tokenization_spaces) for sentence in ids]
+        return self._decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs,
+    ) -> list[str]:
+        """Decode a batch (batch, words, max_characters_per_token) to one string per sentence (see `decode`)."""
+        ids = to_py_obj(sequences)
+        if isinstance(ids, (list, tuple)) and not ids:
+            return []
+        if not _is_batch_of_sentences(ids) or _nesting_depth(ids) > 3:
+            raise ValueError(
+                "batch_decode expects ids of shape (batch, words, characters); use decode for one sentence"
+            )
+        return [self._decode(sentence, skip_special_tokens, clean_up_tokenization_spaces) for sentence in ids]
+
+    def _decode(
+        self,
+        token_ids: list[list[int]],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+        **kwargs,
+    ) -> str:
+        """One sentence (words, max_characters_per_token) -> its words joined by single spaces."""
+        words = []
+        for row in token_ids:
+            if all(value == PADDING_TOKEN_ID for value in row):
+                continue
+            word = character_ids_to_word(row)
+            if skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN):
+                continue
+            words.append(word)
+        text = " ".join(words)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+
+__all__ = [
+    "BEGIN_SENTENCE_CHARACTER_ID",
+    "BEGIN_WORD_CHARACTER_ID",
+    "BOS_CHARACTER_IDS",
+    "BOS_TOKEN",
+    "CHARACTER_ID_SHIFT",
+    "END_SENTENCE_CHARACTER_ID",
+    "END_WORD_CHARACTER_ID",
+    "EOS_CHARACTER_IDS",
+    "EOS_TOKEN",
+    "ELMoTokenizer",
+    "MAX_CHARACTERS_PER_TOKEN",
+    "MOSES_WORD_PATTERN",
+    "NUM_CHARACTERS",
+    "PADDING_CHARACTER_ID",
+    "PADDING_TOKEN_ID",
+    "PAD_TOKEN",
+    "PTB_WORD_PATTERN",
+    "WORD_SPLITTERS",
+    "build_word_splitter",
+    "character_ids_to_word",
+    "word_to_character_ids",
+]

@@ -1,0 +1,58 @@
+"""Shared test fixtures.
+
+Data from ``../shared`` (read-only, never copied into the repo) is found at ``$ELMO_HF_SHARED_DIR`` or at
+``../shared`` beside the repository. When it is missing, tests that need it fail under CI (``CI=true``) and are
+skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from elmo_hf import ELMoModel, ELMoTokenizer
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("ELMO_HF_SHARED_DIR", REPOSITORY_ROOT.parent / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under the shared directory; fails under CI and skips elsewhere when it is missing."""
+    path = SHARED_DIR.joinpath(*parts)
+    if not path.exists():
+        message = f"shared test data missing: {path} (set ELMO_HF_SHARED_DIR to the shared/ directory)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="session")
+def allennlp_fixture_dir() -> Path:
+    return shared_path("fixtures", "allennlp-elmo")
+
+
+@pytest.fixture(scope="session")
+def pretrained_options_dir() -> Path:
+    return shared_path("fixtures", "pretrained-options")
+
+
+@pytest.fixture(scope="session")
+def converted_fixture_dir(allennlp_fixture_dir, tmp_path_factory) -> Path:
+    """The AllenNLP fixture converted to a Hugging Face directory, once per session."""
+    from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+
+    output_dir = tmp_path_factory.mktemp("converted") / "elmo-fixture"
+    convert_allennlp_to_hf(allennlp_fixture_dir / "options.json", allennlp_fixture_dir / "lm_weights.hdf5", output_dir)
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def fixture_model(converted_fixture_dir) -> ELMoModel:
+    return ELMoModel.from_pretrained(converted_fixture_dir).eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> ELMoTokenizer:
+    return ELMoTokenizer(word_splitter="whitespace")

@@ -1,0 +1,94 @@
+"""Test helpers: small random models, and files in the original ELMo layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+from conversion.hdf5_layout import weight_mappings
+from elmo_hf import ELMoConfig, ELMoModel
+
+
+def write_random_original_model(options: dict, directory: Path, seed: int = 0, scale: float = 0.3) -> tuple[Path, Path]:
+    """options.json + weights.hdf5 with random float32 weights of the shapes the options imply."""
+    directory.mkdir(parents=True, exist_ok=True)
+    options_file, weight_file = directory / "options.json", directory / "weights.hdf5"
+    options_file.write_text(json.dumps(options))
+    config = ELMoConfig.from_options_dict(options)
+    generator = np.random.default_rng(seed)
+    with h5py.File(weight_file, "w") as weights:
+        for mapping in weight_mappings(config):
+            weights.create_dataset(mapping.hdf5_name, data=(generator.standard_normal(mapping.hdf5_shape) * scale).astype(np.float32))
+    return options_file, weight_file
+
+
+def tiny_options(**lstm_or_cnn_changes) -> dict:
+    options = {
+        "lstm": {"cell_clip": 3, "use_skip_connections": True, "n_layers": 2, "proj_clip": 3, "projection_dim": 8, "dim": 16},
+        "char_cnn": {
+            "embedding": {"dim": 4},
+            "filters": [[1, 4], [2, 8], [3, 8]],
+            "n_highway": 2,
+            "n_characters": 262,
+            "max_characters_per_token": 50,
+            "activation": "relu",
+        },
+    }
+    for key, value in lstm_or_cnn_changes.items():
+        section = "lstm" if key in options["lstm"] else "char_cnn"
+        options[section][key] = value
+    return options
+
+
+def assert_hdf5_files_identical(first: Path, second: Path) -> None:
+    """Same dataset names, shapes, dtypes and bytes."""
+    with h5py.File(first, "r") as a, h5py.File(second, "r") as b:
+        names_a, names_b = [], []
+        a.visititems(lambda name, item: names_a.append(name) if isinstance(item, h5py.Dataset) else None)
+        b.visititems(lambda name, item: names_b.append(name) if isinstance(item, h5py.Dataset) else None)
+        assert sorted(names_a) == sorted(names_b)
+        for name in names_a:
+            assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+            assert a[name][...].tobytes() == b[name][...].tobytes(), name
+
+
+def tiny_config(**overrides) -> ELMoConfig:
+    """A small random architecture exercising every part (2 highway, projection, clipping, skip connections)."""
+    values = dict(
+        char_embedding_dim=4,
+        char_cnn_filters=[[1, 4], [2, 8], [3, 8]],
+        num_highway_layers=2,
+        projection_dim=8,
+        lstm_cell_size=16,
+        num_lstm_layers=2,
+        cell_clip=3.0,
+        projection_clip=3.0,
+        use_skip_connections=True,
+    )
+    values.update(overrides)
+    return ELMoConfig(**values)
+
+
+def random_model(config: ELMoConfig | None = None, seed: int = 0, std: float = 0.3) -> ELMoModel:
+    """A model with weights large enough that gates, clipping and residuals all matter."""
+    model = ELMoModel(config or tiny_config())
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith("scalar_mixes"):
+                continue
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+        model.char_embeddings.embedding.weight[0].zero_()
+    return model.eval()
+
+
+SENTENCES = [
+    "The bank raised its interest rates .".split(),
+    "We sat on the bank of the river and watched the boats go by .".split(),
+    "Hello".split(),
+    "Ein Satz mit Umlauten : Größe , Übung .".split(),
+]

@@ -1,0 +1,181 @@
+import json
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf, main as convert_main
+from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp, main as export_main
+from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+
+from .helpers import assert_hdf5_files_identical, tiny_options, write_random_original_model
+
+
+def convert(options_file, weight_file, output_dir, **kwargs):
+    return convert_allennlp_to_hf(options_file, weight_file, output_dir, **kwargs)
+
+
+def test_fixture_converts_to_a_loadable_directory(converted_fixture_dir):
+    names = {path.name for path in converted_fixture_dir.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer_config.json"} <= names
+    model = ELMoModel.from_pretrained(converted_fixture_dir)
+    tokenizer = ELMoTokenizer.from_pretrained(converted_fixture_dir)
+    output = model(**tokenizer(["The bank is open ."], return_tensors="pt"))
+    assert output.last_hidden_state.shape == (1, 5, 32)
+
+
+def test_fixture_round_trip_is_bit_exact(allennlp_fixture_dir, converted_fixture_dir, tmp_path):
+    convert_hf_to_allennlp(converted_fixture_dir, tmp_path / "exported")
+    assert_hdf5_files_identical(allennlp_fixture_dir / "lm_weights.hdf5", tmp_path / "exported" / "weights.hdf5")
+    original = json.loads((allennlp_fixture_dir / "options.json").read_text())
+    assert json.loads((tmp_path / "exported" / "options.json").read_text()) == original
+
+
+def test_cli_verifies_and_prints_actual_vs_expected(allennlp_fixture_dir, tmp_path, capsys):
+    status = convert_main(
+        [
+            "--options", str(allennlp_fixture_dir / "options.json"),
+            "--weights", str(allennlp_fixture_dir / "lm_weights.hdf5"),
+            "--output", str(tmp_path / "out"),
+            "--verify", str(allennlp_fixture_dir),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert status == 0
+    assert printed.count("verify top layer, batch") == 10 and "verify token layer" in printed
+    assert "actual" in printed and "expected" in printed and "FAIL" not in printed
+
+
+def test_failed_verification_writes_nothing(allennlp_fixture_dir, tmp_path, capsys):
+    options_file, weight_file = write_random_original_model(json.loads((allennlp_fixture_dir / "options.json").read_text()), tmp_path / "random")
+    status = convert_main(
+        ["--options", str(options_file), "--weights", str(weight_file), "--output", str(tmp_path / "out"), "--verify", str(allennlp_fixture_dir)]
+    )
+    assert status == 1 and "verification failed, nothing written" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    assert [path.name for path in tmp_path.iterdir()] == ["random"]  # no staging directory left behind
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        dict(filters=[[1, 4], [2, 4]], projection_dim=8),  # F == P: no CNN_proj
+        dict(projection_dim=16, dim=16),  # P == D: no W_P_0
+        dict(n_highway=0, use_skip_connections=False),
+        dict(n_highway=3, n_layers=3, activation="tanh"),
+    ],
+)
+def test_optional_pieces_convert_and_round_trip(changes, tmp_path, tokenizer):
+    options = tiny_options(**changes)
+    options_file, weight_file = write_random_original_model(options, tmp_path / "original")
+    config = ELMoConfig.from_options_dict(options)
+    with h5py.File(weight_file, "r") as weights:
+        assert ("CNN_proj" in weights) == (config.char_cnn_output_dim != config.projection_dim)
+        assert ("W_P_0" in weights["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell"]) == (config.projection_dim < config.lstm_cell_size)
+    convert(options_file, weight_file, tmp_path / "hf")
+    model = ELMoModel.from_pretrained(tmp_path / "hf")
+    assert torch.isfinite(model(**tokenizer(["a few words"], return_tensors="pt")).last_hidden_state).all()
+    convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "exported")
+    assert_hdf5_files_identical(weight_file, tmp_path / "exported" / "weights.hdf5")
+
+
+def test_export_reports_state_the_original_cannot_hold(converted_fixture_dir, tmp_path, capsys):
+    model = ELMoModel.from_pretrained(converted_fixture_dir)
+    model.set_initial_lstm_state(torch.ones(2, 2, 16), torch.ones(2, 2, 64))
+    model.save_pretrained(tmp_path / "warm")
+    assert export_main(["--model", str(tmp_path / "warm"), "--output", str(tmp_path / "exported")]) == 0
+    printed = capsys.readouterr().out
+    assert "not exported" in printed and "encoder.initial_hidden_state" in printed and "scalar_mixes" not in printed
+
+
+def _corrupt(weight_file, edit):
+    with h5py.File(weight_file, "a") as weights:
+        edit(weights)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda w: w.__delitem__("CNN_high_1/W_carry"), r"missing dataset 'CNN_high_1/W_carry' \(expected shape \(20, 20\)"),
+        (
+            lambda w: (w.__delitem__("CNN/b_cnn_0"), w.create_dataset("CNN/b_cnn_0", data=np.zeros(5, np.float32))),
+            r"does not match options.json: dataset 'CNN/b_cnn_0' has shape \(5,\), expected \(4,\)",
+        ),
+        (
+            lambda w: w.create_dataset("CNN_high_2/W_carry", data=np.zeros((20, 20), np.float32)),
+            r"does not match options.json: it holds biLM dataset\(s\) the options do not describe: \['CNN_high_2/W_carry'\]",
+        ),
+        (
+            lambda w: (w.__delitem__("char_embed"), w.create_dataset("char_embed", data=np.zeros((261, 4), np.float64))),
+            r"dataset 'char_embed' has dtype float64, expected float32",
+        ),
+    ],
+)
+def test_bad_weight_files_raise_and_write_nothing(edit, message, tmp_path):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    _corrupt(weight_file, edit)
+    with pytest.raises(ConversionError, match=message):
+        convert(options_file, weight_file, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_other_bad_inputs(tmp_path):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    with pytest.raises(ConversionError, match="weight file not found"):
+        convert(options_file, tmp_path / "missing.hdf5", tmp_path / "hf")
+    with pytest.raises(ConversionError, match="options file not found"):
+        convert(tmp_path / "missing.json", weight_file, tmp_path / "hf")
+    not_hdf5 = tmp_path / "weights.txt"
+    not_hdf5.write_text("not an hdf5 file")
+    with pytest.raises(ConversionError, match=r"is not an HDF5 file"):
+        convert(options_file, not_hdf5, tmp_path / "hf")
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{lstm:")
+    with pytest.raises(ConversionError, match="is not valid JSON"):
+        convert(bad_json, weight_file, tmp_path / "hf")
+    missing_option = tiny_options()
+    del missing_option["lstm"]["projection_dim"]
+    (tmp_path / "missing_option.json").write_text(json.dumps(missing_option))
+    with pytest.raises(ConversionError, match=r"missing_option.json: options.json: missing field lstm.projection_dim"):
+        convert(tmp_path / "missing_option.json", weight_file, tmp_path / "hf")
+    # options describe a different network than the weights
+    (tmp_path / "other.json").write_text(json.dumps(tiny_options(dim=32)))
+    with pytest.raises(ConversionError, match=r"does not match options.json: dataset 'RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0'"):
+        convert(tmp_path / "other.json", weight_file, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_existing_output_is_refused_unless_overwrite(tmp_path):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "keep.txt").write_text("user data")
+    with pytest.raises(ConversionError, match="already exists; pass overwrite=True"):
+        convert(options_file, weight_file, tmp_path / "hf")
+    assert (tmp_path / "hf" / "keep.txt").read_text() == "user data"
+    convert(options_file, weight_file, tmp_path / "hf", overwrite=True)
+    assert (tmp_path / "hf" / "config.json").exists() and not (tmp_path / "hf" / "keep.txt").exists()
+    with pytest.raises(ConversionError, match="already exists"):
+        convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "original")
+    with pytest.raises(ConversionError, match="no config.json"):
+        convert_hf_to_allennlp(tmp_path / "original", tmp_path / "exported")
+
+
+def test_unrelated_datasets_are_reported(tmp_path, capsys):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    _corrupt(weight_file, lambda w: w.create_dataset("softmax/W", data=np.zeros((3, 8), np.float32)))
+    status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", str(tmp_path / "hf")])
+    assert status == 0
+    assert "unused dataset (not part of the biLM, not converted): softmax/W" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_full_size_small_model_round_trip_is_bit_exact(pretrained_options_dir, tmp_path):
+    options = json.loads((pretrained_options_dir / "elmo_2x1024_128_2048cnn_1xhighway_options.json").read_text())
+    options_file, weight_file = write_random_original_model(options, tmp_path / "original", scale=0.05)
+    report = convert(options_file, weight_file, tmp_path / "hf")
+    assert round(report.num_parameters / 1e6, 1) == 13.6
+    convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "exported")
+    assert_hdf5_files_identical(weight_file, tmp_path / "exported" / "weights.hdf5")
+    shutil.rmtree(tmp_path)
