@@ -40,8 +40,8 @@ Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`wo
 - `"whitespace"`: split on whitespace only, for text that is already tokenised.
 - `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
 
-This file only imports `transformers` and `tokenizers`, so it can be copied next to a checkpoint and loaded with
-`trust_remote_code=True`.
+This file imports only `numpy`, `tokenizers` and `transformers` (no sibling module), so it can be copied next to a
+checkpoint and loaded with `trust_remote_code=True`.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Helpers for nested inputs
+# Names of the character ids (the "vocabulary") and helpers for nested inputs
 # ----------------------------------------------------------------------------------------------------------------
 def _character_vocabulary() -> dict[str, int]:
     """Names of the NUM_CHARACTERS rows of the character embedding: `<pad>`, `<0x00>`..`<0xFF>`, five markers."""
@@ -442,10 +442,10 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
                 f"ELMoTokenizer's padding word is {PAD_TOKEN!r} (id {PADDING_TOKEN_ID}, a row of zeros), "
                 f"got pad_token={pad_token!r}"
             )
-        # from_pretrained passes back what save_pretrained wrote from `added_tokens_decoder`: only the pad token.
         # Facts about one from_pretrained call, not options: keep them out of the saved tokenizer_config.json.
         kwargs.pop("is_local", None)
         kwargs.pop("local_files_only", None)
+        # from_pretrained passes back what save_pretrained wrote from `added_tokens_decoder`: only the pad token.
         saved_added_tokens = kwargs.pop("added_tokens_decoder", None) or {}
         for index, token in saved_added_tokens.items():
             if (int(index), str(token)) != (PADDING_TOKEN_ID, PAD_TOKEN):

@@ -170,12 +170,18 @@ def test_unrelated_datasets_are_reported(tmp_path, capsys):
     assert "unused dataset (not part of the biLM, not converted): softmax/W" in capsys.readouterr().out
 
 
-@pytest.mark.slow
-def test_full_size_small_model_round_trip_is_bit_exact(pretrained_options_dir, tmp_path):
-    options = json.loads((pretrained_options_dir / "elmo_2x1024_128_2048cnn_1xhighway_options.json").read_text())
+@pytest.mark.parametrize(
+    "file_name, millions",
+    [
+        ("elmo_2x1024_128_2048cnn_1xhighway_options.json", 13.6),
+        pytest.param("elmo_2x4096_512_2048cnn_2xhighway_options.json", 93.6, marks=pytest.mark.slow),
+    ],
+)
+def test_full_size_round_trip_is_bit_exact(file_name, millions, pretrained_options_dir, tmp_path):
+    options = json.loads((pretrained_options_dir / file_name).read_text())
     options_file, weight_file = write_random_original_model(options, tmp_path / "original", scale=0.05)
     report = convert(options_file, weight_file, tmp_path / "hf")
-    assert round(report.num_parameters / 1e6, 1) == 13.6
+    assert round(report.num_parameters / 1e6, 1) == millions
     convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "exported")
     assert_hdf5_files_identical(weight_file, tmp_path / "exported" / "weights.hdf5")
     shutil.rmtree(tmp_path)

@@ -29,7 +29,8 @@ def padded_row(ids: list[int], length: int = 50) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def tokenizer() -> ELMoTokenizer:
+def ptb_tokenizer() -> ELMoTokenizer:
+    """The default tokenizer (word_splitter="ptb"); conftest's `tokenizer` fixture splits on whitespace."""
     return ELMoTokenizer()
 
 
@@ -174,8 +175,8 @@ def test_character_ids_to_word_errors(row, message):
         ("", []),
     ],
 )
-def test_ptb_splitter(tokenizer, text, words):
-    assert tokenizer.tokenize(text) == words
+def test_ptb_splitter(ptb_tokenizer, text, words):
+    assert ptb_tokenizer.tokenize(text) == words
 
 
 @pytest.mark.parametrize(
@@ -191,6 +192,15 @@ def test_ptb_splitter(tokenizer, text, words):
 )
 def test_moses_splitter_splits_contractions_like_the_training_data(text, words):
     assert ELMoTokenizer(word_splitter="moses").tokenize(text) == words
+
+
+def test_moses_splitter_reproduces_the_tokenisation_of_the_fixture_sentences(allennlp_fixture_dir):
+    # The fixture's sentences come from ELMo's training data (1B Word Benchmark, Moses-tokenised: "Don 't !").
+    groups = json.loads((allennlp_fixture_dir / "sentences.json").read_text(encoding="utf-8"))
+    sentences = [sentence for group in groups for sentence in group]
+    moses = ELMoTokenizer(word_splitter="moses")
+    assert [moses.tokenize(sentence) for sentence in sentences] == [sentence.split() for sentence in sentences]
+    assert any("'t" in sentence.split() for sentence in sentences)
 
 
 def test_whitespace_and_bert_splitters():
@@ -239,115 +249,115 @@ def test_word_splitter_can_be_changed_after_construction():
 # ---------------------------------------------------------------------------------------------------------------
 # Encoding: shapes, padding, truncation
 # ---------------------------------------------------------------------------------------------------------------
-def test_single_sentence_lists(tokenizer):
-    encoding = tokenizer("th ok")
+def test_single_sentence_lists(ptb_tokenizer):
+    encoding = ptb_tokenizer("th ok")
     assert encoding["input_ids"] == [word_to_character_ids("th"), word_to_character_ids("ok")]
     assert encoding["attention_mask"] == [1, 1]
     assert set(encoding.keys()) == {"input_ids", "attention_mask"}
 
 
-def test_batch_with_padding(tokenizer):
-    encoding = tokenizer(["a b c", "d", ""], padding=True)
+def test_batch_with_padding(ptb_tokenizer):
+    encoding = ptb_tokenizer(["a b c", "d", ""], padding=True)
     assert [len(sentence) for sentence in encoding["input_ids"]] == [3, 3, 3]
     assert encoding["input_ids"][1] == [word_to_character_ids("d"), PADDING_ROW, PADDING_ROW]
     assert encoding["input_ids"][2] == [PADDING_ROW] * 3
     assert encoding["attention_mask"] == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
 
 
-def test_batch_without_padding_is_ragged(tokenizer):
-    encoding = tokenizer(["a b c", "d"])
+def test_batch_without_padding_is_ragged(ptb_tokenizer):
+    encoding = ptb_tokenizer(["a b c", "d"])
     assert [len(sentence) for sentence in encoding["input_ids"]] == [3, 1]
     with pytest.raises(ValueError, match="Unable to create tensor"):
-        tokenizer(["a b c", "d"], return_tensors="pt")
+        ptb_tokenizer(["a b c", "d"], return_tensors="pt")
 
 
-def test_padding_max_length_and_multiple_of(tokenizer):
-    encoding = tokenizer(["a b", "c"], padding="max_length", max_length=4)
+def test_padding_max_length_and_multiple_of(ptb_tokenizer):
+    encoding = ptb_tokenizer(["a b", "c"], padding="max_length", max_length=4)
     assert encoding["attention_mask"] == [[1, 1, 0, 0], [1, 0, 0, 0]]
-    encoding = tokenizer(["a b c", "d"], padding=True, pad_to_multiple_of=4)
+    encoding = ptb_tokenizer(["a b c", "d"], padding=True, pad_to_multiple_of=4)
     assert encoding["attention_mask"] == [[1, 1, 1, 0], [1, 0, 0, 0]]
     assert encoding["input_ids"][0][3] == PADDING_ROW
 
 
-def test_return_tensors_pt_and_np(tokenizer):
-    encoding = tokenizer(["a b c", "d"], padding=True, return_tensors="pt")
+def test_return_tensors_pt_and_np(ptb_tokenizer):
+    encoding = ptb_tokenizer(["a b c", "d"], padding=True, return_tensors="pt")
     assert encoding["input_ids"].dtype == torch.int64
     assert encoding["input_ids"].shape == (2, 3, 50)
     assert encoding["attention_mask"].dtype == torch.int64
     assert encoding["attention_mask"].shape == (2, 3)
     assert encoding["input_ids"][0, 0].tolist() == word_to_character_ids("a")
     assert encoding["input_ids"][1, 1].tolist() == PADDING_ROW
-    single = tokenizer("a b", return_tensors="pt")
+    single = ptb_tokenizer("a b", return_tensors="pt")
     assert single["input_ids"].shape == (1, 2, 50)
     assert single["attention_mask"].tolist() == [[1, 1]]
-    as_numpy = tokenizer(["a b c", "d"], padding=True, return_tensors="np")
+    as_numpy = ptb_tokenizer(["a b c", "d"], padding=True, return_tensors="np")
     assert isinstance(as_numpy["input_ids"], np.ndarray)
     assert as_numpy["input_ids"].shape == (2, 3, 50)
 
 
-def test_empty_strings(tokenizer):
-    assert tokenizer("")["input_ids"] == []
-    assert tokenizer("")["attention_mask"] == []
-    empty = tokenizer("", return_tensors="pt")
+def test_empty_strings(ptb_tokenizer):
+    assert ptb_tokenizer("")["input_ids"] == []
+    assert ptb_tokenizer("")["attention_mask"] == []
+    empty = ptb_tokenizer("", return_tensors="pt")
     assert empty["input_ids"].shape == (1, 0, 50)
     assert empty["attention_mask"].shape == (1, 0)
-    mixed = tokenizer(["", "a b"], padding=True, return_tensors="pt")
+    mixed = ptb_tokenizer(["", "a b"], padding=True, return_tensors="pt")
     assert mixed["input_ids"].shape == (2, 2, 50)
     assert mixed["input_ids"][0].eq(0).all()
     assert mixed["attention_mask"].tolist() == [[0, 0], [1, 1]]
-    all_empty = tokenizer(["", "   "], padding=True, return_tensors="pt")
+    all_empty = ptb_tokenizer(["", "   "], padding=True, return_tensors="pt")
     assert all_empty["input_ids"].shape == (2, 0, 50)
     assert all_empty["attention_mask"].shape == (2, 0)
-    no_sentence = tokenizer([], padding=True, return_tensors="pt")
+    no_sentence = ptb_tokenizer([], padding=True, return_tensors="pt")
     assert no_sentence["input_ids"].shape == (0, 0, 50)
     assert no_sentence["attention_mask"].shape == (0, 0)
 
 
-def test_truncation_counts_words(tokenizer):
-    encoding = tokenizer(["a b c d e", "f"], padding=True, truncation=True, max_length=3)
+def test_truncation_counts_words(ptb_tokenizer):
+    encoding = ptb_tokenizer(["a b c d e", "f"], padding=True, truncation=True, max_length=3)
     assert encoding["input_ids"][0] == [word_to_character_ids(word) for word in "abc"]
     assert encoding["attention_mask"] == [[1, 1, 1], [1, 0, 0]]
     left = ELMoTokenizer(truncation_side="left")("a b c d e", truncation=True, max_length=2)
     assert left["input_ids"] == [word_to_character_ids("d"), word_to_character_ids("e")]
 
 
-def test_no_truncation_unless_asked(tokenizer):
+def test_no_truncation_unless_asked(ptb_tokenizer):
     long_text = " ".join(["w"] * 600)
-    assert len(tokenizer(long_text)["input_ids"]) == 600
-    assert len(tokenizer([long_text, "a"], padding=True)["input_ids"][1]) == 600
+    assert len(ptb_tokenizer(long_text)["input_ids"]) == 600
+    assert len(ptb_tokenizer([long_text, "a"], padding=True)["input_ids"][1]) == 600
     # transformers' convention: max_length without padding/truncation means truncation="longest_first".
-    assert len(tokenizer(long_text, max_length=4)["input_ids"]) == 4
+    assert len(ptb_tokenizer(long_text, max_length=4)["input_ids"]) == 4
 
 
-def test_truncation_keeps_offsets_aligned(tokenizer):
+def test_truncation_keeps_offsets_aligned(ptb_tokenizer):
     text = "one two three four"
-    encoding = tokenizer(text, truncation=True, max_length=2, return_offsets_mapping=True)
+    encoding = ptb_tokenizer(text, truncation=True, max_length=2, return_offsets_mapping=True)
     assert [text[start:end] for start, end in encoding["offset_mapping"]] == ["one", "two"]
 
 
-def test_add_special_tokens_does_not_add_boundaries(tokenizer):
-    with_special = tokenizer("a b", add_special_tokens=True)
-    without_special = tokenizer("a b", add_special_tokens=False)
+def test_add_special_tokens_does_not_add_boundaries(ptb_tokenizer):
+    with_special = ptb_tokenizer("a b", add_special_tokens=True)
+    without_special = ptb_tokenizer("a b", add_special_tokens=False)
     assert with_special["input_ids"] == without_special["input_ids"]
     assert len(with_special["input_ids"]) == 2
     assert list(BOS_CHARACTER_IDS) not in with_special["input_ids"]
 
 
-def test_pre_split_words(tokenizer):
-    one = tokenizer(["New York", "<S>", "😀"], is_split_into_words=True)
+def test_pre_split_words(ptb_tokenizer):
+    one = ptb_tokenizer(["New York", "<S>", "😀"], is_split_into_words=True)
     assert one["input_ids"] == [word_to_character_ids("New York"), list(BOS_CHARACTER_IDS), word_to_character_ids("😀")]
-    batch = tokenizer([["a", "b"], ["c"], []], is_split_into_words=True, padding=True, return_tensors="pt")
+    batch = ptb_tokenizer([["a", "b"], ["c"], []], is_split_into_words=True, padding=True, return_tensors="pt")
     assert batch["input_ids"].shape == (3, 2, 50)
     assert batch["attention_mask"].tolist() == [[1, 1], [1, 0], [0, 0]]
-    empty_sentence = tokenizer([], is_split_into_words=True, return_tensors="pt")
+    empty_sentence = ptb_tokenizer([], is_split_into_words=True, return_tensors="pt")
     assert empty_sentence["input_ids"].shape == (1, 0, 50)
 
 
-def test_batch_equals_one_sentence_at_a_time(tokenizer):
+def test_batch_equals_one_sentence_at_a_time(ptb_tokenizer):
     texts = ["I don't know.", "한국어 😀", "", "A much longer sentence, with more words than the others."]
-    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    batch = ptb_tokenizer(texts, padding=True, return_tensors="pt")
     for index, text in enumerate(texts):
-        alone = tokenizer(text, return_tensors="pt")
+        alone = ptb_tokenizer(text, return_tensors="pt")
         number_of_words = alone["input_ids"].shape[1]
         assert torch.equal(batch["input_ids"][index, :number_of_words], alone["input_ids"][0])
         assert batch["input_ids"][index, number_of_words:].eq(0).all()
@@ -362,58 +372,60 @@ def test_special_tokens_mask_and_length():
     assert elmo_tokenizer.get_special_tokens_mask(encoding["input_ids"][1]) == [0, 1, 1]
 
 
-def test_encode_and_text_target(tokenizer):
-    assert tokenizer.encode("a b") == [word_to_character_ids("a"), word_to_character_ids("b")]
-    encoding = tokenizer(text="a b", text_target="c d e")
+def test_encode_and_text_target(ptb_tokenizer):
+    assert ptb_tokenizer.encode("a b") == [word_to_character_ids("a"), word_to_character_ids("b")]
+    encoding = ptb_tokenizer(text="a b", text_target="c d e")
     assert encoding["labels"] == [word_to_character_ids(word) for word in "cde"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # pad() and the data collator
 # ---------------------------------------------------------------------------------------------------------------
-def test_data_collator_with_padding(tokenizer):
+def test_data_collator_with_padding(ptb_tokenizer):
     texts = ["a b c", "", "hello world"]
-    features = [tokenizer(text) for text in texts]
-    batch = DataCollatorWithPadding(tokenizer)(features)
-    expected = tokenizer(texts, padding=True, return_tensors="pt")
+    features = [ptb_tokenizer(text) for text in texts]
+    batch = DataCollatorWithPadding(ptb_tokenizer)(features)
+    expected = ptb_tokenizer(texts, padding=True, return_tensors="pt")
     assert batch["input_ids"].shape == (3, 3, 50)
     assert torch.equal(batch["input_ids"], expected["input_ids"])
     assert torch.equal(batch["attention_mask"], expected["attention_mask"])
     plain_dicts = [{"input_ids": feature["input_ids"]} for feature in features]
-    assert torch.equal(DataCollatorWithPadding(tokenizer)(plain_dicts)["attention_mask"], expected["attention_mask"])
-    all_empty = DataCollatorWithPadding(tokenizer)([tokenizer(""), tokenizer("")])
+    assert torch.equal(
+        DataCollatorWithPadding(ptb_tokenizer)(plain_dicts)["attention_mask"], expected["attention_mask"]
+    )
+    all_empty = DataCollatorWithPadding(ptb_tokenizer)([ptb_tokenizer(""), ptb_tokenizer("")])
     assert all_empty["input_ids"].shape == (2, 0, 50)
 
 
-def test_data_collator_with_tensor_features(tokenizer):
-    features = [{key: torch.tensor(value) for key, value in tokenizer(text).items()} for text in ["a b", "c"]]
-    batch = DataCollatorWithPadding(tokenizer)(features)
+def test_data_collator_with_tensor_features(ptb_tokenizer):
+    features = [{key: torch.tensor(value) for key, value in ptb_tokenizer(text).items()} for text in ["a b", "c"]]
+    batch = DataCollatorWithPadding(ptb_tokenizer)(features)
     assert batch["input_ids"].shape == (2, 2, 50)
     assert batch["attention_mask"].tolist() == [[1, 1], [1, 0]]
 
 
-def test_pad_one_sentence_keeps_no_batch_axis(tokenizer):
-    padded = tokenizer.pad(tokenizer("a b"), padding="max_length", max_length=4)
+def test_pad_one_sentence_keeps_no_batch_axis(ptb_tokenizer):
+    padded = ptb_tokenizer.pad(ptb_tokenizer("a b"), padding="max_length", max_length=4)
     assert padded["attention_mask"] == [1, 1, 0, 0]
     assert padded["input_ids"][2:] == [PADDING_ROW, PADDING_ROW]
-    as_tensor = tokenizer.pad(tokenizer("a b"), padding="max_length", max_length=4, return_tensors="pt")
+    as_tensor = ptb_tokenizer.pad(ptb_tokenizer("a b"), padding="max_length", max_length=4, return_tensors="pt")
     assert as_tensor["input_ids"].shape == (4, 50)
 
 
-def test_pad_checks_row_width(tokenizer):
+def test_pad_checks_row_width(ptb_tokenizer):
     narrow = ELMoTokenizer(max_characters_per_token=10)("a b")
     with pytest.raises(ValueError, match=r"max_characters_per_token=50 character ids, got a row of 10"):
-        tokenizer.pad([narrow, tokenizer("c")])
+        ptb_tokenizer.pad([narrow, ptb_tokenizer("c")])
 
 
-def test_left_padding_is_refused(tokenizer):
+def test_left_padding_is_refused(ptb_tokenizer):
     message = r"only pads on the right, got padding_side='left'"
     with pytest.raises(ValueError, match=message):
-        tokenizer(["a b", "c"], padding=True, padding_side="left")
+        ptb_tokenizer(["a b", "c"], padding=True, padding_side="left")
     with pytest.raises(ValueError, match=message):
         ELMoTokenizer(padding_side="left")
     with pytest.raises(ValueError, match=message):
-        tokenizer.pad([tokenizer("a b"), tokenizer("c")], padding_side="left")
+        ptb_tokenizer.pad([ptb_tokenizer("a b"), ptb_tokenizer("c")], padding_side="left")
     left = ELMoTokenizer()
     left.padding_side = "left"
     with pytest.raises(ValueError, match=message):
@@ -423,23 +435,23 @@ def test_left_padding_is_refused(tokenizer):
 # ---------------------------------------------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------------------------------------------
-def test_decode_round_trip(tokenizer):
+def test_decode_round_trip(ptb_tokenizer):
     texts = ["I don't know.", "한국어 문장입니다 😀", "", "x " + "y" * 60]
-    batch = tokenizer(texts, padding=True, return_tensors="pt")
-    expected = [" ".join(tokenizer.tokenize(text)) for text in texts]
+    batch = ptb_tokenizer(texts, padding=True, return_tensors="pt")
+    expected = [" ".join(ptb_tokenizer.tokenize(text)) for text in texts]
     expected[3] = "x " + "y" * 48  # the over-long word keeps its first 48 bytes
-    assert tokenizer.batch_decode(batch["input_ids"]) == expected
-    assert tokenizer.decode(batch["input_ids"]) == expected
-    assert tokenizer.decode(batch["input_ids"][1]) == "한국어 문장입니다 😀"
-    assert tokenizer.decode(tokenizer("I don't know.")["input_ids"]) == "I do n't know ."
-    assert tokenizer.decode(word_to_character_ids("한국어")) == "한국어"
-    assert tokenizer.decode([]) == ""
-    assert tokenizer.batch_decode([]) == []
+    assert ptb_tokenizer.batch_decode(batch["input_ids"]) == expected
+    assert ptb_tokenizer.decode(batch["input_ids"]) == expected
+    assert ptb_tokenizer.decode(batch["input_ids"][1]) == "한국어 문장입니다 😀"
+    assert ptb_tokenizer.decode(ptb_tokenizer("I don't know.")["input_ids"]) == "I do n't know ."
+    assert ptb_tokenizer.decode(word_to_character_ids("한국어")) == "한국어"
+    assert ptb_tokenizer.decode([]) == ""
+    assert ptb_tokenizer.batch_decode([]) == []
 
 
-def test_decode_truncated_multi_byte_word(tokenizer):
-    ids = tokenizer(["a" + "한" * 16], is_split_into_words=True)["input_ids"]
-    assert tokenizer.decode(ids) == "a" + "한" * 15 + "\ufffd"
+def test_decode_truncated_multi_byte_word(ptb_tokenizer):
+    ids = ptb_tokenizer(["a" + "한" * 16], is_split_into_words=True)["input_ids"]
+    assert ptb_tokenizer.decode(ids) == "a" + "한" * 15 + "\ufffd"
 
 
 def test_decode_special_words_and_clean_up():
@@ -451,30 +463,30 @@ def test_decode_special_words_and_clean_up():
     assert elmo_tokenizer.decode(ptb_ids, clean_up_tokenization_spaces=True) == "I don't know."
 
 
-def test_batch_decode_rejects_one_sentence(tokenizer):
+def test_batch_decode_rejects_one_sentence(ptb_tokenizer):
     with pytest.raises(ValueError, match=r"batch_decode expects ids of shape \(batch, words, characters\)"):
-        tokenizer.batch_decode(tokenizer("a b")["input_ids"])
+        ptb_tokenizer.batch_decode(ptb_tokenizer("a b")["input_ids"])
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Vocabulary, saving, pickling
 # ---------------------------------------------------------------------------------------------------------------
-def test_character_vocabulary(tokenizer):
-    vocabulary = tokenizer.get_vocab()
-    assert tokenizer.vocab_size == len(tokenizer) == len(vocabulary) == 262
+def test_character_vocabulary(ptb_tokenizer):
+    vocabulary = ptb_tokenizer.get_vocab()
+    assert ptb_tokenizer.vocab_size == len(ptb_tokenizer) == len(vocabulary) == 262
     assert sorted(vocabulary.values()) == list(range(262))
-    assert tokenizer.pad_token == "<pad>"
-    assert tokenizer.pad_token_id == 0
-    assert tokenizer.convert_tokens_to_ids(["<pad>", "<0x41>", "<end_word>"]) == [0, 66, 260]
-    assert tokenizer.convert_ids_to_tokens([0, 66, 257, 261]) == [
+    assert ptb_tokenizer.pad_token == "<pad>"
+    assert ptb_tokenizer.pad_token_id == 0
+    assert ptb_tokenizer.convert_tokens_to_ids(["<pad>", "<0x41>", "<end_word>"]) == [0, 66, 260]
+    assert ptb_tokenizer.convert_ids_to_tokens([0, 66, 257, 261]) == [
         "<pad>",
         "<0x41>",
         "<begin_sentence>",
         "<padding_character>",
     ]
-    assert tokenizer.all_special_ids == [0]
-    assert tokenizer.num_special_tokens_to_add() == 0
-    assert tokenizer.add_special_tokens({"pad_token": "<pad>"}) == 0
+    assert ptb_tokenizer.all_special_ids == [0]
+    assert ptb_tokenizer.num_special_tokens_to_add() == 0
+    assert ptb_tokenizer.add_special_tokens({"pad_token": "<pad>"}) == 0
 
 
 def test_save_pretrained_round_trip(tmp_path):
@@ -599,6 +611,6 @@ def test_pickle_round_trip():
         (lambda t: ELMoTokenizer(pad_token="[PAD]"), ValueError, r"padding word is '<pad>'.*got pad_token='\[PAD\]'"),
     ],
 )
-def test_user_errors(tokenizer, call, error, message):
+def test_user_errors(ptb_tokenizer, call, error, message):
     with pytest.raises(error, match=message):
-        call(tokenizer)
+        call(ptb_tokenizer)
