@@ -33,10 +33,11 @@ The tokenizer does NOT add `<S>`/`</S>` around sentences, even with `add_special
 
 Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`word_splitter`):
 
-- `"ptb"` (default): a regular expression approximating Penn-Treebank tokenisation (punctuation split off,
-  `don't -> do n't`, `it's -> it 's`; see `PTB_WORD_PATTERN` for what it does and does not do).
-- `"moses"`: the same, but contractions split the way the Moses tokenizer split ELMo's training data, the
-  1 Billion Word Benchmark (`don't -> don 't`, `wasn't -> wasn 't`).
+- `"moses"` (default): a regular expression approximating the Moses tokenisation of ELMo's training data, the
+  1 Billion Word Benchmark: punctuation split off, contractions split as `don't -> don 't`, `it's -> it 's`. It
+  reproduces the tokenisation of all 30 sentences of AllenNLP's fixture (taken from that data).
+- `"ptb"`: the same, but contractions split the Penn-Treebank way (`don't -> do n't`); see `PTB_WORD_PATTERN` for
+  what both patterns do and do not do.
 - `"whitespace"`: split on whitespace only, for text that is already tokenised.
 - `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
 
@@ -401,9 +402,9 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     Args:
         max_characters_per_token (`int`, *optional*, defaults to 50):
             Length of each word's row of character ids; must match the model's `max_characters_per_token`.
-        word_splitter (`str`, *optional*, defaults to `"ptb"`):
-            How raw text is split into words: `"ptb"` (Penn-Treebank-like, `do n't`), `"moses"` (like ELMo's
-            training data, `don 't`), `"whitespace"` (already tokenised text) or `"bert"` (`BertPreTokenizer`).
+        word_splitter (`str`, *optional*, defaults to `"moses"`):
+            How raw text is split into words: `"moses"` (like ELMo's training data, `don 't`), `"ptb"`
+            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text) or `"bert"` (`BertPreTokenizer`).
         unicode_errors (`str`, *optional*, defaults to `"strict"`):
             `"strict"` raises on text UTF-8 cannot encode (lone surrogates); `"ignore"` drops those characters
             like the original ELMo.
@@ -429,7 +430,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     def __init__(
         self,
         max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
-        word_splitter: str = "ptb",
+        word_splitter: str = "moses",
         unicode_errors: str = "strict",
         **kwargs,
     ):
@@ -911,6 +912,12 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if clean_up_tokenization_spaces is None:
             clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
         return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+    def clean_up_tokenization(self, text: str) -> str:
+        """The base clean-up (` .` -> `.`, ` n't` -> `n't`, ` 's` -> `'s`, ...) plus the Moses splitter's contraction
+        suffixes ` 't`, ` 'll`, ` 'd` (`don 't` -> `don't`)."""
+        text = super().clean_up_tokenization(text)
+        return text.replace(" 't", "'t").replace(" 'll", "'ll").replace(" 'd", "'d")
 
 
 __all__ = [

@@ -30,8 +30,8 @@ def padded_row(ids: list[int], length: int = 50) -> list[int]:
 
 @pytest.fixture(scope="module")
 def ptb_tokenizer() -> ELMoTokenizer:
-    """The default tokenizer (word_splitter="ptb"); conftest's `tokenizer` fixture splits on whitespace."""
-    return ELMoTokenizer()
+    """The Penn-Treebank splitter; conftest's `tokenizer` fixture splits on whitespace."""
+    return ELMoTokenizer(word_splitter="ptb")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -459,7 +459,11 @@ def test_decode_special_words_and_clean_up():
     ids = elmo_tokenizer("<S> hello world </S>", padding="max_length", max_length=6)["input_ids"]
     assert elmo_tokenizer.decode(ids) == "<S> hello world </S>"
     assert elmo_tokenizer.decode(ids, skip_special_tokens=True) == "hello world"
-    ptb_ids = ELMoTokenizer()("I don't know.")["input_ids"]
+    ptb_ids = ELMoTokenizer(word_splitter="ptb")("I don't know.")["input_ids"]
+    assert elmo_tokenizer.decode(ptb_ids) == "I do n't know ."
+    moses_ids = ELMoTokenizer()("I don't know.")["input_ids"]
+    assert elmo_tokenizer.decode(moses_ids) == "I don 't know ."
+    assert elmo_tokenizer.decode(moses_ids, clean_up_tokenization_spaces=True) == "I don't know."
     assert elmo_tokenizer.decode(ptb_ids, clean_up_tokenization_spaces=True) == "I don't know."
 
 
@@ -614,3 +618,9 @@ def test_pickle_round_trip():
 def test_user_errors(ptb_tokenizer, call, error, message):
     with pytest.raises(error, match=message):
         call(ptb_tokenizer)
+
+
+def test_default_splitter_is_moses_like_elmos_training_data():
+    default = ELMoTokenizer()
+    assert default.word_splitter == "moses"
+    assert default.tokenize("I don't know.") == ["I", "don", "'t", "know", "."]
