@@ -1,9 +1,24 @@
-"""elmo-hf: ELMo (Peters et al. 2018) as a Hugging Face transformers model."""
+"""elmo-hf: ELMo (Peters et al. 2018) as a Hugging Face transformers model.
+
+Importing the package registers the ELMo classes with the transformers Auto classes (`AutoConfig`, `AutoModel`,
+`AutoTokenizer`) and marks them for remote code: `save_pretrained` writes `auto_map` entries and copies the module
+files next to the weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
+"""
+
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from .configuration_elmo import ELMoConfig
 from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
 from .tokenization_elmo import ELMoTokenizer
 
 __version__ = "0.1.0"
+
+AutoConfig.register(ELMoConfig.model_type, ELMoConfig, exist_ok=True)
+AutoModel.register(ELMoConfig, ELMoModel, exist_ok=True)
+AutoTokenizer.register(ELMoConfig, tokenizer_class=ELMoTokenizer, exist_ok=True)
+
+ELMoConfig.register_for_auto_class()
+ELMoModel.register_for_auto_class("AutoModel")
+ELMoTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = ["ELMoConfig", "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]

@@ -1,0 +1,105 @@
+"""Auto classes, and remote code loaded where elmo_hf is not installed."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+
+from .helpers import random_model
+
+TEXTS = ["The bank raised its rates .", "We sat on the river bank and did n't talk ."]
+
+
+def save_checkpoint(directory):
+    model = random_model()
+    model.save_pretrained(directory)
+    ELMoTokenizer().save_pretrained(directory)
+    return model
+
+
+def test_auto_classes_return_the_elmo_classes(tmp_path):
+    save_checkpoint(tmp_path)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), ELMoConfig)
+    assert isinstance(AutoModel.from_pretrained(tmp_path), ELMoModel)
+    assert isinstance(AutoTokenizer.from_pretrained(tmp_path), ELMoTokenizer)
+    assert isinstance(AutoModel.from_config(ELMoConfig(projection_dim=8, lstm_cell_size=16, char_cnn_filters=[[1, 4]])), ELMoModel)
+
+
+def test_checkpoints_carry_their_code(tmp_path):
+    save_checkpoint(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    tokenizer_config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    assert config["auto_map"] == {"AutoConfig": "configuration_elmo.ELMoConfig", "AutoModel": "modeling_elmo.ELMoModel"}
+    assert tokenizer_config["auto_map"] == {"AutoTokenizer": ["tokenization_elmo.ELMoTokenizer", None]}
+    for module in ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py"):
+        assert (tmp_path / module).is_file(), module
+
+
+# Runs with `python -S`: site-packages is put on sys.path by hand WITHOUT processing its .pth files, so the editable
+# install of elmo_hf (a .pth entry) is invisible and elmo_hf truly cannot be imported.
+REMOTE_CODE_SCRIPT = textwrap.dedent(
+    """
+    import importlib.util, json, sys
+    sys.path.extend(json.loads(sys.argv[1]))
+    assert importlib.util.find_spec("elmo_hf") is None, "elmo_hf must not be importable here"
+    import numpy as np
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    checkpoint, texts, output_file = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+    config = AutoConfig.from_pretrained(checkpoint, trust_remote_code=True)
+    model = AutoModel.from_pretrained(checkpoint, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint, trust_remote_code=True)
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    assert type(tokenizer).__module__.startswith("transformers_modules"), type(tokenizer).__module__
+    inputs = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        output = model(**inputs)
+    np.savez(
+        output_file,
+        input_ids=inputs["input_ids"].numpy(),
+        top=output.last_hidden_state.numpy(),
+        mix=output.elmo_representations[0].numpy(),
+        **{"param:" + name: value.numpy() for name, value in model.state_dict().items()},
+    )
+    print(type(config).__name__, type(model).__name__, type(tokenizer).__name__)
+    """
+)
+
+
+def test_remote_code_loads_where_elmo_hf_is_not_installed(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    model = save_checkpoint(checkpoint)
+    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    work_dir = tmp_path / "elsewhere"
+    work_dir.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", REMOTE_CODE_SCRIPT, json.dumps(site_packages), str(checkpoint), json.dumps(TEXTS), str(tmp_path / "out.npz")],
+        cwd=work_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["ELMoConfig", "ELMoModel", "ELMoTokenizer"]
+
+    remote = np.load(tmp_path / "out.npz")
+    inputs = ELMoTokenizer()(TEXTS, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        local = model(**inputs)
+    assert np.array_equal(remote["input_ids"], inputs["input_ids"].numpy())
+    for name, value in model.state_dict().items():
+        assert np.array_equal(remote["param:" + name], value.numpy()), name
+    np.testing.assert_allclose(remote["top"], local.last_hidden_state.numpy(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(remote["mix"], local.elmo_representations[0].numpy(), rtol=0, atol=1e-6)
