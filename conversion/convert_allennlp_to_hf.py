@@ -3,10 +3,12 @@
     python -m conversion.convert_allennlp_to_hf \\
         --options elmo_2x1024_128_2048cnn_1xhighway_options.json \\
         --weights elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 \\
-        --output elmo-small [--verify REFERENCE_DIR] [--overwrite]
+        --output elmo-small [--verify REFERENCE_DIR] [--overwrite] [--push-to-hub REPO_ID [--private] [--revision REV]]
 
-The output directory holds ``config.json``, ``model.safetensors`` and the tokenizer files, and loads with
-``ELMoModel.from_pretrained`` / ``ELMoTokenizer.from_pretrained``. Any problem with the inputs raises
+The output directory holds ``config.json``, ``model.safetensors``, the tokenizer files, the module files (remote
+code), a model card (``README.md``) and the original options as ``original_options.json``, and loads with
+``AutoModel.from_pretrained`` / ``AutoTokenizer.from_pretrained``. The sha256 of the weight file is checked against
+the known hashes of the released files. Any problem with the inputs raises
 ``ConversionError`` before anything is written; the directory appears only once the conversion (and the optional
 verification) has succeeded.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import sys
 import tempfile
@@ -27,6 +30,7 @@ import torch
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
+from .model_cards import FIXTURE_PARITY, check_known_hash, conversion_command, released_model_for_file, render_model_card, sha256_of
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 
 try:
@@ -42,6 +46,10 @@ class ConversionReport:
     num_parameters: int
     unused_datasets: list[str] = field(default_factory=list)
     comparisons: list[ReferenceComparison] = field(default_factory=list)
+    weights_hash_message: str = ""
+    pushed_to: str | None = None
+
+ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"
 
 
 def read_options(options_file: Path) -> ELMoConfig:
@@ -116,6 +124,62 @@ def prepare_output_dir(output_dir: Path, overwrite: bool) -> None:
         raise ConversionError(f"output path {output_dir} exists and is not a directory.")
 
 
+def model_card_text(
+    config: ELMoConfig,
+    options_file: Path,
+    weight_file: Path,
+    repo_id: str,
+    weights_hash_message: str,
+    comparisons: list[ReferenceComparison],
+    verify_dir: Path | None,
+    command: str,
+) -> str:
+    """The card of one conversion: its inputs and their sha256, the command, and the parity measured (if any)."""
+    release = released_model_for_file(weight_file)
+    provenance = "\n".join(
+        [
+            f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}:",
+            "",
+            f"- options: `{options_file.name}` (sha256 `{sha256_of(options_file)}`)",
+            f"- weights: `{weight_file.name}`: {weights_hash_message}",
+            "",
+            f"The original options are kept next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
+        ]
+    )
+    if comparisons:
+        parity = f"Measured by this conversion against the reference outputs in `{verify_dir.name}`:\n\n" + "\n".join(
+            f"- {comparison.name}: max abs difference {comparison.max_abs_difference:.2g}" for comparison in comparisons
+        )
+    else:
+        parity = FIXTURE_PARITY + " This conversion was not run with `--verify`."
+    return render_model_card(
+        config,
+        repo_id,
+        release.title if release else f"ELMo ({repo_id})",
+        f"An ELMo converted from the original `{weight_file.name}` to Hugging Face format.",
+        provenance,
+        command,
+        parity,
+        release.datasets if release else (),
+    )
+
+
+def push_directory_to_hub(
+    directory: Path, repo_id: str, private: bool = False, revision: str | None = None, token: str | None = None
+) -> str:
+    """Create the repo (and branch) if needed and upload the directory in one commit; returns the commit URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    if revision is not None:
+        api.create_branch(repo_id, branch=revision, exist_ok=True)
+    commit = api.upload_folder(
+        repo_id=repo_id, folder_path=directory, revision=revision, commit_message=f"Convert ELMo with elmo-hf ({directory.name})"
+    )
+    return str(commit.commit_url)
+
+
 def convert_allennlp_to_hf(
     options_file: str | Path,
     weight_file: str | Path,
@@ -123,35 +187,52 @@ def convert_allennlp_to_hf(
     overwrite: bool = False,
     verify_dir: str | Path | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    command: str | None = None,
 ) -> ConversionReport:
-    """Convert, optionally verify against reference outputs, then write ``output_dir`` (atomically)."""
+    """Convert, optionally verify against reference outputs, write ``output_dir`` (atomically), optionally push it
+    to the Hub repo ``push_to_hub``."""
     options_file, weight_file, output_dir = Path(options_file), Path(weight_file), Path(output_dir)
+    verify_dir = Path(verify_dir) if verify_dir is not None else None
     prepare_output_dir(output_dir, overwrite)
     config = read_options(options_file)
     state_dict, unused = read_state_dict(weight_file, config)
+    weights_hash_message = check_known_hash(weight_file, sha256_of(weight_file))
     model = build_model(config, state_dict)
     tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
     comparisons = []
     if verify_dir is not None:
-        comparisons = compare_with_reference_outputs(model, tokenizer, Path(verify_dir))
+        comparisons = compare_with_reference_outputs(model, tokenizer, verify_dir)
         failed = [comparison for comparison in comparisons if comparison.max_abs_difference > tolerance]
         if failed:
             raise ConversionError(
                 "verification failed, nothing written: "
                 + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
             )
+    command = command or conversion_command(options_file, weight_file, output_dir, push_to_hub)
+    card = model_card_text(
+        config, options_file, weight_file, push_to_hub or output_dir.name, weights_hash_message, comparisons, verify_dir, command
+    )
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
     try:
         model.save_pretrained(staging_dir)
         tokenizer.save_pretrained(staging_dir)
+        (staging_dir / "README.md").write_text(card, encoding="utf-8")
+        shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
         if output_dir.exists():
             shutil.rmtree(output_dir)
         staging_dir.rename(output_dir)
     finally:
         if staging_dir.exists():
             shutil.rmtree(staging_dir)
-    return ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons)
+    report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message)
+    if push_to_hub is not None:
+        report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
+    return report
 
 
 def print_report(report: ConversionReport, tolerance: float) -> None:
@@ -161,6 +242,7 @@ def print_report(report: ConversionReport, tolerance: float) -> None:
         f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
         f"{config.num_highway_layers} highway; {report.num_parameters:,} parameters -> {report.output_dir}"
     )
+    print(f"  weights: {report.weights_hash_message}")
     for name in report.unused_datasets:
         print(f"  unused dataset (not part of the biLM, not converted): {name}")
     for comparison in report.comparisons:
@@ -187,13 +269,35 @@ def main(argv: list[str] | None = None) -> int:
         "elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
     )
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max abs difference for --verify")
+    parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted directory to this Hub repo (token: HF_TOKEN or `hf auth login`)")
+    parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    parser.add_argument("--revision", help="push to this branch (created if missing) instead of main")
     args = parser.parse_args(argv)
+    if (args.private or args.revision) and not args.push_to_hub:
+        parser.error("--private and --revision only apply with --push-to-hub")
+    command = shlex.join(["python", "-m", "conversion.convert_allennlp_to_hf", *(sys.argv[1:] if argv is None else argv)])
     try:
-        report = convert_allennlp_to_hf(args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance)
+        report = convert_allennlp_to_hf(
+            args.options,
+            args.weights,
+            args.output,
+            args.overwrite,
+            args.verify,
+            args.tolerance,
+            push_to_hub=args.push_to_hub,
+            private=args.private,
+            revision=args.revision,
+            command=command,
+        )
     except ConversionError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except OSError as error:  # huggingface_hub's HTTP errors are OSErrors; the directory is already written
+        print(f"error: converted to {args.output}, but the push to the Hub failed: {error}", file=sys.stderr)
+        return 1
     print_report(report, args.tolerance)
+    if report.pushed_to:
+        print(f"  pushed: {report.pushed_to}")
     return 0
 
 
