@@ -20,7 +20,6 @@ import json
 import shlex
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import torch
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
+from .output_directory import check_output_directory, staged_output_directory
 from .model_cards import FIXTURE_PARITY, check_known_hash, conversion_command, released_model_for_file, render_model_card, sha256_of
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 
@@ -117,13 +117,6 @@ def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMo
     return model.eval()
 
 
-def prepare_output_dir(output_dir: Path, overwrite: bool) -> None:
-    if output_dir.exists() and not overwrite:
-        raise ConversionError(f"output directory {output_dir} already exists; pass overwrite=True (--overwrite) to replace it.")
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"output path {output_dir} exists and is not a directory.")
-
-
 def model_card_text(
     config: ELMoConfig,
     options_file: Path,
@@ -197,7 +190,7 @@ def convert_allennlp_to_hf(
     to the Hub repo ``push_to_hub``."""
     options_file, weight_file, output_dir = Path(options_file), Path(weight_file), Path(output_dir)
     verify_dir = Path(verify_dir) if verify_dir is not None else None
-    prepare_output_dir(output_dir, overwrite)
+    check_output_directory(output_dir, overwrite)
     config = read_options(options_file)
     state_dict, unused = read_state_dict(weight_file, config)
     weights_hash_message = check_known_hash(weight_file, sha256_of(weight_file))
@@ -216,19 +209,11 @@ def convert_allennlp_to_hf(
     card = model_card_text(
         config, options_file, weight_file, push_to_hub or output_dir.name, weights_hash_message, comparisons, verify_dir, command
     )
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
-    try:
+    with staged_output_directory(output_dir) as staging_dir:
         model.save_pretrained(staging_dir)
         tokenizer.save_pretrained(staging_dir)
         (staging_dir / "README.md").write_text(card, encoding="utf-8")
         shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        staging_dir.rename(output_dir)
-    finally:
-        if staging_dir.exists():
-            shutil.rmtree(staging_dir)
     report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message)
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import h5py
@@ -23,6 +21,7 @@ import torch
 from elmo_hf import ELMoModel
 
 from .hdf5_layout import ConversionError, model_state_not_in_hdf5, weight_mappings
+from .output_directory import check_output_directory, staged_output_directory
 
 OPTIONS_FILE_NAME = "options.json"
 WEIGHTS_FILE_NAME = "weights.hdf5"
@@ -61,20 +60,11 @@ def write_weights(model: ELMoModel, weight_file: Path) -> None:
 def convert_hf_to_allennlp(model_dir: str | Path, output_dir: str | Path, overwrite: bool = False) -> list[str]:
     """Write ``options.json`` and ``weights.hdf5`` into ``output_dir``; returns the names of state not exported."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
-    if output_dir.exists() and not overwrite:
-        raise ConversionError(f"output directory {output_dir} already exists; pass overwrite=True (--overwrite) to replace it.")
+    check_output_directory(output_dir, overwrite)
     model = load_model(model_dir)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.", dir=output_dir.parent))
-    try:
+    with staged_output_directory(output_dir) as staging_dir:
         (staging_dir / OPTIONS_FILE_NAME).write_text(json.dumps(model.config.to_options_dict(), indent=2) + "\n", encoding="utf-8")
         write_weights(model, staging_dir / WEIGHTS_FILE_NAME)
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        staging_dir.rename(output_dir)
-    finally:
-        if staging_dir.exists():
-            shutil.rmtree(staging_dir)
     return state_not_exported(model)
 
 
