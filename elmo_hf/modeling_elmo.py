@@ -451,8 +451,9 @@ class ELMoModel(ELMoPreTrainedModel):
                     f"{'word' if word_mask[batch_index, word_index] else 'padding'} but the character ids are "
                     f"{'all 0 (padding)' if not is_word[batch_index, word_index] else 'a word'}."
                 )
-        if word_mask.shape[1] > 1 and (word_mask[:, 1:] & ~word_mask[:, :-1]).any():
-            batch_index = int((word_mask[:, 1:] & ~word_mask[:, :-1]).any(dim=1).nonzero()[0])
+        word_after_padding = word_mask[:, 1:] & ~word_mask[:, :-1]  # (B, T - 1)
+        if word_after_padding.any():
+            batch_index = int(word_after_padding.any(dim=1).nonzero()[0])
             raise ValueError(
                 f"Sentence {batch_index} has padding before a word: ELMo needs right-padded input "
                 "(padding_side='right'), words first."
