@@ -674,8 +674,6 @@ def test_server_runs_as_a_module_and_prints_its_url(tmp_path):
 # 6. The conversion CLI pushing a converted checkpoint
 # ----------------------------------------------------------------------------------------------------------------
 def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
-    if "--push-to-hub" not in (REPOSITORY_ROOT / "conversion" / "convert_allennlp_to_hf.py").read_text():
-        pytest.skip("conversion.convert_allennlp_to_hf has no --push-to-hub option yet")
     from .conftest import shared_path
 
     fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
@@ -700,3 +698,21 @@ def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
     )  # fmt: skip
     pulled, local = load_file(expect_ok(result, "pull")), load_file(output / "model.safetensors")
     assert sorted(pulled) == sorted(local) and all(torch.equal(pulled[name], local[name]) for name in local)
+
+
+def test_convert_and_push_to_a_private_branch(hub, clients, tmp_path):
+    from .conftest import shared_path
+
+    fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
+    arguments = ["convert_allennlp_to_hf", "--options", str(fixture / "options.json")]
+    arguments += ["--weights", str(fixture / "lm_weights.hdf5"), "--output", str(output)]
+    arguments += ["--push-to-hub", "alice/elmo-fixture-private", "--private", "--revision", "converted"]
+    env = client_environment(hub.url, tmp_path / "home-convert", token=WRITE)
+    stdout, stderr = tmp_path / "convert.stdout", tmp_path / "convert.stderr"
+    code = clients.run(arguments, env, stdout, stderr, module="conversion.convert_allennlp_to_hf")
+    assert code == 0, f"{stdout.read_text()[-2000:]}\n{stderr.read_text()[-5000:]}"
+    assert hub.state.repos["alice/elmo-fixture-private"].private
+    assert set(hub.branches("alice/elmo-fixture-private")) == {"main", "converted"}
+    uploaded = hub.files("alice/elmo-fixture-private", revision="converted")
+    assert {"model.safetensors", "config.json", "tokenizer_config.json", "README.md", "original_options.json"} <= set(uploaded)
+    assert "model.safetensors" not in hub.files("alice/elmo-fixture-private")  # main is untouched
