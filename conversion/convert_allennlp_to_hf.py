@@ -29,8 +29,8 @@ import torch
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
+from .model_cards import ORIGINAL_OPTIONS_FILE_NAME, check_known_hash, conversion_card, conversion_command, sha256_of
 from .output_directory import check_output_directory, staged_output_directory
-from .model_cards import FIXTURE_PARITY, check_known_hash, conversion_command, released_model_for_file, render_model_card, sha256_of
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 
 try:
@@ -48,8 +48,6 @@ class ConversionReport:
     comparisons: list[ReferenceComparison] = field(default_factory=list)
     weights_hash_message: str = ""
     pushed_to: str | None = None
-
-ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"
 
 
 def read_options(options_file: Path) -> ELMoConfig:
@@ -117,46 +115,6 @@ def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMo
     return model.eval()
 
 
-def model_card_text(
-    config: ELMoConfig,
-    options_file: Path,
-    weight_file: Path,
-    repo_id: str,
-    weights_hash_message: str,
-    comparisons: list[ReferenceComparison],
-    verify_dir: Path | None,
-    command: str,
-) -> str:
-    """The card of one conversion: its inputs and their sha256, the command, and the parity measured (if any)."""
-    release = released_model_for_file(weight_file)
-    provenance = "\n".join(
-        [
-            f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}:",
-            "",
-            f"- options: `{options_file.name}` (sha256 `{sha256_of(options_file)}`)",
-            f"- weights: `{weight_file.name}`: {weights_hash_message}",
-            "",
-            f"The original options are kept next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
-        ]
-    )
-    if comparisons:
-        parity = f"Measured by this conversion against the reference outputs in `{verify_dir.name}`:\n\n" + "\n".join(
-            f"- {comparison.name}: max abs difference {comparison.max_abs_difference:.2g}" for comparison in comparisons
-        )
-    else:
-        parity = FIXTURE_PARITY + " This conversion was not run with `--verify`."
-    return render_model_card(
-        config,
-        repo_id,
-        release.title if release else f"ELMo ({repo_id})",
-        f"An ELMo converted from the original `{weight_file.name}` to Hugging Face format.",
-        provenance,
-        command,
-        parity,
-        release.datasets if release else (),
-    )
-
-
 def push_directory_to_hub(
     directory: Path, repo_id: str, private: bool = False, revision: str | None = None, token: str | None = None
 ) -> str:
@@ -206,8 +164,16 @@ def convert_allennlp_to_hf(
                 + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
             )
     command = command or conversion_command(options_file, weight_file, output_dir, push_to_hub)
-    card = model_card_text(
-        config, options_file, weight_file, push_to_hub or output_dir.name, weights_hash_message, comparisons, verify_dir, command
+    card = conversion_card(
+        config,
+        model.num_parameters(),
+        options_file,
+        weight_file,
+        push_to_hub or output_dir.name,
+        weights_hash_message,
+        comparisons,
+        verify_dir,
+        command,
     )
     with staged_output_directory(output_dir) as staging_dir:
         model.save_pretrained(staging_dir)

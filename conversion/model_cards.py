@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +22,12 @@ from huggingface_hub import ModelCard, ModelCardData
 from elmo_hf import ELMoConfig, ELMoModel
 
 from .hdf5_layout import ConversionError
+from .reference_outputs import ReferenceComparison
 
 TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "model_cards" / "template.md"
 RELEASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/{name}/elmo_{name}_{kind}"
 HUB_NAMESPACE = "elmo-hf"
+ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"  # the input options.json, kept next to converted weights
 FIXTURE_PARITY = (
     "On AllenNLP's test ELMo, whose outputs were computed by the original TensorFlow code, this converter's model "
     "matches the top layer to a max abs difference of 1.2e-6 (10 batches, LSTM state threaded as the original did) "
@@ -112,6 +115,7 @@ def count_parameters(config: ELMoConfig) -> int:
 
 def render_model_card(
     config: ELMoConfig,
+    num_parameters: int,
     repo_id: str,
     title: str,
     description: str,
@@ -138,7 +142,7 @@ def render_model_card(
         num_lstm_layers=config.num_lstm_layers,
         lstm_cell_size=config.lstm_cell_size,
         projection_dim=config.projection_dim,
-        parameters=f"{count_parameters(config) / 1e6:.1f}M",
+        parameters=f"{num_parameters / 1e6:.1f}M",
         num_layers=config.num_representation_layers,
         output_dim=config.output_dim,
         provenance=provenance,
@@ -165,7 +169,7 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
             f"- weights: [`{release.weights_file_name}`]({RELEASE_URL.format(name=release.name, kind='weights.hdf5')}) "
             f"({hash_line})",
             "",
-            "The original `options.json` is uploaded next to the weights as `original_options.json`.",
+            f"The original `options.json` is uploaded next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
         ]
         + (
             [
@@ -180,6 +184,7 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
     command = conversion_command(Path(release.options_file_name), Path(release.weights_file_name), Path(f"elmo-{release.key}"), release.repo_id)
     return render_model_card(
         config,
+        count_parameters(config),
         release.repo_id,
         release.title,
         f"The `{release.name}` ELMo released by AllenNLP, converted to Hugging Face format.",
@@ -187,6 +192,48 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
         command,
         FIXTURE_PARITY + " Run the conversion with `--verify` on reference outputs of these weights to measure them.",
         release.datasets,
+    )
+
+
+def conversion_card(
+    config: ELMoConfig,
+    num_parameters: int,
+    options_file: Path,
+    weight_file: Path,
+    repo_id: str,
+    weights_hash_message: str,
+    comparisons: Sequence[ReferenceComparison],
+    verify_dir: Path | None,
+    command: str,
+) -> str:
+    """The card of one conversion: its inputs and their sha256, the command, and the parity measured (if any)."""
+    release = released_model_for_file(weight_file)
+    provenance = "\n".join(
+        [
+            f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}:",
+            "",
+            f"- options: `{options_file.name}` (sha256 `{sha256_of(options_file)}`)",
+            f"- weights: `{weight_file.name}`: {weights_hash_message}",
+            "",
+            f"The original options are kept next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
+        ]
+    )
+    if comparisons:
+        parity = f"Measured by this conversion against the reference outputs in `{verify_dir.name}`:\n\n" + "\n".join(
+            f"- {comparison.name}: max abs difference {comparison.max_abs_difference:.2g}" for comparison in comparisons
+        )
+    else:
+        parity = FIXTURE_PARITY + " This conversion was not run with `--verify`."
+    return render_model_card(
+        config,
+        num_parameters,
+        repo_id,
+        release.title if release else f"ELMo ({repo_id})",
+        f"An ELMo converted from the original `{weight_file.name}` to Hugging Face format.",
+        provenance,
+        command,
+        parity,
+        release.datasets if release else (),
     )
 
 
@@ -225,4 +272,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["RELEASED_MODELS", "check_known_hash", "render_model_card", "sha256_of", "write_released_model_cards"]
+__all__ = ["ORIGINAL_OPTIONS_FILE_NAME", "RELEASED_MODELS", "check_known_hash", "conversion_card", "render_model_card", "sha256_of", "write_released_model_cards"]

@@ -283,24 +283,6 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         if self.server.hub.verbose:
             super().log_message(format, *args)
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_HEAD(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
     def _dispatch(self) -> None:
         self._body_read = False
         split = urlsplit(self.path)
@@ -328,6 +310,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
             self._send_error(HubError(500, f"hub test server error: {error!r}"))
         finally:
             hub.requests.append((self.command, self.path, status))
+
+    # BaseHTTPRequestHandler calls do_<METHOD>; every method goes through the same router.
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _dispatch
 
     def _route(self):  # -> a bound method answering the request, or None
         s, method = self.segments, self.command
