@@ -246,6 +246,7 @@ def conversion_command(options_file: Path, weight_file: Path, output_dir: Path, 
 
 
 def write_released_model_cards(options_dir: Path, output_dir: Path) -> list[Path]:
+    output_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for release in RELEASED_MODELS:
         candidates = [options_dir / release.options_file_name, options_dir / release.options_file_name.replace(".json", ".DERIVED.json")]
