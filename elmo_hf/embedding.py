@@ -1,0 +1,464 @@
+"""Bulk embedding: ELMo vectors for whole corpora, on top of 🤗 `datasets`.
+
+[`ELMoEmbedder`] is a callable for `Dataset.map(batched=True)` (and `IterableDataset.map`): it takes a batch of rows
+with a text column (raw sentences) or a words column (pre-split sentences) and returns the new columns
+
+- `elmo` (name configurable): per-word vectors `(words, D)` (`(words, L + 1, D)` for all layers), or with
+  `pooling="mean"` one sentence vector `(D,)` (`(L + 1, D)`), the mean over the sentence's real words only;
+- `num_words`: the number of words of the sentence;
+- `words` (raw-text input only): the words the vectors belong to, as the tokenizer split them.
+
+[`embed_dataset`] does the `map` with the right output features. Inside each map batch, sentences are grouped by
+length into model batches (by a sentence count and/or a padded-word budget) and the rows come back in their
+original order. Everything runs under `torch.inference_mode()`.
+
+Input rules (every one of them tested):
+
+- An empty or whitespace-only text is a sentence with zero words: its per-word vectors have shape `(0, D)`, its
+  pooled vector is all zeros, `num_words` is 0. It never reaches the model.
+- A text that is `None` or not a string (or a words value that is not a list of strings) raises a `ValueError` naming
+  the row; with `on_invalid="skip"` such rows are dropped instead and a warning names them.
+- A sentence longer than `max_window_words` is cut into windows so memory stays bounded: its words are split into
+  consecutive cores of `max_window_words - 2 * window_context` words, each core is run with up to `window_context`
+  words of context on each side (a window is at most `max_window_words` words, run like a sentence of its own, with
+  `<S>`/`</S>`), and every word takes its vectors from the window whose core holds it. Every word gets exactly one
+  vector; sentences up to `max_window_words` words are run whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
+
+from .modeling_elmo import ELMoModel
+from .tokenization_elmo import ELMoTokenizer
+
+logger = logging.getLogger(__name__)
+
+# The checkpoint shipped inside the package (built by `python -m conversion.build_default_model`): what
+# `elmo-hf embed` uses when no model is named, so it runs with no network. A tiny test model, not for quality.
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+
+REPRESENTATIONS = ("mix", "top", "average", "all")
+POOLINGS = ("none", "mean")
+STORAGE_DTYPES = ("float32", "float16")
+ON_INVALID_CHOICES = ("raise", "skip")
+
+# on_progress(sentences finished, words embedded), called after every model batch.
+ProgressCallback = Callable[[int, int], None]
+
+NUM_WORDS_COLUMN = "num_words"
+WORDS_COLUMN = "words"
+
+
+class InvalidRowError(ValueError):
+    """A row whose text (or words) cannot be embedded; the message names the row."""
+
+
+@dataclass(frozen=True)
+class SentencePiece:
+    """A window of one sentence that runs through the model as a sentence of its own.
+
+    Words ``[start, end)`` of sentence ``sentence`` are run; words ``[core_start, core_end)`` of them keep their
+    vectors (indices into the whole sentence).
+    """
+
+    sentence: int
+    start: int
+    end: int
+    core_start: int
+    core_end: int
+
+    @property
+    def num_words(self) -> int:
+        return self.end - self.start
+
+
+def split_into_windows(num_words: int, max_window_words: int, window_context: int) -> list[tuple[int, int, int, int]]:
+    """Windows ``(start, end, core_start, core_end)`` covering ``num_words`` words: the cores tile ``[0, num_words)``
+    exactly, each window adds up to ``window_context`` words on each side and is at most ``max_window_words`` long."""
+    if num_words <= max_window_words:
+        return [(0, num_words, 0, num_words)]
+    core_size = max_window_words - 2 * window_context
+    windows = []
+    for core_start in range(0, num_words, core_size):
+        core_end = min(core_start + core_size, num_words)
+        windows.append((max(0, core_start - window_context), min(num_words, core_end + window_context), core_start, core_end))
+    return windows
+
+
+def length_grouped_batches(
+    lengths: Sequence[int], batch_size: int | None, max_words_per_batch: int | None
+) -> list[list[int]]:
+    """Indices into ``lengths`` grouped into batches of similar length, longest first.
+
+    A batch holds at most ``batch_size`` items and at most ``max_words_per_batch`` padded words (items x longest
+    item); an item longer than the word budget gets a batch of its own.
+    """
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])  # stable: ties keep input order
+    batches: list[list[int]] = []
+    for index in order:
+        if batches:
+            current = batches[-1]
+            padded_words = (len(current) + 1) * lengths[current[0]]
+            fits_count = batch_size is None or len(current) < batch_size
+            fits_words = max_words_per_batch is None or padded_words <= max_words_per_batch
+            if fits_count and fits_words:
+                current.append(index)
+                continue
+        batches.append([index])
+    return batches
+
+
+class ELMoEmbedder:
+    r"""
+    ELMo vectors for batches of sentences; an instance is the function of `Dataset.map(batched=True)`.
+
+    Args:
+        model ([`ELMoModel`]): the biLM. It is put in eval mode (and moved to `device` when given).
+        tokenizer ([`ELMoTokenizer`], *optional*): splits raw text into words and builds character ids; defaults to
+            `ELMoTokenizer()` with `max_characters_per_token` from the model's config.
+        representation (`str` or `int`, defaults to `"mix"`): `"mix"` the scalar mix `mix_index`
+            (`elmo_representations`), `"top"` the top biLSTM layer, `"average"` the plain mean of the L + 1 layers,
+            `"all"` every layer stacked `(words, L + 1, D)`, or an int j for layer j alone (0 = token layer).
+        mix_index (`int`, defaults to 0): which scalar mix, with `representation="mix"`.
+        pooling (`str`, defaults to `"none"`): `"none"` per-word vectors; `"mean"` one vector per sentence, the mean
+            over its real words (zeros for a sentence with no words).
+        dtype (`str`, defaults to `"float32"`): storage dtype of the vectors, `"float32"` or `"float16"`; the model
+            always computes in its own dtype and pooling is done in float32 before the cast.
+        batch_size (`int`, *optional*, defaults to 32): most sentences (windows) per model batch; `None` for no
+            limit (then `max_words_per_batch` must be set).
+        max_words_per_batch (`int`, *optional*): most padded words per model batch (sentences x longest sentence).
+        max_window_words (`int`, defaults to 256) and window_context (`int`, defaults to 32): longer sentences are
+            run in windows (see the module docstring); needs `max_window_words > 2 * window_context`.
+        text_column (`str`, defaults to `"text"`): column of raw sentences, used when `words_column` is not set.
+        words_column (`str`, *optional*): column of pre-split sentences (lists of words); no `words` column is added.
+        output_column (`str`, defaults to `"elmo"`): name of the vectors column.
+        on_invalid (`str`, defaults to `"raise"`): `"raise"` on a `None`/non-string text, `"skip"` to drop the row.
+        device (`str` or `torch.device`, *optional*): where the model runs, e.g. `"cuda"`.
+
+    Example:
+
+    ```python
+    >>> embedder = ELMoEmbedder.from_pretrained("models/elmo-fixture", pooling="mean")
+    >>> dataset = embed_dataset(Dataset.from_dict({"text": ["The bank raised rates .", ""]}), embedder)
+    >>> dataset.with_format("numpy")[0]["elmo"].shape, dataset[1]["num_words"]
+    ((32,), 0)
+    ```
+    """
+
+    def __init__(
+        self,
+        model: ELMoModel,
+        tokenizer: ELMoTokenizer | None = None,
+        *,
+        representation: str | int = "mix",
+        mix_index: int = 0,
+        pooling: str = "none",
+        dtype: str = "float32",
+        batch_size: int | None = 32,
+        max_words_per_batch: int | None = None,
+        max_window_words: int = 256,
+        window_context: int = 32,
+        text_column: str = "text",
+        words_column: str | None = None,
+        output_column: str = "elmo",
+        on_invalid: str = "raise",
+        device: str | torch.device | None = None,
+    ):
+        config = model.config
+        self._check_options(
+            config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
+            window_context, on_invalid,
+        )
+        self.model = model.eval() if device is None else model.to(device).eval()
+        self.tokenizer = tokenizer or ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
+        if self.tokenizer.max_characters_per_token != config.max_characters_per_token:
+            raise ValueError(
+                f"tokenizer.max_characters_per_token is {self.tokenizer.max_characters_per_token} but the model "
+                f"expects {config.max_characters_per_token}"
+            )
+        self.representation = representation
+        self.mix_index = mix_index
+        self.pooling = pooling
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.max_words_per_batch = max_words_per_batch
+        self.max_window_words = max_window_words
+        self.window_context = window_context
+        self.text_column = text_column
+        self.words_column = words_column
+        self.output_column = output_column
+        self.on_invalid = on_invalid
+
+    @classmethod
+    def from_pretrained(
+        cls, name_or_path: str, *, revision: str | None = None, device: str | torch.device | None = None, **options
+    ) -> "ELMoEmbedder":
+        """Load model and tokenizer from a directory or Hub repo id; ``options`` are the constructor's."""
+        model = ELMoModel.from_pretrained(name_or_path, revision=revision)
+        tokenizer = ELMoTokenizer.from_pretrained(name_or_path, revision=revision)
+        return cls(model, tokenizer, device=device, **options)
+
+    @staticmethod
+    def _check_options(
+        config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
+        window_context, on_invalid,
+    ) -> None:
+        num_layers = config.num_representation_layers
+        if isinstance(representation, bool) or not (
+            representation in REPRESENTATIONS or (isinstance(representation, int) and 0 <= representation < num_layers)
+        ):
+            raise ValueError(
+                f"representation must be one of {list(REPRESENTATIONS)} or a layer index in [0, {num_layers}), "
+                f"got {representation!r}"
+            )
+        if representation == "mix" and not 0 <= mix_index < config.num_output_representations:
+            raise ValueError(
+                f"mix_index must be in [0, {config.num_output_representations}) (config.num_output_representations), "
+                f"got {mix_index!r}"
+            )
+        for name, value, choices in (("pooling", pooling, POOLINGS), ("dtype", dtype, STORAGE_DTYPES), ("on_invalid", on_invalid, ON_INVALID_CHOICES)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+        for name, value in (("batch_size", batch_size), ("max_words_per_batch", max_words_per_batch)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if batch_size is None and max_words_per_batch is None:
+            raise ValueError("set batch_size, max_words_per_batch or both: without either a model batch is unbounded")
+        if not isinstance(window_context, int) or window_context < 0:
+            raise ValueError(f"window_context must be an int >= 0, got {window_context!r}")
+        if not isinstance(max_window_words, int) or max_window_words <= 2 * window_context:
+            raise ValueError(
+                f"max_window_words must be an int larger than 2 * window_context = {2 * window_context} (each window "
+                f"needs at least one word of its own), got {max_window_words!r}"
+            )
+
+    def options(self) -> dict[str, Any]:
+        """Every option that changes the output (batching too: it changes the last bits), as plain JSON values."""
+        return {
+            "representation": self.representation,
+            "mix_index": self.mix_index,
+            "pooling": self.pooling,
+            "dtype": self.dtype,
+            "batch_size": self.batch_size,
+            "max_words_per_batch": self.max_words_per_batch,
+            "max_window_words": self.max_window_words,
+            "window_context": self.window_context,
+            "text_column": self.text_column,
+            "words_column": self.words_column,
+            "output_column": self.output_column,
+            "on_invalid": self.on_invalid,
+            "tokenizer": {"word_splitter": self.tokenizer.word_splitter, "unicode_errors": self.tokenizer.unicode_errors},
+        }
+
+    # ------------------------------------------------------------------ output schema
+
+    @property
+    def vector_size(self) -> int:
+        return self.model.config.output_dim
+
+    @property
+    def input_column(self) -> str:
+        return self.words_column or self.text_column
+
+    @property
+    def features(self) -> Features:
+        """The `datasets` features of the columns this embedder adds."""
+        size, num_layers = self.vector_size, self.model.config.num_representation_layers
+        if self.pooling == "mean":
+            vectors = Array2D((num_layers, size), self.dtype) if self.representation == "all" else List(Value(self.dtype), length=size)
+        else:
+            vectors = Array3D((None, num_layers, size), self.dtype) if self.representation == "all" else Array2D((None, size), self.dtype)
+        features = {self.output_column: vectors, NUM_WORDS_COLUMN: Value("int32")}
+        if self.words_column is None:
+            features[WORDS_COLUMN] = List(Value("string"))
+        return Features(features)
+
+    # ------------------------------------------------------------------ the datasets.map function
+
+    def __call__(self, batch: dict[str, list], indices: Sequence[int] | None = None) -> dict[str, list]:
+        """Embed one `map` batch. ``indices`` (from `with_indices=True`) name rows in errors and warnings.
+
+        With ``on_invalid="skip"`` the returned batch holds only the valid rows, with every input column (map must
+        then be called with ``remove_columns`` = all input columns, as `embed_dataset` does)."""
+        if self.input_column not in batch:
+            raise KeyError(f"column {self.input_column!r} not found; the batch has columns {sorted(batch)}")
+        values = batch[self.input_column]
+        row_names = [f"row {index}" for index in indices] if indices is not None else [f"row {index} of this batch" for index in range(len(values))]
+        sentences, valid = self.sentences_from_column(values, row_names)
+        output = {column: values_ for column, values_ in zip(self.features, self.embed_sentences(sentences))}
+        if self.on_invalid == "skip" and not all(valid):
+            skipped = [name for name, keep in zip(row_names, valid) if not keep]
+            logger.warning("Skipped %d row(s) with invalid %r: %s", len(skipped), self.input_column, ", ".join(skipped[:20]))
+            kept_input = {column: [value for value, keep in zip(column_values, valid) if keep] for column, column_values in batch.items()}
+            return {**kept_input, **output}
+        return output
+
+    def sentences_from_column(self, values: Sequence[Any], row_names: Sequence[str]) -> tuple[list[list[str]], list[bool]]:
+        """Words of every valid row and, per row, whether it was valid. Invalid rows raise `InvalidRowError` unless
+        ``on_invalid="skip"``."""
+        sentences, valid = [], []
+        for value, row_name in zip(values, row_names):
+            try:
+                words = self.words_of(value)
+            except InvalidRowError as error:
+                if self.on_invalid == "raise":
+                    raise InvalidRowError(f"{row_name}: {error} (pass on_invalid='skip' to drop such rows)") from None
+                valid.append(False)
+                continue
+            sentences.append(words)
+            valid.append(True)
+        return sentences, valid
+
+    def words_of(self, value: Any) -> list[str]:
+        """The words of one text (or words) value; raises `InvalidRowError` for a value that cannot be embedded."""
+        if self.words_column is None:
+            if not isinstance(value, str):
+                raise InvalidRowError(f"{self.text_column!r} is {value!r:.60} of type {type(value).__name__}; expected a string")
+            try:
+                return self.tokenizer.tokenize(value)
+            except ValueError as error:  # e.g. a lone surrogate
+                raise InvalidRowError(f"{self.text_column!r} cannot be tokenised: {error}") from None
+        if not isinstance(value, (list, tuple)) or not all(isinstance(word, str) and word for word in value):
+            raise InvalidRowError(
+                f"{self.words_column!r} is {value!r:.60}; expected a list of non-empty strings (the words of a sentence)"
+            )
+        return list(value)
+
+    # ------------------------------------------------------------------ the core
+
+    def embed_sentences(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> tuple[list, ...]:
+        """The new columns for ``sentences`` (lists of words), in order: vectors, word counts and (for raw text) the
+        words, each a list with one entry per sentence."""
+        vectors = self.embed_words(sentences, on_progress)
+        columns: tuple[list, ...] = (vectors, [len(words) for words in sentences])
+        if self.words_column is None:
+            columns += ([list(words) for words in sentences],)
+        return columns
+
+    def embed_words(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> list[np.ndarray]:
+        """One numpy array per sentence: `(words, D)`, `(words, L + 1, D)` for all layers, or pooled `(D,)` /
+        `(L + 1, D)`; in the order of ``sentences``, in the storage dtype. ``on_progress(sentences, words)`` is called
+        after every model batch with the sentences it finished and the words it embedded."""
+        per_word = [np.zeros((len(words), *self._vector_shape), dtype=np.float32) for words in sentences]
+        pieces = [
+            SentencePiece(sentence_index, *window)
+            for sentence_index, words in enumerate(sentences)
+            if words
+            for window in split_into_windows(len(words), self.max_window_words, self.window_context)
+        ]
+        batches = length_grouped_batches([piece.num_words for piece in pieces], self.batch_size, self.max_words_per_batch)
+        pieces_left = Counter(piece.sentence for piece in pieces)
+        if on_progress is not None:
+            on_progress(len(sentences) - len(pieces_left), 0)  # sentences without words are done already
+        with torch.inference_mode():
+            for batch in batches:
+                batch_pieces = [pieces[index] for index in batch]
+                vectors = self._run_model([sentences[piece.sentence][piece.start : piece.end] for piece in batch_pieces])
+                finished = 0
+                for piece, piece_vectors in zip(batch_pieces, vectors):
+                    core = slice(piece.core_start - piece.start, piece.core_end - piece.start)
+                    per_word[piece.sentence][piece.core_start : piece.core_end] = piece_vectors[core]
+                    pieces_left[piece.sentence] -= 1
+                    finished += pieces_left[piece.sentence] == 0
+                if on_progress is not None:
+                    on_progress(finished, sum(piece.core_end - piece.core_start for piece in batch_pieces))
+        if self.pooling == "mean":
+            per_word = [vectors.mean(axis=0) if len(vectors) else np.zeros(self._vector_shape, np.float32) for vectors in per_word]
+        return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
+
+    @property
+    def _vector_shape(self) -> tuple[int, ...]:
+        if self.representation == "all":
+            return (self.model.config.num_representation_layers, self.vector_size)
+        return (self.vector_size,)
+
+    def _run_model(self, sentences: list[Sequence[str]]) -> list[np.ndarray]:
+        """Float32 vectors `(words, *vector_shape)` for each of ``sentences`` (one model batch)."""
+        encoding = self.tokenizer([list(words) for words in sentences], is_split_into_words=True, padding=True, return_tensors="pt")
+        device = self.model.device
+        output = self.model(input_ids=encoding["input_ids"].to(device), attention_mask=encoding["attention_mask"].to(device))
+        selected = self._select(output).float().cpu().numpy()  # (B, T, *vector_shape)
+        return [selected[row, : len(words)] for row, words in enumerate(sentences)]
+
+    def _select(self, output) -> torch.Tensor:
+        if self.representation == "mix":
+            return output.elmo_representations[self.mix_index]
+        if self.representation == "top":
+            return output.last_hidden_state
+        if self.representation == "average":
+            return torch.stack(output.hidden_states).mean(dim=0)
+        if self.representation == "all":
+            return torch.stack(output.hidden_states, dim=2)
+        return output.hidden_states[self.representation]
+
+
+def embed_dataset(
+    dataset: Dataset | IterableDataset,
+    embedder: ELMoEmbedder,
+    *,
+    map_batch_size: int = 1000,
+    **map_kwargs,
+) -> Dataset | IterableDataset:
+    """Add the embedder's columns to ``dataset`` with `map(batched=True)`.
+
+    ``map_batch_size`` rows are grouped by length at a time (a larger value groups better and holds more vectors in
+    memory). ``map_kwargs`` go to `map` (e.g. `cache_file_name`, `num_proc`; with `num_proc > 1` on CPU call
+    `torch.set_num_threads(1)` first, see docs/embedding.md). Rows keep their order; with `on_invalid="skip"` invalid
+    rows are dropped.
+    """
+    if dataset.features is None:
+        # A streamed dataset (e.g. load_dataset("text", streaming=True)) does not know its columns until it reads a
+        # row; datasets' own interleave/concatenate resolve them the same way.
+        dataset = dataset._resolve_features()
+    column_names = list(dataset.column_names)
+    if embedder.input_column not in column_names:
+        raise KeyError(f"column {embedder.input_column!r} not found in the dataset; it has {column_names}")
+    clashes = sorted(set(embedder.features) & set(column_names))
+    if clashes:
+        raise ValueError(
+            f"the dataset already has column(s) {clashes} that the embedder would write; rename them or set "
+            "output_column="
+        )
+    features = Features({**dataset.features, **embedder.features})
+    remove_columns = column_names if embedder.on_invalid == "skip" else None
+    return dataset.map(
+        embedder,
+        batched=True,
+        batch_size=map_batch_size,
+        with_indices=True,
+        features=features,
+        remove_columns=remove_columns,
+        **map_kwargs,
+    )
+
+
+def embed_texts(embedder: ELMoEmbedder, texts: Iterable[str]) -> list[np.ndarray]:
+    """Vectors for ``texts`` (raw sentences, or lists of words when the embedder has a ``words_column``) without a
+    dataset, one array per text in order. An invalid text always raises, naming its position."""
+    sentences = []
+    for index, text in enumerate(texts):
+        try:
+            sentences.append(embedder.words_of(text))
+        except InvalidRowError as error:
+            raise InvalidRowError(f"texts[{index}]: {error}") from None
+    return embedder.embed_words(sentences)
+
+
+__all__ = [
+    "DEFAULT_MODEL_DIR",
+    "ELMoEmbedder",
+    "InvalidRowError",
+    "embed_dataset",
+    "embed_texts",
+    "length_grouped_batches",
+    "split_into_windows",
+]

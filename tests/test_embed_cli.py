@@ -1,0 +1,302 @@
+"""`elmo-hf embed`: input formats, sharded output + manifest, refusing to overwrite, resume after SIGKILL / Ctrl-C,
+bad input, the offline default model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from glob import glob
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from datasets import Array2D, Dataset, load_dataset, load_from_disk
+
+from elmo_hf import ELMoModel, ELMoTokenizer
+from elmo_hf.cli import main
+from elmo_hf.embedding import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_texts
+
+from .conftest import REPOSITORY_ROOT
+
+WORDS = "the bank river money rates fell rose we sat on a boat , and she took it to . quickly old new".split()
+
+
+def synthetic_sentences(count: int, seed: int = 0) -> list[str]:
+    generator = random.Random(seed)
+    return [" ".join(generator.choices(WORDS, k=generator.randint(1, 14))) for _ in range(count)]
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def load_shards(output_dir: Path) -> Dataset:
+    files = sorted(glob(str(output_dir / "shard-*.parquet")))
+    return load_dataset("parquet", data_files=files, split="train")
+
+
+def shard_hashes(output_dir: Path) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(output_dir.glob("shard-*.parquet"))}
+
+
+def run_embed(*args: str) -> int:
+    return main(["embed", *map(str, args), "--no-progress"])
+
+
+@pytest.fixture(scope="module")
+def model_dir(converted_fixture_dir) -> Path:
+    return converted_fixture_dir
+
+
+def test_text_file_to_shards_equals_direct_model_calls(tmp_path, model_dir, capsys):
+    lines = ["The bank raised rates .", "", "We sat on the river bank .", "  ", "Hi ."] * 3
+    corpus = write_lines(tmp_path / "corpus.txt", lines)
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--shard-size", "4", "--batch-size", "2") == 0
+    summary = capsys.readouterr().out
+    assert "embedded 15 sentences (42 words) into 4 shard(s)" in summary and "words/s" in summary
+
+    output = load_shards(tmp_path / "out")
+    assert output["input_row"][:] == list(range(15))
+    assert output["text"][:] == lines
+    model, tokenizer = ELMoModel.from_pretrained(model_dir).eval(), ELMoTokenizer.from_pretrained(model_dir)
+    vectors = output.with_format("numpy", columns=["elmo"])
+    for index, line in enumerate(lines):
+        assert output[index]["num_words"] == len(line.split())
+        if not line.strip():
+            assert vectors[index]["elmo"].shape == (0, 32)
+            continue
+        encoding = tokenizer(line, return_tensors="pt")
+        with torch.inference_mode():
+            expected = model(**encoding).elmo_representations[0][0].numpy()
+        np.testing.assert_allclose(vectors[index]["elmo"], expected, rtol=0, atol=1e-6)
+
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["complete"] and manifest["totals"] == {"sentences": 15, "words": 42, "skipped_rows": 0}
+    assert [shard["first_row"] for shard in manifest["shards"]] == [0, 4, 8, 12]
+    assert {shard["file"]: shard["sha256"] for shard in manifest["shards"]} == shard_hashes(tmp_path / "out")
+
+
+def test_cli_output_equals_library_path(tmp_path, model_dir):
+    lines = synthetic_sentences(40, seed=3)
+    corpus = write_lines(tmp_path / "corpus.txt", lines)
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--pooling", "mean", "--dtype", "float16") == 0
+    output = load_shards(tmp_path / "out").with_format("numpy")["elmo"][:]
+    expected = embed_texts(ELMoEmbedder.from_pretrained(str(model_dir), pooling="mean", dtype="float16"), lines)
+    np.testing.assert_array_equal(np.stack(list(output)), np.stack(expected))
+
+
+def test_structured_inputs_keep_their_columns(tmp_path, model_dir):
+    rows = {"id": [10, 11, 12, 13], "sentence": ["A b c .", "", "Deep contextual vectors .", "NA"], "label": ["x", "y", "z", "w"]}
+    source = Dataset.from_dict(rows)
+    inputs = {
+        "data.jsonl": lambda path: source.to_json(path),
+        "data.csv": lambda path: source.to_csv(path, index=False),
+        "data.parquet": lambda path: source.to_parquet(path),
+        "saved": lambda path: source.save_to_disk(path),
+    }
+    results = {}
+    for name, write in inputs.items():
+        write(str(tmp_path / name))
+        output_dir = tmp_path / f"out-{name}"
+        assert run_embed(tmp_path / name, "--model", model_dir, "--output", output_dir, "--text-column", "sentence") == 0
+        output = load_shards(output_dir)
+        assert output["id"][:] == rows["id"] and output["label"][:] == rows["label"]
+        assert output["sentence"][:] == rows["sentence"]  # CSV too: an empty field is an empty sentence
+        results[name] = output.with_format("numpy")["elmo"][:]
+    for name, vectors in results.items():
+        for got, expected in zip(vectors, results["data.jsonl"]):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_words_column_input(tmp_path, model_dir):
+    Dataset.from_dict({"tokens": [["Pre", "split", "."], ["words"]]}).to_json(str(tmp_path / "words.jsonl"))
+    assert run_embed(tmp_path / "words.jsonl", "--model", model_dir, "--output", tmp_path / "out", "--words-column", "tokens") == 0
+    output = load_shards(tmp_path / "out")
+    assert output["num_words"][:] == [3, 1] and "words" not in output.column_names
+
+
+def test_existing_output_is_refused_without_resume_or_overwrite(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir) == 0
+    before = shard_hashes(output_dir)
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir) == 2
+    assert "already holds an embedding run (complete); pass --resume to continue it or --overwrite" in capsys.readouterr().err
+    assert shard_hashes(output_dir) == before
+
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--resume") == 0
+    assert "already complete" in capsys.readouterr().out
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--resume", "--representation", "top") == 2
+    assert "started with different options (representation: was 'mix', now 'top')" in capsys.readouterr().err
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--representation", "top") == 0
+
+    stranger = tmp_path / "not-ours"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("keep me")
+    assert run_embed(corpus, "--model", model_dir, "--output", stranger, "--overwrite") == 2
+    assert "not an elmo-hf embedding output" in capsys.readouterr().err
+    assert (stranger / "notes.txt").read_text() == "keep me"
+
+
+def test_resume_refuses_a_changed_input(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one ."] * 5)
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2") == 0
+    manifest_path = output_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["complete"] = False
+    manifest_path.write_text(json.dumps(manifest))
+    write_lines(corpus, ["one ."] * 6)
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--resume") == 2
+    assert "started with different input (size:" in capsys.readouterr().err
+
+
+def cli_subprocess(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "elmo_hf.cli", "embed", *map(str, args), "--no-progress"],
+        cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for_shards(process: subprocess.Popen, output_dir: Path, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    manifest_path = output_dir / "manifest.json"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"embed finished before it could be interrupted: {process.communicate()}")
+        try:
+            if len(json.loads(manifest_path.read_text())["shards"]) >= count:
+                return
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            pass
+        time.sleep(0.01)
+    pytest.fail(f"no {count} shards in {output_dir} after {timeout} s")
+
+
+@pytest.mark.parametrize("interruption", [signal.SIGKILL, signal.SIGINT])
+def test_interrupted_run_resumes_to_byte_identical_output(tmp_path, model_dir, interruption):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(1000, seed=1))
+    common = [corpus, "--model", model_dir, "--shard-size", "20"]
+    assert run_embed(*common, "--output", tmp_path / "uninterrupted") == 0
+
+    output_dir = tmp_path / "interrupted"
+    process = cli_subprocess(*common, "--output", output_dir)
+    wait_for_shards(process, output_dir, count=2)
+    process.send_signal(interruption)
+    _, stderr = process.communicate(timeout=60)
+    manifest = json.loads((output_dir / "manifest.json").read_text())
+    assert not manifest["complete"] and 2 <= len(manifest["shards"]) < 50
+    if interruption == signal.SIGINT:
+        assert process.returncode == 130
+        assert "run the same command with --resume to continue" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+
+    assert run_embed(*common, "--output", output_dir, "--resume") == 0
+    assert shard_hashes(output_dir) == shard_hashes(tmp_path / "uninterrupted")
+    resumed, reference = (json.loads((path / "manifest.json").read_text()) for path in (output_dir, tmp_path / "uninterrupted"))
+    assert resumed["shards"] == reference["shards"] and resumed["totals"] == reference["totals"]
+    assert load_shards(output_dir)["input_row"][:] == list(range(1000))
+
+
+def test_resume_discards_a_shard_written_after_the_last_manifest_update(tmp_path, model_dir):
+    """A kill between a shard's rename and the manifest update leaves an unlisted shard: it is redone."""
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(30, seed=2))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10") == 0
+    reference = shard_hashes(output_dir)
+    manifest_path = output_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["shards"], manifest["complete"] = manifest["shards"][:1], False
+    manifest_path.write_text(json.dumps(manifest))
+    (output_dir / "shard-00001.parquet").write_bytes(b"half-written garbage")
+    (output_dir / ".shard-00002.parquet.tmp").write_bytes(b"temporary")
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 0
+    assert shard_hashes(output_dir) == reference
+    assert not list(output_dir.glob(".*tmp"))
+
+
+def test_undecodable_line_is_named_or_skipped(tmp_path, model_dir, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"good line .\nbad \xff byte .\nanother good line .\r\nlast line without newline")
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "strict") == 2
+    error = capsys.readouterr().err
+    assert f"{corpus} line 2: not valid UTF-8 (invalid start byte: byte 0xff at byte offset 4 of the line)" in error
+    assert "--skip-invalid" in error
+
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "skipping", "--skip-invalid") == 0
+    assert "1 invalid rows skipped" in capsys.readouterr().out
+    output = load_shards(tmp_path / "skipping")
+    assert output["input_row"][:] == [0, 2, 3]
+    assert output["text"][:] == ["good line .", "another good line .", "last line without newline"]
+    manifest = json.loads((tmp_path / "skipping" / "manifest.json").read_text())
+    assert manifest["totals"]["skipped_rows"] == 1 and manifest["shards"][0]["skipped"][0]["row"] == 1
+
+
+def test_null_text_in_jsonl_is_named_or_skipped(tmp_path, model_dir, capsys):
+    (tmp_path / "data.jsonl").write_text('{"text": "fine ."}\n{"text": null}\n{"text": "also fine ."}\n')
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "strict") == 2
+    assert "data.jsonl row 1: 'text' is None of type NoneType; expected a string" in capsys.readouterr().err
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "skipping", "--skip-invalid") == 0
+    assert load_shards(tmp_path / "skipping")["input_row"][:] == [0, 2]
+
+
+def test_unreadable_and_misnamed_inputs(tmp_path, model_dir, capsys):
+    (tmp_path / "broken.jsonl").write_text('{"text": "fine ."}\nnot json at all\n')
+    assert run_embed(tmp_path / "broken.jsonl", "--model", model_dir, "--output", tmp_path / "a") == 2
+    assert "broken.jsonl as jsonl" in capsys.readouterr().err
+    (tmp_path / "corpus.doc").write_text("x")
+    assert run_embed(tmp_path / "corpus.doc", "--model", model_dir, "--output", tmp_path / "b") == 2
+    assert "cannot tell the format" in capsys.readouterr().err
+    assert run_embed(tmp_path / "missing.txt", "--model", model_dir, "--output", tmp_path / "c") == 2
+    assert "does not exist" in capsys.readouterr().err
+    write_lines(tmp_path / "corpus.txt", ["a ."])
+    assert run_embed(tmp_path / "corpus.txt", "--model", model_dir, "--output", tmp_path / "d", "--text-column", "sentence") == 2
+    assert "has no column 'sentence'" in capsys.readouterr().err
+
+
+def test_empty_input_gives_an_empty_loadable_output(tmp_path, model_dir):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert run_embed(tmp_path / "empty.txt", "--model", model_dir, "--output", tmp_path / "out", "--output-format", "dataset") == 0
+    # One shard without rows but with the full schema (read with pyarrow: datasets 5.2 rejects 0-row Parquet files).
+    table = pq.read_table(tmp_path / "out" / "shard-00000.parquet")
+    assert table.num_rows == 0 and table.column_names == ["input_row", "text", "elmo", "num_words", "words"]
+    saved = load_from_disk(str(tmp_path / "out" / "dataset"))
+    assert len(saved) == 0 and saved.features["elmo"] == Array2D((None, 32), "float32")
+
+
+def test_dataset_output_format_equals_the_shards(tmp_path, model_dir):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(25, seed=4))
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--output-format", "dataset", "--shard-size", "10") == 0
+    saved = load_from_disk(str(tmp_path / "out" / "dataset"))
+    shards = load_shards(tmp_path / "out")
+    assert saved.features == shards.features and saved.to_dict() == shards.to_dict()
+    assert not (tmp_path / "out" / ".cache").exists()
+
+
+def test_default_model_is_the_packaged_fixture(tmp_path, converted_fixture_dir, capsys):
+    packaged = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR)
+    converted = ELMoModel.from_pretrained(converted_fixture_dir)
+    for (name, tensor), (_, expected) in zip(packaged.state_dict().items(), converted.state_dict().items()):
+        assert torch.equal(tensor, expected), name
+    assert "test model" in (DEFAULT_MODEL_DIR / "README.md").read_text()
+
+    corpus = write_lines(tmp_path / "corpus.txt", ["No model was named ."])
+    assert run_embed(corpus, "--output", tmp_path / "out") == 0
+    assert "no --model given, using elmo-hf's offline default model" in capsys.readouterr().err
+    assert load_shards(tmp_path / "out")["num_words"][:] == [5]
+
+
+def test_progress_bar_reports_words_per_second(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(50, seed=5))
+    assert main(["embed", str(corpus), "--model", str(model_dir), "--output", str(tmp_path / "out")]) == 0
+    assert "words/s" in capsys.readouterr().err

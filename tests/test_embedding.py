@@ -1,0 +1,240 @@
+"""The bulk-embedding library API (elmo_hf.embedding): datasets.map path vs direct model calls, order, options,
+bad input, windows."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from datasets import Array2D, Array3D, Dataset, IterableDataset, List, Value
+
+from elmo_hf.embedding import (
+    ELMoEmbedder,
+    InvalidRowError,
+    embed_dataset,
+    embed_texts,
+    length_grouped_batches,
+    split_into_windows,
+)
+
+# Lengths deliberately out of order so that length grouping reorders them inside a map batch.
+TEXTS = [
+    "The bank raised its interest rates again this year .",
+    "Hi .",
+    "We sat on the river bank and watched the boats go by in the evening light .",
+    "",
+    "She took the money to the bank .",
+    "   ",
+    "Rates fell .",
+    "A very long sentence that keeps going , with commas , clauses , and more words than any other sentence here .",
+]
+
+
+def direct_vectors(model, tokenizer, words: list[str]) -> tuple:
+    """The model run on one sentence alone: (mix 0, top, hidden_states) as numpy, shape (words, ...)."""
+    encoding = tokenizer(words, is_split_into_words=True, return_tensors="pt")
+    with torch.inference_mode():
+        output = model(**encoding)
+    return (
+        output.elmo_representations[0][0].numpy(),
+        output.last_hidden_state[0].numpy(),
+        torch.stack(output.hidden_states, dim=2)[0].numpy(),
+    )
+
+
+@pytest.fixture(scope="module")
+def embedder(fixture_model, tokenizer):
+    return ELMoEmbedder(fixture_model, tokenizer, batch_size=3)
+
+
+def test_map_equals_direct_model_calls_and_keeps_row_order(embedder, fixture_model, tokenizer):
+    dataset = embed_dataset(Dataset.from_dict({"text": TEXTS, "id": list(range(len(TEXTS)))}), embedder, map_batch_size=5)
+
+    assert dataset.features["elmo"] == Array2D((None, 32), "float32")
+    assert dataset.features["num_words"] == Value("int32")
+    assert dataset["id"][:] == list(range(len(TEXTS)))
+    rows = dataset.with_format("numpy", columns=["elmo"])
+    for index, text in enumerate(TEXTS):
+        words = text.split()
+        assert dataset[index]["words"] == words
+        assert dataset[index]["num_words"] == len(words)
+        vectors = rows[index]["elmo"]
+        assert vectors.shape == (len(words), 32)
+        if words:
+            expected = direct_vectors(fixture_model, tokenizer, words)[0]
+            np.testing.assert_allclose(vectors, expected, rtol=0, atol=1e-6)
+
+
+def test_iterable_dataset_and_words_column(fixture_model, tokenizer):
+    words = [text.split() for text in TEXTS if text.strip()]
+    streamed = Dataset.from_dict({"tokens": words}).to_iterable_dataset()
+    embedder = ELMoEmbedder(fixture_model, tokenizer, words_column="tokens", pooling="mean", batch_size=2)
+    result = embed_dataset(streamed, embedder, map_batch_size=4)
+
+    assert isinstance(result, IterableDataset)
+    assert "words" not in result.features  # the input already holds the words
+    for row, sentence in zip(result, words):
+        expected = direct_vectors(fixture_model, tokenizer, sentence)[0].mean(axis=0)
+        np.testing.assert_allclose(np.asarray(row["elmo"]), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "representation, select",
+    [
+        ("top", lambda mix, top, layers: top),
+        ("average", lambda mix, top, layers: layers.mean(axis=1)),
+        ("all", lambda mix, top, layers: layers),
+        (0, lambda mix, top, layers: layers[:, 0]),
+        (2, lambda mix, top, layers: layers[:, 2]),
+    ],
+)
+def test_representations(fixture_model, tokenizer, representation, select):
+    embedder = ELMoEmbedder(fixture_model, tokenizer, representation=representation)
+    sentence = TEXTS[2].split()
+    (vectors,) = embedder.embed_words([sentence])
+    np.testing.assert_allclose(vectors, select(*direct_vectors(fixture_model, tokenizer, sentence)), rtol=0, atol=1e-6)
+
+
+def test_feature_types_and_formats(fixture_model, tokenizer):
+    dataset = Dataset.from_dict({"text": TEXTS[:3]})
+    all_layers = embed_dataset(dataset, ELMoEmbedder(fixture_model, tokenizer, representation="all", dtype="float16"))
+    assert all_layers.features["elmo"] == Array3D((None, 3, 32), "float16")
+    # Stored as float16 (datasets' numpy formatter hands floats back as float32).
+    assert all_layers.data.table.schema.field("elmo").type.storage_type.value_type.value_type.value_type == "halffloat"
+    pooled = embed_dataset(dataset, ELMoEmbedder(fixture_model, tokenizer, pooling="mean"))
+    assert pooled.features["elmo"] == List(Value("float32"), length=32)
+    as_torch = pooled.with_format("torch")["elmo"][:]
+    assert isinstance(as_torch, torch.Tensor) and as_torch.shape == (3, 32)
+    pooled_all = ELMoEmbedder(fixture_model, tokenizer, pooling="mean", representation="all")
+    assert pooled_all.features["elmo"] == Array2D((3, 32), "float32")
+
+
+def test_float16_storage_is_the_float32_vectors_cast(fixture_model, tokenizer):
+    sentence = [TEXTS[0].split()]
+    (full,) = ELMoEmbedder(fixture_model, tokenizer).embed_words(sentence)
+    (half,) = ELMoEmbedder(fixture_model, tokenizer, dtype="float16").embed_words(sentence)
+    assert half.dtype == np.float16
+    np.testing.assert_array_equal(half, full.astype(np.float16))
+
+
+def test_empty_and_whitespace_texts_give_zero_words(embedder, fixture_model, tokenizer):
+    vectors = embed_texts(embedder, ["", "  \t ", "Hi ."])
+    assert [v.shape for v in vectors] == [(0, 32), (0, 32), (2, 32)]
+    pooled = embed_texts(ELMoEmbedder(fixture_model, tokenizer, pooling="mean"), ["", "Hi ."])
+    np.testing.assert_array_equal(pooled[0], np.zeros(32, np.float32))
+
+
+@pytest.mark.parametrize("bad_value", [None, 17, b"bytes", ["a", "list"]])
+def test_invalid_text_raises_naming_the_row(embedder, bad_value):
+    dataset = Dataset.from_dict({"text": ["fine .", "also fine .", "ok ."]})
+    with pytest.raises(InvalidRowError, match=r"row 1: 'text' is .* expected a string"):
+        embedder({"text": ["fine .", bad_value]}, indices=[0, 1])
+    with pytest.raises(InvalidRowError, match=r"texts\[1\]"):
+        embed_texts(embedder, ["fine .", bad_value])
+    del dataset
+
+
+def test_invalid_rows_in_a_dataset_raise_with_their_index(embedder):
+    dataset = Dataset.from_dict({"text": ["fine ."] * 7 + [None]})
+    with pytest.raises(InvalidRowError, match=r"row 7: 'text' is None"):
+        embed_dataset(dataset, embedder, map_batch_size=3)
+
+
+def test_lone_surrogate_is_an_invalid_row(embedder):
+    with pytest.raises(InvalidRowError, match="row 0: 'text' cannot be tokenised"):
+        embedder({"text": ["bad \ud800 text"]}, indices=[0])
+
+
+def test_skip_drops_invalid_rows_and_keeps_other_columns_aligned(fixture_model, tokenizer, caplog):
+    dataset = Dataset.from_dict({"text": ["one .", None, "two words .", None, ""], "id": [0, 1, 2, 3, 4]})
+    embedder = ELMoEmbedder(fixture_model, tokenizer, on_invalid="skip")
+    with caplog.at_level(logging.WARNING, logger="elmo_hf.embedding"):
+        result = embed_dataset(dataset, embedder)
+    assert result["id"][:] == [0, 2, 4]
+    assert result["num_words"][:] == [2, 3, 0]
+    assert "Skipped 2 row(s)" in caplog.text and "row 1, row 3" in caplog.text
+
+
+def test_invalid_words_column_values(fixture_model, tokenizer):
+    embedder = ELMoEmbedder(fixture_model, tokenizer, words_column="tokens")
+    with pytest.raises(InvalidRowError, match=r"row 0: 'tokens' is 'a b'; expected a list of non-empty strings"):
+        embedder({"tokens": ["a b"]}, indices=[0])
+    with pytest.raises(InvalidRowError, match="expected a list of non-empty strings"):
+        embedder({"tokens": [["a", ""]]}, indices=[0])
+
+
+def test_column_clash_and_missing_column_are_refused(embedder):
+    with pytest.raises(ValueError, match=r"already has column\(s\) \['words'\]"):
+        embed_dataset(Dataset.from_dict({"text": ["a ."], "words": [["a"]]}), embedder)
+    with pytest.raises(KeyError, match="column 'text' not found"):
+        embed_dataset(Dataset.from_dict({"sentence": ["a ."]}), embedder)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"representation": "best"}, "representation must be one of"),
+        ({"representation": 3}, r"layer index in \[0, 3\)"),
+        ({"mix_index": 1}, r"mix_index must be in \[0, 1\)"),
+        ({"pooling": "max"}, "pooling must be one of"),
+        ({"dtype": "bfloat16"}, "dtype must be one of"),
+        ({"batch_size": 0}, "batch_size must be a positive int"),
+        ({"batch_size": None}, "set batch_size, max_words_per_batch or both"),
+        ({"max_window_words": 64, "window_context": 32}, "max_window_words must be an int larger than 2 \\* window_context = 64"),
+        ({"on_invalid": "ignore"}, "on_invalid must be one of"),
+    ],
+)
+def test_bad_options(fixture_model, options, message):
+    with pytest.raises(ValueError, match=message):
+        ELMoEmbedder(fixture_model, **options)
+
+
+@pytest.mark.parametrize("num_words", [0, 1, 5, 9, 10, 11, 23, 100])
+@pytest.mark.parametrize("max_window_words, window_context", [(10, 0), (10, 2), (10, 4), (7, 3)])
+def test_windows_tile_every_word_exactly_once(num_words, max_window_words, window_context):
+    windows = split_into_windows(num_words, max_window_words, window_context)
+    covered = [word for _, _, core_start, core_end in windows for word in range(core_start, core_end)]
+    assert covered == list(range(num_words))
+    for start, end, core_start, core_end in windows:
+        assert end - start <= max_window_words
+        assert start <= core_start < core_end <= end or num_words == 0
+        assert core_start - start == min(window_context, core_start) or num_words <= max_window_words
+        assert end - core_end == min(window_context, num_words - core_end) or num_words <= max_window_words
+
+
+def test_long_sentence_runs_in_windows_and_loses_no_word(fixture_model, tokenizer):
+    sentence = (TEXTS[7].split() * 3)[:50]  # 50 words
+    embedder = ELMoEmbedder(fixture_model, tokenizer, max_window_words=16, window_context=4, batch_size=2)
+    (vectors,) = embedder.embed_words([sentence])
+    assert vectors.shape == (50, 32)
+    for start, end, core_start, core_end in split_into_windows(50, 16, 4):
+        expected = direct_vectors(fixture_model, tokenizer, sentence[start:end])[0]
+        np.testing.assert_allclose(vectors[core_start:core_end], expected[core_start - start : core_end - start], rtol=0, atol=1e-6)
+    # Pooling averages over all 50 words, across windows.
+    (pooled,) = ELMoEmbedder(fixture_model, tokenizer, max_window_words=16, window_context=4, pooling="mean").embed_words([sentence])
+    np.testing.assert_allclose(pooled, vectors.mean(axis=0), rtol=0, atol=1e-6)
+
+
+def test_length_grouped_batches_respect_limits_and_cover_everything():
+    lengths = [5, 1, 9, 3, 3, 7, 2, 8, 1, 4]
+    for batch_size, budget in [(3, None), (None, 12), (2, 16), (4, 1)]:
+        batches = length_grouped_batches(lengths, batch_size, budget)
+        assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
+        for batch in batches:
+            assert batch_size is None or len(batch) <= batch_size
+            assert budget is None or len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget
+            assert lengths[batch[0]] == max(lengths[i] for i in batch)
+
+
+def test_progress_callback_counts_sentences_and_words(embedder):
+    calls = []
+    embedder.embed_words([["a"], [], ["b", "c"], ["d", "e", "f"]], on_progress=lambda s, w: calls.append((s, w)))
+    assert sum(s for s, _ in calls) == 4 and sum(w for _, w in calls) == 6
+
+
+def test_from_pretrained_and_device(converted_fixture_dir):
+    embedder = ELMoEmbedder.from_pretrained(str(converted_fixture_dir), device="cpu", representation="top")
+    assert embedder.model.device.type == "cpu" and not embedder.model.training
+    assert embed_texts(embedder, ["Hello there ."])[0].shape == (3, 32)
