@@ -295,9 +295,11 @@ class ELMoEmbedder:
         row_names = [f"row {index}" for index in indices] if indices is not None else [f"row {index} of this batch" for index in range(len(values))]
         sentences, valid = self.sentences_from_column(values, row_names)
         output = {column: values_ for column, values_ in zip(self.features, self.embed_sentences(sentences))}
-        if self.on_invalid == "skip" and not all(valid):
+        if self.on_invalid == "skip":
+            # Always hand the input columns back (map removes them in this mode), without the skipped rows.
             skipped = [name for name, keep in zip(row_names, valid) if not keep]
-            logger.warning("Skipped %d row(s) with invalid %r: %s", len(skipped), self.input_column, ", ".join(skipped[:20]))
+            if skipped:
+                logger.warning("Skipped %d row(s) with invalid %r: %s", len(skipped), self.input_column, ", ".join(skipped[:20]))
             kept_input = {column: [value for value, keep in zip(column_values, valid) if keep] for column, column_values in batch.items()}
             return {**kept_input, **output}
         return output
@@ -348,7 +350,7 @@ class ELMoEmbedder:
         """One numpy array per sentence: `(words, D)`, `(words, L + 1, D)` for all layers, or pooled `(D,)` /
         `(L + 1, D)`; in the order of ``sentences``, in the storage dtype. ``on_progress(sentences, words)`` is called
         after every model batch with the sentences it finished and the words it embedded."""
-        per_word = [np.zeros((len(words), *self._vector_shape), dtype=np.float32) for words in sentences]
+        per_word = [np.zeros((len(words), *self.vector_shape), dtype=np.float32) for words in sentences]
         pieces = [
             SentencePiece(sentence_index, *window)
             for sentence_index, words in enumerate(sentences)
@@ -372,11 +374,12 @@ class ELMoEmbedder:
                 if on_progress is not None:
                     on_progress(finished, sum(piece.core_end - piece.core_start for piece in batch_pieces))
         if self.pooling == "mean":
-            per_word = [vectors.mean(axis=0) if len(vectors) else np.zeros(self._vector_shape, np.float32) for vectors in per_word]
+            per_word = [vectors.mean(axis=0) if len(vectors) else np.zeros(self.vector_shape, np.float32) for vectors in per_word]
         return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
 
     @property
-    def _vector_shape(self) -> tuple[int, ...]:
+    def vector_shape(self) -> tuple[int, ...]:
+        """Shape of one word's vector (one sentence's, when pooled): `(D,)`, or `(L + 1, D)` for all layers."""
         if self.representation == "all":
             return (self.model.config.num_representation_layers, self.vector_size)
         return (self.vector_size,)

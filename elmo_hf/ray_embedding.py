@@ -39,17 +39,16 @@ def _import_ray():
     return ray
 
 
-def vectors_to_arrow(vectors: list[np.ndarray], pooled: bool) -> pa.Array:
-    """Per-sentence arrays as an Arrow column: `(words, *shape)` -> ``list<fixed_size_list...>``, pooled `shape`
-    -> ``fixed_size_list...``. Nesting follows the array's trailing dimensions."""
-    item_shape = vectors[0].shape[1:] if not pooled and vectors else (vectors[0].shape if vectors else ())
-    flat = np.concatenate([array.reshape(-1) for array in vectors]) if vectors else np.zeros(0, np.float32)
-    values: pa.Array = pa.array(flat)
-    for size in reversed(item_shape):
+def vectors_to_arrow(vectors: list[np.ndarray], vector_shape: tuple[int, ...], pooled: bool, dtype: str) -> pa.Array:
+    """Per-sentence arrays as an Arrow column: per-word `(words, *vector_shape)` -> ``list<fixed_size_list...>``,
+    pooled `vector_shape` -> ``fixed_size_list...``, one fixed-size level per dimension of ``vector_shape``."""
+    flat = np.concatenate([array.reshape(-1) for array in vectors]) if vectors else np.zeros(0, dtype)
+    values: pa.Array = pa.array(flat.astype(dtype, copy=False))
+    for size in reversed(vector_shape):
         values = pa.FixedSizeListArray.from_arrays(values, size)
     if pooled:
         return values
-    offsets = np.concatenate([[0], np.cumsum([len(array) for array in vectors])]).astype(np.int32)
+    offsets = np.concatenate([[0], np.cumsum([len(array) for array in vectors], dtype=np.int64)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), values)
 
 
@@ -67,13 +66,14 @@ class RayEmbeddingActor:
         embedder = self.embedder
         rows = batch.to_pydict()
         values = rows[embedder.input_column]
-        sentences, valid = embedder.sentences_from_column(values, [f"{embedder.input_column} {value!r:.60}" for value in values])
+        row_names = [f"the row with {embedder.input_column}={value!r:.60}" for value in values]
+        sentences, valid = embedder.sentences_from_column(values, row_names)
         if not all(valid):
             batch = batch.filter(pa.array(valid))
         new_columns = dict(zip(embedder.features, embedder.embed_sentences(sentences)))
         for name, column in new_columns.items():
             if name == embedder.output_column:
-                array = vectors_to_arrow(column, pooled=embedder.pooling == "mean")
+                array = vectors_to_arrow(column, embedder.vector_shape, embedder.pooling == "mean", embedder.dtype)
             elif name == NUM_WORDS_COLUMN:
                 array = pa.array(column, pa.int32())
             else:

@@ -155,6 +155,9 @@ def test_skip_drops_invalid_rows_and_keeps_other_columns_aligned(fixture_model, 
     assert result["id"][:] == [0, 2, 4]
     assert result["num_words"][:] == [2, 3, 0]
     assert "Skipped 2 row(s)" in caplog.text and "row 1, row 3" in caplog.text
+    # A map batch without invalid rows keeps its other columns too.
+    all_valid = embed_dataset(Dataset.from_dict({"text": ["one .", "two ."], "id": [5, 6]}), embedder)
+    assert all_valid["id"][:] == [5, 6] and all_valid["text"][:] == ["one .", "two ."]
 
 
 def test_invalid_words_column_values(fixture_model, tokenizer):

@@ -55,9 +55,13 @@ def test_ray_engine_equals_datasets_engine(tmp_path, converted_fixture_dir, loca
 
 def test_vectors_to_arrow_layouts():
     per_word = [np.arange(6, dtype=np.float32).reshape(3, 2), np.zeros((0, 2), np.float32)]
-    assert vectors_to_arrow(per_word, pooled=False).to_pylist() == [[[0, 1], [2, 3], [4, 5]], []]
-    assert vectors_to_arrow(per_word, pooled=False).type == pa.list_(pa.list_(pa.float32(), 2))
+    column = vectors_to_arrow(per_word, (2,), pooled=False, dtype="float32")
+    assert column.to_pylist() == [[[0, 1], [2, 3], [4, 5]], []]
+    assert column.type == pa.list_(pa.list_(pa.float32(), 2))
     all_layers = [np.arange(12, dtype=np.float16).reshape(2, 3, 2)]
-    assert vectors_to_arrow(all_layers, pooled=False).type == pa.list_(pa.list_(pa.list_(pa.float16(), 2), 3))
+    assert vectors_to_arrow(all_layers, (3, 2), pooled=False, dtype="float16").type == pa.list_(pa.list_(pa.list_(pa.float16(), 2), 3))
     pooled = [np.ones(4, np.float32), np.zeros(4, np.float32)]
-    assert vectors_to_arrow(pooled, pooled=True).to_pylist() == [[1, 1, 1, 1], [0, 0, 0, 0]]
+    assert vectors_to_arrow(pooled, (4,), pooled=True, dtype="float32").to_pylist() == [[1, 1, 1, 1], [0, 0, 0, 0]]
+    # An empty batch keeps the column type, so blocks concatenate.
+    assert vectors_to_arrow([], (3, 2), pooled=True, dtype="float16").type == pa.list_(pa.list_(pa.float16(), 2), 3)
+    assert vectors_to_arrow([], (4,), pooled=False, dtype="float32").type == pa.list_(pa.list_(pa.float32(), 4))
