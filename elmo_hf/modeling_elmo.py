@@ -16,6 +16,11 @@ The LSTM state is explicit: ``forward(..., lstm_state=...)`` takes it and ``retu
 By default every sentence starts from the model's fixed initial state (zeros, or a stored "warm" state), so a
 sentence's vectors never depend on the rest of the batch or on earlier calls. Threading the returned state into the
 next call reproduces the original's stateful behaviour.
+
+Two inference paths compute the same vectors. The code in this file is the *reference path*, the definition.
+``fast_elmo.py`` holds the *fast path* (distinct words only, trimmed character slots, packed batches, one in-place
+matmul per direction and step, pre-packed weights), which the dispatchers in ``ELMoCharacterEmbeddings.forward`` and
+``ELMoEncoder.forward`` choose whenever no gradients are needed; ``ELMoModel.set_inference_path`` forces either one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,14 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_elmo import ELMoConfig
-from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS
+from .fast_elmo import (
+    INFERENCE_PATHS,
+    TokenEmbeddingCache,
+    fast_character_embeddings,
+    fast_encoder_forward,
+    use_fast_path,
+)
+from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS, word_to_character_ids
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -107,9 +119,17 @@ class ELMoCharacterEmbeddings(nn.Module):
             if config.char_cnn_output_dim != config.projection_dim
             else None
         )
+        self.inference_path = "auto"  # see ELMoModel.set_inference_path
+        self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
 
     def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
         """(..., max_characters_per_token) character ids -> (..., projection_dim) token vectors."""
+        if use_fast_path(self, character_ids):
+            return fast_character_embeddings(self, character_ids)
+        return self.reference_forward(character_ids)
+
+    def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
+        """The definition of the token layer: (..., C) character ids -> (..., projection_dim) token vectors."""
         leading_shape = character_ids.shape[:-1]
         characters = self.embedding(character_ids.reshape(-1, character_ids.shape[-1]))  # (N, C, E)
         characters = characters.transpose(1, 2)  # (N, E, C)
@@ -206,6 +226,7 @@ class ELMoEncoder(nn.Module):
         self.backward_layers = nn.ModuleList(ELMoLstmLayer(config.projection_dim, config) for _ in range(config.num_lstm_layers))
         self.register_buffer("initial_hidden_state", torch.zeros(config.num_lstm_layers, 2, config.projection_dim))
         self.register_buffer("initial_cell_state", torch.zeros(config.num_lstm_layers, 2, config.lstm_cell_size))
+        self.inference_path = "auto"  # see ELMoModel.set_inference_path
 
     def default_state(self, batch_size: int) -> LstmState:
         """The fixed initial state for ``batch_size`` rows: (L, 2, B, P) and (L, 2, B, D)."""
@@ -213,10 +234,24 @@ class ELMoEncoder(nn.Module):
         cell = self.initial_cell_state.unsqueeze(2).expand(-1, -1, batch_size, -1)
         return hidden, cell
 
+    def _apply(self, fn, *args, **kwargs):
+        # .to() / .cuda() / .half() replace the parameters: drop the fast path's prepared copies of the old ones now.
+        self._fast_path_weights = None
+        return super()._apply(fn, *args, **kwargs)
+
     def forward(
         self, token_embeddings: torch.Tensor, lengths: torch.LongTensor, state: LstmState
     ) -> tuple[list[torch.Tensor], LstmState]:
-        """
+        """Runs the biLM; see ``reference_forward`` for the arguments and what is computed."""
+        if use_fast_path(self, token_embeddings, *state):
+            return fast_encoder_forward(self, token_embeddings, lengths, state, forget_gate_bias=FORGET_GATE_BIAS)
+        return self.reference_forward(token_embeddings, lengths, state)
+
+    def reference_forward(
+        self, token_embeddings: torch.Tensor, lengths: torch.LongTensor, state: LstmState
+    ) -> tuple[list[torch.Tensor], LstmState]:
+        """The definition of the biLM.
+
         Args:
             token_embeddings: (batch, time, P), sentences with boundaries, zero at padding.
             lengths: (batch,) real positions per row (boundaries included).
@@ -348,6 +383,41 @@ class ELMoModel(ELMoPreTrainedModel):
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.char_embeddings.embedding = value
+
+    @property
+    def inference_path(self) -> str:
+        """``"auto"``, ``"fast"`` or ``"reference"``: see :meth:`set_inference_path`."""
+        return self.encoder.inference_path
+
+    def set_inference_path(self, path: str) -> None:
+        """Choose how the token layer and the biLM are computed (not saved with the model).
+
+        - ``"auto"`` (default): the fast path (``fast_elmo.py``) whenever it can run (no gradients being recorded, a
+          CPU or CUDA device, float32 / bfloat16 / float16 weights), otherwise the reference path, saying why once in
+          the log.
+        - ``"fast"``: always the fast path; a call it cannot run raises ``RuntimeError``.
+        - ``"reference"``: always the reference path, the readable definition in this file (per-step loop).
+        """
+        if path not in INFERENCE_PATHS:
+            raise ValueError(f"inference path must be one of {INFERENCE_PATHS}, got {path!r}.")
+        self.char_embeddings.inference_path = path
+        self.encoder.inference_path = path
+
+    @torch.no_grad()
+    def cache_token_embeddings(self, words: Iterable[str] | None) -> int:
+        """Precompute the token layer for a known vocabulary; the fast path then looks these words up instead of
+        running the character CNN (other words still go through the CNN). The vectors are computed by the same CNN
+        and recomputed on next use if the weights change; the cache is not saved with the model. ``<S>`` and
+        ``</S>`` are always included. ``None`` removes the cache. Returns the number of distinct cached words."""
+        if words is None:
+            self.char_embeddings.token_embedding_cache = None
+            return 0
+        num_slots = self.config.max_characters_per_token
+        rows = [word_to_character_ids(word, num_slots) for word in words] + [BOS_CHARACTER_IDS, EOS_CHARACTER_IDS]
+        cache = TokenEmbeddingCache(torch.tensor(rows, dtype=torch.long))
+        cache.refresh(self.char_embeddings)
+        self.char_embeddings.token_embedding_cache = cache
+        return len(cache)
 
     def forward(
         self,

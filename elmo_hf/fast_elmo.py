@@ -1,0 +1,451 @@
+"""The fast inference path of ELMo: the computation of ``modeling_elmo.py``, reorganised for speed.
+
+``modeling_elmo.py`` is the definition (the *reference path*). This module computes the same vectors (float32 max abs
+difference <= 1e-4 on the original shape, tested; usually about 1e-6) and is chosen by the small dispatchers in
+``ELMoCharacterEmbeddings.forward`` and ``ELMoEncoder.forward`` whenever no gradients are needed. Nothing here changes
+*what* is computed, only the order and the amount of redundant work:
+
+Token layer (``fast_character_embeddings``)
+    * every distinct word of the batch goes through the CNN once (``<S>``, ``</S>``, all-zero padding rows and
+      repeated words cost one row each);
+    * the 50 character slots are trimmed to (start of each row's constant tail, at most) + widest filter width:
+      every convolution window that reads a real character is kept, plus one window made only of padding, so the
+      max-pool sees the same values (bit-identical, tested);
+    * an optional cache of token vectors for a known vocabulary (``ELMoModel.cache_token_embeddings``) replaces the
+      CNN for the words it holds; other words still go through the CNN.
+
+biLM (``fast_encoder_forward``)
+    * the batch is packed time-major with rows sorted by length, like ``PackedSequence``: step t works on the rows
+      that are still running, one contiguous block, so padding costs nothing and no masking is needed;
+    * each layer's input projections are one matmul per direction over all real positions;
+    * per step, the recurrent matmul adds into that step's gate inputs in place (``addmm_``), the nonlinearities run
+      in place, and the output projection writes straight into the output buffer, which is also the next step's
+      recurrent state (no copies, no per-step allocations of the big tensors);
+    * on CPU in float32 the recurrent and projection weights are pre-packed once for oneDNN (``torch.ops.mkldnn``,
+      when this torch build has it), which is what makes the small per-step matmuls fast;
+    * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
+      while the gate pre-activations, the nonlinearities and the cell state stay in float32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
+
+INFERENCE_PATHS = ("auto", "fast", "reference")
+FAST_PATH_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+FAST_PATH_DEVICE_TYPES = ("cpu", "cuda")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Dispatch
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def fast_path_unavailable_reason(module: nn.Module, *inputs: torch.Tensor) -> str | None:
+    """Why the fast path cannot run ``module`` on ``inputs`` now, or None when it can."""
+    parameter = next(module.parameters())
+    if torch.is_grad_enabled() and (
+        any(p.requires_grad for p in module.parameters()) or any(t.requires_grad for t in inputs)
+    ):
+        return "gradients are being recorded (the fast path is inference-only: use torch.no_grad() or torch.inference_mode())"
+    if parameter.device.type not in FAST_PATH_DEVICE_TYPES:
+        return f"it supports devices {FAST_PATH_DEVICE_TYPES}, not {parameter.device.type!r}"
+    if parameter.dtype not in FAST_PATH_DTYPES:
+        return f"it supports dtypes {FAST_PATH_DTYPES}, not {parameter.dtype}"
+    return None
+
+
+def use_fast_path(module: nn.Module, *inputs: torch.Tensor) -> bool:
+    """The dispatcher's decision for one call, following ``module.inference_path``:
+
+    ``"reference"``: never; ``"fast"``: always (raises when it cannot run); ``"auto"``: whenever it can, otherwise the
+    reference path, with the reason logged once.
+    """
+    if module.inference_path == "reference":
+        return False
+    reason = fast_path_unavailable_reason(module, *inputs)
+    if reason is None:
+        return True
+    if module.inference_path == "fast":
+        raise RuntimeError(f"{type(module).__name__}: the fast inference path was requested but cannot run: {reason}.")
+    logger.warning_once(f"{type(module).__name__}: using the reference path because {reason}.")
+    return False
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Token layer
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def needed_character_slots(character_ids: torch.LongTensor, widest_filter: int) -> int:
+    """How many leading character slots give the same max-pooled CNN features as all of them. (N, C) -> int.
+
+    A row ends in a constant tail (the padding character after a word's end-of-word mark; all zeros for a padding
+    token). Every window that starts inside the tail sees the same characters, so keeping the slots before the tail
+    plus ``widest_filter`` more keeps every distinct window of every filter: all the windows touching a non-tail
+    character, and at least one window made only of tail characters. (One slot fewer, ``longest word + 2 + widest -
+    1``, drops that all-padding window of the widest filter for the longest word and changes the output.)
+    """
+    num_slots = character_ids.shape[-1]
+    if character_ids.numel() == 0:
+        return min(num_slots, widest_filter)
+    differs_from_last = character_ids != character_ids[:, -1:]  # (N, C)
+    positions = torch.arange(1, num_slots + 1, device=character_ids.device)
+    tail_start = int((differs_from_last * positions).amax())  # slots before the longest row's constant tail
+    return min(num_slots, tail_start + widest_filter)
+
+
+def character_cnn_trimmed(char_embeddings: nn.Module, character_ids: torch.LongTensor) -> torch.Tensor:
+    """The reference token layer run on the trimmed character slots (bit-identical to all 50). (N, C) -> (N, P)."""
+    widest_filter = max(convolution.kernel_size[0] for convolution in char_embeddings.convolutions)
+    num_slots = needed_character_slots(character_ids, widest_filter)
+    return char_embeddings.reference_forward(character_ids[:, :num_slots])
+
+
+def _parameter_key(module: nn.Module) -> tuple:
+    """Changes whenever a parameter is replaced, moved, cast or modified in place (used to invalidate caches)."""
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in module.parameters())
+
+
+class TokenEmbeddingCache:
+    """Token-layer vectors of a fixed set of words, looked up by their character-id rows.
+
+    The vectors are computed by the same CNN (``character_cnn_trimmed``), so a hit returns what the CNN would. When
+    the token layer's weights change (in place, by ``.to()``, by loading), the vectors are recomputed on next use.
+    """
+
+    def __init__(self, character_ids: torch.LongTensor):
+        rows = torch.unique(character_ids.cpu(), dim=0)  # (V, C)
+        self.character_ids = rows
+        self.row_of = {row.tobytes(): index for index, row in enumerate(rows.numpy())}
+        self.vectors: torch.Tensor | None = None  # (V, P), filled by `refresh`
+        self.parameter_key: tuple | None = None
+
+    def __len__(self) -> int:
+        return len(self.row_of)
+
+    @torch.no_grad()
+    def refresh(self, char_embeddings: nn.Module, batch_size: int = 4096) -> None:
+        """(Re)compute the vectors if the token layer changed since they were computed."""
+        key = _parameter_key(char_embeddings)
+        if key == self.parameter_key:
+            return
+        device = next(char_embeddings.parameters()).device
+        self.vectors = torch.cat(
+            [
+                character_cnn_trimmed(char_embeddings, rows.to(device))
+                for rows in self.character_ids.split(batch_size)
+            ]
+        )
+        self.parameter_key = key
+
+    def lookup(self, character_ids: torch.LongTensor) -> torch.LongTensor:
+        """Row index of each word in ``vectors``, -1 for words not in the cache. (N, C) -> (N,)"""
+        rows = character_ids.cpu().numpy()
+        indices = [self.row_of.get(row.tobytes(), -1) for row in rows]
+        return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
+
+
+def fast_character_embeddings(char_embeddings: nn.Module, character_ids: torch.LongTensor) -> torch.Tensor:
+    """Same as ``ELMoCharacterEmbeddings.reference_forward``: (..., C) character ids -> (..., P) token vectors."""
+    leading_shape, num_slots = character_ids.shape[:-1], character_ids.shape[-1]
+    # Each distinct word once: boundaries, padding rows and repeated words cost one CNN row each.
+    words, word_of_row = torch.unique(character_ids.reshape(-1, num_slots), dim=0, return_inverse=True)  # (U, C), (N,)
+    cache = char_embeddings.token_embedding_cache
+    if cache is None:
+        vectors = character_cnn_trimmed(char_embeddings, words)  # (U, P)
+    else:
+        cache.refresh(char_embeddings)
+        cached_row = cache.lookup(words)  # (U,)
+        is_cached = cached_row >= 0
+        vectors = cache.vectors.new_empty(words.shape[0], cache.vectors.shape[1])
+        vectors[is_cached] = cache.vectors[cached_row[is_cached]]
+        if not bool(is_cached.all()):
+            vectors[~is_cached] = character_cnn_trimmed(char_embeddings, words[~is_cached])
+    return vectors[word_of_row].reshape(*leading_shape, vectors.shape[-1])
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# biLM
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PackedBatch:
+    """A right-padded (batch, time) layout packed time-major over real positions, rows sorted longest first.
+
+    Packed row ``step_starts[t] + r`` holds position t of the r-th longest sentence; step t has ``step_rows[t]``
+    rows, a contiguous block, and the rows of step t are the first rows of step t - 1.
+    """
+
+    order: torch.LongTensor  # (B,) batch row of the r-th longest sentence
+    step_starts: list[int]  # (steps,) first packed row of each step
+    step_rows: list[int]  # (steps,) rows still running at each step (non-increasing)
+    forward_index: torch.LongTensor  # (N,) flat index b * time + t of each packed row in the padded batch
+    backward_index: torch.LongTensor  # (N,) same for the sentence read backwards: b * time + (length - 1 - t)
+    last_row: torch.LongTensor  # (B,) packed row of each sorted sentence's last step (0 for empty sentences)
+    is_empty: torch.BoolTensor  # (B,) sorted sentences of length 0
+
+    @classmethod
+    def build(cls, lengths: torch.LongTensor, time: int) -> "PackedBatch":
+        device = lengths.device
+        sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)  # (B,), (B,)
+        num_steps = int(sorted_lengths[0]) if lengths.numel() else 0
+        steps = torch.arange(num_steps, device=device)
+        is_real = steps.unsqueeze(1) < sorted_lengths.unsqueeze(0)  # (steps, B), time-major
+        step_rows = is_real.sum(dim=1)  # (steps,)
+        step_starts = torch.cumsum(step_rows, dim=0) - step_rows
+        step_of_row = steps.unsqueeze(1).expand_as(is_real)[is_real]  # (N,) packed order: time-major
+        sorted_row = torch.arange(lengths.numel(), device=device).unsqueeze(0).expand_as(is_real)[is_real]  # (N,)
+        batch_row, length = order[sorted_row], sorted_lengths[sorted_row]
+        # Empty sentences point at packed row 0; `is_empty` makes sure it is never used.
+        last_row = torch.zeros_like(sorted_lengths)
+        if num_steps:
+            last_step = (sorted_lengths - 1).clamp(min=0)
+            last_row = torch.where(sorted_lengths > 0, step_starts[last_step] + torch.arange(lengths.numel(), device=device), 0)
+        return cls(
+            order=order,
+            step_starts=step_starts.tolist(),
+            step_rows=step_rows.tolist(),
+            forward_index=batch_row * time + step_of_row,
+            backward_index=batch_row * time + (length - 1 - step_of_row),
+            last_row=last_row,
+            is_empty=sorted_lengths == 0,
+        )
+
+    def pack(self, padded: torch.Tensor) -> torch.Tensor:
+        """(B, T, H) -> (2, N, H): the forward and the backward (each sentence reversed) packed sequences."""
+        flat = padded.reshape(-1, padded.shape[-1])
+        return torch.stack([flat.index_select(0, self.forward_index), flat.index_select(0, self.backward_index)])
+
+    def unpack(self, packed: torch.Tensor, batch_size: int, time: int) -> torch.Tensor:
+        """(2, N, H) -> (B, T, 2H) ``[forward; backward]``, both aligned with the input positions, zero at padding."""
+        padded = packed.new_zeros(batch_size * time, 2, packed.shape[-1])
+        padded[:, 0].index_copy_(0, self.forward_index, packed[0])
+        padded[:, 1].index_copy_(0, self.backward_index, packed[1])
+        return padded.reshape(batch_size, time, 2 * packed.shape[-1])
+
+    def sort(self, state: torch.Tensor) -> torch.Tensor:
+        """(2, B, H) in batch order -> (2, B, H) longest first (a copy)."""
+        return state.index_select(1, self.order)
+
+    def unsort(self, state: torch.Tensor) -> torch.Tensor:
+        """(2, B, H) longest first -> (2, B, H) in batch order."""
+        return torch.empty_like(state).index_copy_(1, self.order, state)
+
+
+# Pre-pack the LSTM's recurrent and projection weights for oneDNN on CPU in float32 (a copy of about 45% of the
+# parameters of the original shape; benchmarks/inference_speed.py measures the difference with --no-pre-pack).
+PRE_PACK_WEIGHTS = True
+
+
+def _onednn_available() -> bool:
+    return hasattr(torch.ops, "mkldnn") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and hasattr(
+        torch.ops.mkldnn, "_linear_pointwise"
+    ) and torch.backends.mkldnn.is_available()
+
+
+class _Matmul:
+    """``x @ weight.T`` for one weight matrix (out_features, in_features), the fastest way this device offers.
+
+    On CPU in float32 with oneDNN the weight is pre-packed once into oneDNN's blocked layout (a copy held by the fast
+    path's weight cache): the small per-step matmuls of the LSTM (batch x 512 @ 512 x 16384 for the original model)
+    then skip re-packing the whole weight on every call. Everywhere else it is a plain matmul on the weight itself.
+    """
+
+    def __init__(self, weight: torch.Tensor, pre_pack: bool):
+        self.weight = weight
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None) if pre_pack else None
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise(inputs, self.packed, None, "none", [], "")
+        return inputs @ self.weight.T
+
+    def add_into(self, target: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``target + inputs @ weight.T``, in place in ``target`` when it has the weight's dtype."""
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(inputs, target, self.packed, None, "add")
+        if target.dtype == inputs.dtype:
+            return target.addmm_(inputs, self.weight.T)
+        return target.add_(inputs @ self.weight.T)
+
+
+@dataclass
+class _LayerWeights:
+    """One biLM layer, both directions (index 0 forward, 1 backward), ready for the fast loop."""
+
+    input_weight: list[torch.Tensor]  # (4D, P_in) each: the layers' own input_to_gates weights (no copy)
+    gate_bias: torch.Tensor  # (2, 4D) float32: input_to_gates bias with TF's +1.0 added to the forget-gate block
+    recurrent: list[_Matmul]  # h (n, P) -> (n, 4D)
+    projection: list[_Matmul] | None  # o * tanh(c) (n, D) -> (n, P); None when P == D
+    cell_clip: float | None
+    projection_clip: float | None
+
+
+def _prepare_weights(encoder: nn.Module, forget_gate_bias: float) -> list[_LayerWeights]:
+    """Per-layer weights for the fast loop, cached on the encoder until a parameter changes."""
+    key = (_parameter_key(encoder), PRE_PACK_WEIGHTS)
+    cached = getattr(encoder, "_fast_path_weights", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    first = encoder.forward_layers[0].input_to_gates.weight
+    pre_pack = PRE_PACK_WEIGHTS and first.device.type == "cpu" and first.dtype == torch.float32 and _onednn_available()
+    prepared = []
+    for layers in zip(encoder.forward_layers, encoder.backward_layers):
+        cell_size = layers[0].cell_size
+        gate_bias = torch.stack([layer.input_to_gates.bias.detach().float() for layer in layers])  # (2, 4D)
+        # Gate blocks are (input, forget, candidate, output); TF adds 1.0 to the forget gate at run time.
+        gate_bias[:, cell_size : 2 * cell_size] += forget_gate_bias
+        prepared.append(
+            _LayerWeights(
+                input_weight=[layer.input_to_gates.weight.detach() for layer in layers],
+                gate_bias=gate_bias,
+                recurrent=[_Matmul(layer.state_to_gates.weight.detach(), pre_pack) for layer in layers],
+                projection=None
+                if layers[0].state_projection is None
+                else [_Matmul(layer.state_projection.weight.detach(), pre_pack) for layer in layers],
+                cell_clip=layers[0].cell_clip,
+                projection_clip=layers[0].projection_clip,
+            )
+        )
+    encoder._fast_path_weights = (key, prepared)
+    return prepared
+
+
+# Gate inputs are computed for a block of consecutive steps at a time, at most this many bytes per direction (but at
+# least one step): large enough for an efficient matmul, small enough to stay in the last-level cache and for the
+# allocator to recycle the buffer without fresh page faults on every call.
+GATE_INPUT_BLOCK_BYTES = 16 * 2**20
+
+
+def _step_blocks(step_starts: list[int], step_rows: list[int], max_rows: int) -> list[tuple[int, int]]:
+    """Split the steps into consecutive blocks [first_step, end_step) of at most ``max_rows`` packed rows (or one
+    step, when a single step is larger)."""
+    blocks, first = [], 0
+    for step in range(1, len(step_rows) + 1):
+        if step == len(step_rows) or step_starts[step] + step_rows[step] - step_starts[first] > max_rows:
+            blocks.append((first, step))
+            first = step
+    return blocks
+
+
+def _run_layer(
+    weights: _LayerWeights, inputs: torch.Tensor, packing: PackedBatch, hidden: torch.Tensor, cell: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Both directions of one layer over packed inputs.
+
+    Args:
+        inputs: (2, N, P_in) packed forward and backward inputs, in the compute dtype.
+        hidden: (2, B, P) and ``cell`` (2, B, D): initial state, sentences sorted longest first.
+
+    Returns:
+        outputs (2, N, P) packed, and the final hidden (2, B, P) and cell (2, B, D) states, sorted.
+    """
+    compute_dtype = inputs.dtype
+    cell_size = weights.gate_bias.shape[1] // 4
+    outputs = inputs.new_empty(2, inputs.shape[1], hidden.shape[-1])  # (2, N, P), also the recurrent state
+    cell = cell.float().clone()  # (2, B, D), float32 whatever the compute dtype
+    hidden = hidden.to(compute_dtype)
+    cell_output = cell.new_empty(cell.shape)  # (2, B, D) buffer for o * tanh(c)
+    block_rows = max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4))
+    previous_start = None
+    for first_step, end_step in _step_blocks(packing.step_starts, packing.step_rows, block_rows):
+        first_row = packing.step_starts[first_step]
+        end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
+        # 1. Input projections of the block's positions in one matmul per direction, float32 gate pre-activations.
+        gate_inputs = [
+            _input_projection(inputs[direction, first_row:end_row], weights, direction) for direction in range(2)
+        ]  # 2 x (rows, 4D)
+        for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
+            for direction in range(2):
+                # 2. Gates of the rows still running: gate inputs + h_prev @ W_h (in place where the dtypes allow).
+                previous = (
+                    hidden[direction, :rows]
+                    if previous_start is None
+                    else outputs[direction, previous_start : previous_start + rows]
+                )  # (n, P)
+                step_gate_inputs = gate_inputs[direction][start - first_row : start - first_row + rows]  # (n, 4D)
+                gates = weights.recurrent[direction].add_into(step_gate_inputs, previous)
+                input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
+                gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the bias)
+                candidate.tanh_()
+                output_gate.sigmoid_()
+                # 3. New cell, clipped; rows that ended keep theirs untouched (they are outside [:rows]).
+                step_cell = cell[direction, :rows]
+                step_cell.mul_(forget_gate).addcmul_(input_gate, candidate)
+                if weights.cell_clip is not None:
+                    step_cell.clamp_(-weights.cell_clip, weights.cell_clip)
+                # 4. Output o * tanh(c), projected and clipped, written into its packed rows.
+                step_output = torch.tanh(step_cell, out=cell_output[direction, :rows]).mul_(output_gate)  # (n, D)
+                target = outputs[direction, start : start + rows]  # (n, P)
+                if weights.projection is None:
+                    target.copy_(step_output)
+                else:
+                    target.copy_(weights.projection[direction](step_output.to(compute_dtype)))
+                if weights.projection_clip is not None:
+                    target.clamp_(-weights.projection_clip, weights.projection_clip)
+            previous_start = start
+    # The final hidden state is the output of each sentence's last step (the initial one for empty sentences).
+    if outputs.shape[1]:
+        hidden = torch.where(packing.is_empty.view(1, -1, 1), hidden, outputs.index_select(1, packing.last_row))
+    return outputs, hidden, cell
+
+
+def _input_projection(inputs: torch.Tensor, weights: _LayerWeights, direction: int) -> torch.Tensor:
+    """(rows, P_in) in the compute dtype -> (rows, 4D) float32 gate pre-activations ``x @ W_x + b`` (+1 forget)."""
+    weight, bias = weights.input_weight[direction], weights.gate_bias[direction]
+    if inputs.dtype == torch.float32:
+        return torch.addmm(bias, inputs, weight.T)
+    return torch.add(bias, inputs @ weight.T)
+
+
+def fast_encoder_forward(
+    encoder: nn.Module,
+    token_embeddings: torch.Tensor,
+    lengths: torch.LongTensor,
+    state: tuple[torch.Tensor, torch.Tensor],
+    forget_gate_bias: float,
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes)."""
+    batch_size, time, _ = token_embeddings.shape
+    hidden_state, cell_state = state  # (L, 2, B, P), (L, 2, B, D)
+    layer_weights = _prepare_weights(encoder, forget_gate_bias)
+    compute_dtype = layer_weights[0].input_weight[0].dtype
+    packing = PackedBatch.build(lengths, time)
+    layer_inputs = packing.pack(token_embeddings.to(compute_dtype))  # (2, N, P)
+    layer_outputs, final_hidden, final_cell = [], [], []
+    for layer_index, weights in enumerate(layer_weights):
+        outputs, hidden, cell = _run_layer(
+            weights,
+            layer_inputs,
+            packing,
+            packing.sort(hidden_state[layer_index]),
+            packing.sort(cell_state[layer_index]),
+        )
+        # Residual from the second layer on, added to the output only (never to the recurrent state).
+        if encoder.use_skip_connections and layer_index > 0:
+            outputs += layer_inputs
+        layer_outputs.append(packing.unpack(outputs, batch_size, time))
+        final_hidden.append(packing.unsort(hidden))
+        final_cell.append(packing.unsort(cell))
+        layer_inputs = outputs
+    return layer_outputs, (torch.stack(final_hidden), torch.stack(final_cell))
+
+
+__all__ = [
+    "INFERENCE_PATHS",
+    "PackedBatch",
+    "TokenEmbeddingCache",
+    "fast_character_embeddings",
+    "fast_encoder_forward",
+    "fast_path_unavailable_reason",
+    "needed_character_slots",
+    "use_fast_path",
+]

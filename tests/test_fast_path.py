@@ -1,0 +1,400 @@
+"""The fast inference path (elmo_hf/fast_elmo.py) against the reference path (modeling_elmo.py), its dispatcher, the
+character-slot trimming, the token-layer cache and reduced precision."""
+
+import logging
+import math
+
+import pytest
+import torch
+from transformers.utils import logging as transformers_logging
+
+from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+from elmo_hf import fast_elmo, modeling_elmo
+from elmo_hf.fast_elmo import PackedBatch, character_cnn_trimmed, needed_character_slots
+from elmo_hf.tokenization_elmo import word_to_character_ids
+
+from .conftest import shared_path
+from .helpers import SENTENCES, random_model, tiny_config
+
+# The issue's bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
+FAST_PATH_TOLERANCE = 1e-4
+# Per-word cosine similarity of bfloat16 / float16 vectors to float32 ones on real sentences.
+REDUCED_PRECISION_MIN_COSINE = 0.999
+
+
+def trained_scale_random_model(config: ELMoConfig, seed: int = 0) -> ELMoModel:
+    """Random weights at the scale of a trained ELMo (std * sqrt(fan_in) about 1, as in the fixture's weights), so
+    activations are O(1) and the comparison is not dominated by saturated, chaotic units. (With std 0.3 everywhere the
+    original shape's reference path disagrees with itself by up to 6.0 between batch sizes.)"""
+    model = ELMoModel(config)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.startswith("scalar_mixes"):
+                continue
+            if name.endswith("embedding.weight"):
+                std = 0.5
+            elif parameter.dim() == 1:
+                std = 0.1
+            else:
+                std = 1.0 / math.sqrt(parameter[0].numel())
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+        model.char_embeddings.embedding.weight[0].zero_()
+    return model.eval()
+
+
+def encode(tokenizer, sentences):
+    return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
+
+
+def run(model, path, **inputs):
+    model.set_inference_path(path)
+    try:
+        with torch.no_grad():
+            return model(**inputs)
+    finally:
+        model.set_inference_path("auto")
+
+
+def max_difference(first, second) -> float:
+    tensors = zip(
+        (*first.hidden_states, *first.elmo_representations, *(first.lstm_state or ())),
+        (*second.hidden_states, *second.elmo_representations, *(second.lstm_state or ())),
+    )
+    return max(float((a.float() - b.float()).abs().max()) for a, b in tensors)
+
+
+@pytest.fixture(scope="module")
+def original_model():
+    """The original shape (4096 / 512, 2048 filters, 2 highway), 93.6M random parameters."""
+    return trained_scale_random_model(ELMoConfig())
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    return random_model()
+
+
+def real_sentences(count: int, max_words: int = 40) -> list[str]:
+    """Sentences of UD English-EWT test (real text), in file order."""
+    path = shared_path("corpora", "ud-english-ewt", "en_ewt-ud-test.conllu")
+    sentences = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith("# text = "):
+                text = line[len("# text = ") :].strip()
+                if len(text.split()) <= max_words:
+                    sentences.append(text)
+                if len(sentences) == count:
+                    break
+    return sentences
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# fast == reference
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def test_fast_equals_reference_on_the_original_shape(original_model, tokenizer):
+    """float32, 93.6M random parameters, padded batch, stateful threading with more and fewer rows, boundaries kept."""
+    first = encode(tokenizer, [["The", "bank", "raised", "rates", "."], ["Hello"], ["We", "sat", "by", "the", "river"]])
+    second = encode(tokenizer, [["Größe", "und", "Übung"], ["a"] * 7])
+    third = encode(tokenizer, [["one"], ["two", "words"], ["three", "more", "words"], ["and", "a", "fourth", "one"]])
+    state = {"reference": None, "fast": None}
+    for inputs, keep in ((first, False), (second, True), (third, False)):
+        outputs = {}
+        for path in ("reference", "fast"):
+            outputs[path] = run(
+                original_model, path, **inputs, lstm_state=state[path], return_lstm_state=True, keep_sentence_boundaries=keep
+            )
+            state[path] = outputs[path].lstm_state
+        assert max_difference(outputs["reference"], outputs["fast"]) <= FAST_PATH_TOLERANCE
+    assert state["fast"][0].shape[2] == 4  # rows carried over like the reference
+
+
+def test_fast_equals_reference_from_a_warm_initial_state(original_model, tokenizer):
+    inputs = encode(tokenizer, SENTENCES[:3])
+    hidden = torch.randn(2, 2, 512, generator=torch.Generator().manual_seed(1)).clamp(-3, 3)
+    cell = torch.randn(2, 2, 4096, generator=torch.Generator().manual_seed(2)).clamp(-3, 3)
+    original_model.set_initial_lstm_state(hidden, cell)
+    try:
+        reference = run(original_model, "reference", **inputs, return_lstm_state=True)
+        fast = run(original_model, "fast", **inputs, return_lstm_state=True)
+    finally:
+        original_model.set_initial_lstm_state(torch.zeros_like(hidden), torch.zeros_like(cell))
+    assert max_difference(reference, fast) <= FAST_PATH_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(),
+        dict(char_cnn_filters=[[1, 4], [2, 4]], projection_dim=8),  # F == P: no token projection
+        dict(projection_dim=16, lstm_cell_size=16),  # P == D: no LSTM projection
+        dict(num_highway_layers=0, use_skip_connections=False, cell_clip=None, projection_clip=None),
+        dict(num_highway_layers=3, num_lstm_layers=3, char_cnn_activation="tanh", num_output_representations=2),
+    ],
+)
+def test_fast_equals_reference_on_every_architecture_variant(overrides, tokenizer):
+    model = random_model(tiny_config(**overrides))
+    inputs = encode(tokenizer, SENTENCES + [[]])  # mixed lengths and a sentence with no words
+    for keep in (False, True):
+        reference = run(model, "reference", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
+        fast = run(model, "fast", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
+        assert max_difference(reference, fast) <= 1e-5
+        assert torch.equal(reference.mask, fast.mask)
+
+
+def test_fast_path_is_padding_invariant_and_zero_at_padding(tiny_model, tokenizer):
+    batched = run(tiny_model, "fast", **encode(tokenizer, SENTENCES))
+    assert all(torch.all(layer[~batched.mask] == 0) for layer in batched.hidden_states)
+    for index, sentence in enumerate(SENTENCES):
+        alone = run(tiny_model, "fast", **encode(tokenizer, [sentence]))
+        for layer_alone, layer_batched in zip(alone.hidden_states, batched.hidden_states):
+            assert (layer_alone[0] - layer_batched[index, : len(sentence)]).abs().max() <= 1e-5
+
+
+def test_encoder_fast_path_handles_empty_rows_and_extra_padding_columns(tiny_model):
+    """Called directly (ELMoModel never passes length 0): empty rows keep their initial state."""
+    encoder = tiny_model.encoder
+    generator = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([3, 0, 5, 1])
+    inputs = torch.randn(4, 7, 8, generator=generator) * (torch.arange(7) < lengths.unsqueeze(1)).unsqueeze(-1)
+    state = (torch.randn(2, 2, 4, 8, generator=generator), torch.randn(2, 2, 4, 16, generator=generator))
+    with torch.no_grad():
+        reference_layers, reference_state = encoder.reference_forward(inputs, lengths, state)
+        fast_layers, fast_state = fast_elmo.fast_encoder_forward(encoder, inputs, lengths, state, modeling_elmo.FORGET_GATE_BIAS)
+    for reference, fast in zip((*reference_layers, *reference_state), (*fast_layers, *fast_state)):
+        torch.testing.assert_close(fast, reference, rtol=0, atol=1e-6)
+    assert torch.equal(fast_state[0][:, :, 1], state[0][:, :, 1]) and torch.equal(fast_state[1][:, :, 1], state[1][:, :, 1])
+
+
+def test_packed_batch_layout():
+    packing = PackedBatch.build(torch.tensor([2, 4, 0, 3]), time=5)
+    assert packing.order.tolist() == [1, 3, 0, 2]
+    assert packing.step_rows == [3, 3, 2, 1] and packing.step_starts == [0, 3, 6, 8]
+    # step 0 holds position 0 of rows 1, 3, 0; the backward sequence starts at each row's last word
+    assert packing.forward_index[:3].tolist() == [1 * 5 + 0, 3 * 5 + 0, 0 * 5 + 0]
+    assert packing.backward_index[:3].tolist() == [1 * 5 + 3, 3 * 5 + 2, 0 * 5 + 1]
+    assert packing.last_row[~packing.is_empty].tolist() == [8, 7, 5]
+
+
+def test_parity_fixture_runs_through_the_fast_path_by_default(fixture_model, tokenizer, monkeypatch):
+    calls = []
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    with torch.no_grad():
+        fixture_model(**encode(tokenizer, SENTENCES[:2]))
+    assert calls == [1] and fixture_model.inference_path == "auto"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Dispatcher
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class CountingHandler(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_dispatcher_falls_back_when_gradients_are_needed_and_says_so_once(tiny_model, tokenizer, monkeypatch):
+    fast_calls = []
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    handler = CountingHandler()
+    logger = transformers_logging.get_logger(fast_elmo.__name__)
+    logger.addHandler(handler)
+    logging.Logger.warning_once.cache_clear()  # transformers' warning_once remembers messages process-wide
+    try:
+        inputs = encode(tokenizer, SENTENCES[:2])
+        for _ in range(3):
+            output = tiny_model(**inputs)  # gradients recorded: reference path
+        assert output.last_hidden_state.requires_grad and fast_calls == []
+        fallbacks = [message for message in handler.messages if "using the reference path" in message]
+        assert len(fallbacks) == 2  # once for the token layer, once for the biLM
+        assert all("gradients are being recorded" in message for message in fallbacks)
+        with torch.no_grad():
+            tiny_model(**inputs)
+        assert fast_calls == [1]
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_inference_path_can_be_forced(tiny_model, tokenizer, monkeypatch):
+    fast_calls = []
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    inputs = encode(tokenizer, SENTENCES[:2])
+    run(tiny_model, "reference", **inputs)
+    assert fast_calls == []
+    tiny_model.set_inference_path("fast")
+    try:
+        assert tiny_model.inference_path == "fast"
+        with pytest.raises(RuntimeError, match="fast inference path was requested but cannot run: gradients"):
+            tiny_model(**inputs)
+    finally:
+        tiny_model.set_inference_path("auto")
+    with pytest.raises(ValueError, match="inference path must be one of"):
+        tiny_model.set_inference_path("quick")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Token layer: trimming and cache
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def test_needed_character_slots():
+    rows = torch.tensor(
+        [word_to_character_ids("abc"), word_to_character_ids("hello"), [0] * 50, word_to_character_ids("x" * 60)]
+    )
+    assert needed_character_slots(rows[:2], widest_filter=7) == 5 + 2 + 7  # longest word + 2 + widest filter
+    assert needed_character_slots(rows[2:3], widest_filter=7) == 7  # padding rows only
+    assert needed_character_slots(rows, widest_filter=7) == 50  # a 48-byte word fills the row
+
+
+def test_trimmed_character_slots_are_bit_identical_and_one_fewer_is_not(original_model, tokenizer):
+    char_embeddings = original_model.char_embeddings
+    words = ["a", "bank", "Größe", "unbelievably", "<S>", "</S>", "x" * 60, ""]
+    rows = torch.tensor([word_to_character_ids(word) for word in words] + [[0] * 50])
+    with torch.no_grad():
+        full = char_embeddings.reference_forward(rows)
+        for subset in (rows[:2], rows[:4], rows[4:6], rows[8:], rows):
+            assert torch.equal(character_cnn_trimmed(char_embeddings, subset), char_embeddings.reference_forward(subset))
+        # The issue's formula, longest word + 2 + (widest filter - 1), loses the all-padding window of the widest
+        # filter for the longest word (here "unbelievably": 12 bytes + 2 marks + 6 slots).
+        one_fewer = char_embeddings.reference_forward(rows[:4, : 12 + 2 + 6])
+    assert not torch.equal(one_fewer[3], full[3])
+
+
+def test_token_cache_equals_the_cnn_and_falls_back_for_unknown_words(tokenizer):
+    model = random_model()
+    sentences = SENTENCES[:2]
+    inputs = encode(tokenizer, sentences)
+    uncached = run(model, "fast", **inputs)
+    reference = run(model, "reference", **inputs)
+    vocabulary = ["The", "bank", "raised", "its", "interest"]  # the rest of the words are unknown
+    assert model.cache_token_embeddings(vocabulary) == len(vocabulary) + 2  # + <S> and </S>
+    cached = run(model, "fast", **inputs)
+    assert max_difference(cached, uncached) <= 1e-6 and max_difference(cached, reference) <= 1e-5
+
+    # The cache is really used: spoil the vector of "bank" and only the positions of "bank" change.
+    cache = model.char_embeddings.token_embedding_cache
+    bank = cache.lookup(torch.tensor([word_to_character_ids("bank")]))
+    cache.vectors[bank] += 1.0
+    spoiled = run(model, "fast", **inputs)
+    changed = (spoiled.hidden_states[0] != cached.hidden_states[0]).any(dim=-1)
+    is_bank = torch.tensor([[word == "bank" for word in sentence] + [False] * (inputs["input_ids"].shape[1] - len(sentence)) for sentence in sentences])
+    assert torch.equal(changed, is_bank)
+
+    # Changing the weights refreshes the cache.
+    with torch.no_grad():
+        model.char_embeddings.highways[0].transform.bias.add_(0.1)
+    refreshed = run(model, "fast", **inputs)
+    model.cache_token_embeddings(None)
+    assert model.char_embeddings.token_embedding_cache is None
+    assert max_difference(refreshed, run(model, "reference", **inputs)) <= 1e-5
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Reduced precision
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def per_word_cosines(low_precision_output, float32_output) -> torch.Tensor:
+    mask = float32_output.mask
+    return torch.cat(
+        [
+            torch.nn.functional.cosine_similarity(low[mask].float(), high[mask], dim=-1)
+            for low, high in zip(low_precision_output.hidden_states, float32_output.hidden_states)
+        ]
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_on_real_sentences_of_the_trained_fixture_model(converted_fixture_dir, dtype):
+    sentences = real_sentences(64)
+    tokenizer = ELMoTokenizer()
+    inputs = tokenizer(sentences, padding=True, return_tensors="pt")
+    float32_model = ELMoModel.from_pretrained(converted_fixture_dir).eval()
+    low_model = ELMoModel.from_pretrained(converted_fixture_dir, dtype=dtype).eval()
+    with torch.no_grad():
+        expected = float32_model(**inputs)
+        actual = low_model(**inputs, return_lstm_state=True)
+    assert actual.last_hidden_state.dtype == dtype
+    assert actual.lstm_state[1].dtype == torch.float32  # the cell is kept in float32
+    assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
+
+
+def test_bfloat16_on_real_sentences_of_the_small_shape():
+    """The released small shape (1024 / 128, 13.6M parameters), random weights at a trained model's scale."""
+    config = ELMoConfig(projection_dim=128, lstm_cell_size=1024, num_highway_layers=1)
+    model = trained_scale_random_model(config)
+    inputs = ELMoTokenizer()(real_sentences(16), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = model(**inputs)
+        actual = model.to(torch.bfloat16)(**inputs)
+    assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Remote code carries the fast path
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def test_checkpoints_carry_the_fast_path_module(tmp_path, tiny_model):
+    tiny_model.save_pretrained(tmp_path)
+    assert (tmp_path / "fast_elmo.py").read_text() == open(fast_elmo.__file__, encoding="utf-8").read()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Full size (slow) and GPU
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_fast_equals_reference_on_the_original_shape_with_real_sentences(original_model):
+    inputs = ELMoTokenizer()(real_sentences(32), padding=True, return_tensors="pt")
+    reference = run(original_model, "reference", **inputs, return_lstm_state=True)
+    fast = run(original_model, "fast", **inputs, return_lstm_state=True)
+    assert max_difference(reference, fast) <= FAST_PATH_TOLERANCE
+
+
+@pytest.mark.slow
+def test_bfloat16_on_real_sentences_of_the_original_shape(original_model):
+    inputs = ELMoTokenizer()(real_sentences(8), padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = original_model(**inputs)
+    low_model = trained_scale_random_model(ELMoConfig()).to(torch.bfloat16)
+    with torch.no_grad():
+        actual = low_model(**inputs)
+    assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
+
+
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@requires_cuda
+def test_fast_equals_reference_on_cuda(original_model):
+    inputs = {key: value.cuda() for key, value in ELMoTokenizer()(real_sentences(16), padding=True, return_tensors="pt").items()}
+    model = trained_scale_random_model(ELMoConfig()).cuda()
+    reference = run(model, "reference", **inputs, return_lstm_state=True)
+    fast = run(model, "fast", **inputs, return_lstm_state=True)
+    assert max_difference(reference, fast) <= FAST_PATH_TOLERANCE
+    on_cpu = run(original_model, "reference", **{key: value.cpu() for key, value in inputs.items()})
+    assert max(float((a.cpu() - b).abs().max()) for a, b in zip(fast.hidden_states, on_cpu.hidden_states)) <= FAST_PATH_TOLERANCE
+
+
+@pytest.mark.gpu
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_reduced_precision_on_cuda(dtype):
+    inputs = {key: value.cuda() for key, value in ELMoTokenizer()(real_sentences(32), padding=True, return_tensors="pt").items()}
+    model = trained_scale_random_model(ELMoConfig()).cuda()
+    with torch.no_grad():
+        expected = model(**inputs)
+        actual = model.to(dtype)(**inputs, return_lstm_state=True)
+    assert actual.lstm_state[1].dtype == torch.float32
+    assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
