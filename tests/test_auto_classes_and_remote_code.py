@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import site
 import sys
 import sysconfig
 import textwrap
@@ -78,7 +79,8 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
 def test_remote_code_loads_where_elmo_hf_is_not_installed(tmp_path):
     checkpoint = tmp_path / "checkpoint"
     model = save_checkpoint(checkpoint)
-    site_packages = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    # Every site-packages directory of this interpreter (a venv with --system-site-packages has two).
+    site_packages = sorted({*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
     work_dir = tmp_path / "elsewhere"
     work_dir.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
