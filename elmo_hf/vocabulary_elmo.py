@@ -1,0 +1,490 @@
+"""The word vocabulary of ELMo's language-model heads (pre-training only).
+
+ELMo's inputs are characters (`ELMoTokenizer`), but its two language models predict WORDS: the softmax of the forward
+and backward LM heads has one class per word of a vocabulary built from the training corpus. This module builds,
+saves and loads that vocabulary.
+
+Ids (fixed, the order of bilm-tf's README: "The first three lines should be the special tokens (<S>, </S> and
+<UNK>), then the most common token in the training data, ending with the least common token"):
+
+    0  <S>     begin of sentence: the backward LM's target before the first word   (BOS_WORD_ID)
+    1  </S>    end of sentence: the forward LM's target after the last word         (EOS_WORD_ID)
+    2  <UNK>   every word not in the vocabulary                                     (UNK_WORD_ID)
+    3  ...     corpus words by count, most frequent first; ties by word (code point order)
+
+The frequency order matters beyond tidiness: TensorFlow's sampled softmax, which bilm-tf trains with, draws negative
+classes from a log-uniform (Zipf) distribution over ids, which is only a good proposal when ids are ranks.
+
+Counts (`ELMoWordVocabulary.counts`, aligned with the ids) are the training corpus's unigram counts as the LM heads
+see them as targets:
+
+    count[<S>]  = count[</S>] = number of sentences (each sentence has one `</S>` forward target and one `<S>`
+                  backward target)
+    count[<UNK>] = occurrences of every word left out (below `min_count` or beyond `max_size`), plus literal `<UNK>`
+                  words of the corpus
+    count[w]    = occurrences of w
+
+So a unigram baseline for the forward LM is ``p(w) = count[w] / (num_words + num_sentences)`` over every id but
+`<S>` (for the backward LM: every id but `</S>`), with ``num_words + num_sentences = sum(counts) - count[<S>]``.
+
+Files (`save` / `load`):
+
+- ``vocab.txt``: one word per line, UTF-8, ``<S>``, ``</S>``, ``<UNK>`` first: a bilm-tf vocabulary file
+  (``bilm.data.Vocabulary`` reads it and gives every word the same id as here).
+- ``vocab_counts.tsv``: ``word<TAB>count`` per line in the same order (a sidecar bilm-tf does not read).
+
+Words cannot contain whitespace (bilm-tf strips each line and splits sentences on whitespace), and the corpus
+must not contain the words `<S>` or `</S>` (bilm-tf's README: "Don't include the <S> or </S> tokens in your
+training data"; they would also be indistinguishable from the sentence boundaries at the character level).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .tokenization_elmo import BOS_TOKEN, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
+
+UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
+BOS_WORD_ID = 0
+EOS_WORD_ID = 1
+UNK_WORD_ID = 2
+SPECIAL_WORDS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)  # at ids 0, 1, 2
+SENTENCE_BOUNDARY_WORDS = (BOS_TOKEN, EOS_TOKEN)
+
+VOCABULARY_FILE_NAME = "vocab.txt"
+COUNTS_FILE_NAME = "vocab_counts.tsv"
+# bilm-tf (after lm_1b) skips this line of a vocabulary file; the 1B Word Benchmark vocabulary ends with it.
+BILM_TF_SKIPPED_LINE = "!!!MAXTERMID"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sentences: validation and splitting, shared with data_elmo
+# ----------------------------------------------------------------------------------------------------------------
+def check_sentence_words(sentence: Any, where: str) -> list[str]:
+    """
+    The words of one sentence as a list, or an error naming `where` (e.g. "sentence 12").
+
+    A sentence is a list (or tuple) of `str` words without the sentence-boundary words `<S>` / `</S>`: those are
+    added around every sentence by the data pipeline and the model, never taken from the corpus.
+    """
+    if isinstance(sentence, str):
+        raise TypeError(
+            f"{where} is a str ({sentence[:40]!r}); expected a list of words. Split text into words first "
+            "(e.g. with ELMoTokenizer(...).split_words or load_text_sentences)."
+        )
+    if not isinstance(sentence, (list, tuple)):
+        raise TypeError(f"{where} must be a list of words, got {type(sentence).__name__}")
+    for position, word in enumerate(sentence):
+        if not isinstance(word, str):
+            raise TypeError(f"{where}, word {position}: expected a str, got {word!r} of type {type(word).__name__}")
+        if word in SENTENCE_BOUNDARY_WORDS:
+            raise ValueError(
+                f"{where}, word {position} is {word!r}: the corpus must not contain the sentence-boundary words "
+                f"{BOS_TOKEN} / {EOS_TOKEN}; they are added around every sentence (bilm-tf: \"Don't include the <S> "
+                "or </S> tokens in your training data\")"
+            )
+    return list(sentence)
+
+
+def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """
+    ``(line_number, line)`` for every line of a UTF-8 text file, 1-based, without the line break.
+
+    Lines end at ``"\\n"`` (a ``"\\r\\n"`` ending loses its ``"\\r"`` too), the same rule as the `datasets` "text"
+    builder; a last line without a line break is a line. Raises `FileNotFoundError` for a missing path and
+    `ValueError` naming the line for bytes that are not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"text file {path} does not exist or is not a file")
+    with open(path, "rb") as file:
+        for line_number, raw_line in enumerate(file, start=1):
+            raw_line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
+            raw_line = raw_line[:-1] if raw_line.endswith(b"\r") else raw_line
+            try:
+                yield line_number, raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path} line {line_number} is not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
+                ) from error
+
+
+def check_word_splitter(word_splitter: Any) -> None:
+    """Raise `ValueError` unless `word_splitter` names one of `ELMoTokenizer`'s word splitters."""
+    if word_splitter not in WORD_SPLITTERS:
+        raise ValueError(f"word_splitter must be one of {list(WORD_SPLITTERS)}, got {word_splitter!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The vocabulary
+# ----------------------------------------------------------------------------------------------------------------
+def _check_min_count(min_count: Any) -> None:
+    if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1:
+        raise ValueError(f"min_count must be an int >= 1 (words seen fewer times become <UNK>), got {min_count!r}")
+
+
+def _check_max_size(max_size: Any) -> None:
+    if max_size is None:
+        return
+    if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < len(SPECIAL_WORDS) + 1:
+        raise ValueError(
+            f"max_size must be None or an int >= {len(SPECIAL_WORDS) + 1} (it counts the {len(SPECIAL_WORDS)} special "
+            f"tokens {', '.join(SPECIAL_WORDS)} plus at least one word), got {max_size!r}"
+        )
+
+
+def _word_problem(word: Any) -> str | None:
+    """Why `word` cannot be a vocabulary word (one line of a bilm-tf vocabulary file), or None."""
+    if not isinstance(word, str):
+        return f"is a {type(word).__name__}, not a str"
+    if not word:
+        return "is empty"
+    if any(character.isspace() for character in word):
+        return "contains whitespace (a vocabulary file holds one word per line and bilm-tf splits on whitespace)"
+    return None
+
+
+class ELMoWordVocabulary:
+    r"""
+    Word vocabulary of ELMo's LM heads: `<S>` = 0, `</S>` = 1, `<UNK>` = 2, then words by count (descending), ties
+    by word. Keeps the corpus's unigram counts when it was built from a corpus (or loaded with its counts file).
+    See the module docstring for the exact meaning of the counts and the file format.
+
+    Build one with [`~ELMoWordVocabulary.from_sentences`], [`~ELMoWordVocabulary.from_text_files`] or
+    [`~ELMoWordVocabulary.from_word_counts`]; `save(directory)` / `load(directory)` round-trip it.
+
+    Args:
+        words (`Sequence[str]`):
+            Every word by id, starting with `<S>`, `</S>`, `<UNK>`. Words are unique, non-empty and contain no
+            whitespace.
+        counts (`Sequence[int]`, *optional*):
+            One count >= 0 per word, aligned with `words`.
+
+    Example:
+
+    ```python
+    >>> vocabulary = ELMoWordVocabulary.from_sentences([["the", "cat", "sat"], ["the", "dog"]], min_count=1)
+    >>> vocabulary.words
+    ('<S>', '</S>', '<UNK>', 'the', 'cat', 'dog', 'sat')
+    >>> vocabulary.counts
+    (2, 2, 0, 2, 1, 1, 1)
+    >>> vocabulary.encode(["the", "bird"])
+    [3, 2]
+    ```
+    """
+
+    def __init__(self, words: Sequence[str], counts: Sequence[int] | None = None):
+        words = tuple(words)
+        if words[: len(SPECIAL_WORDS)] != SPECIAL_WORDS:
+            raise ValueError(
+                f"a vocabulary starts with the special tokens {list(SPECIAL_WORDS)} (ids 0, 1, 2), got "
+                f"{list(words[: len(SPECIAL_WORDS)])}"
+            )
+        word_to_id: dict[str, int] = {}
+        for index, word in enumerate(words):
+            problem = _word_problem(word)
+            if problem is not None:
+                raise ValueError(f"vocabulary word {index} ({word!r}) {problem}")
+            if word in word_to_id:
+                raise ValueError(f"vocabulary word {word!r} appears twice, at ids {word_to_id[word]} and {index}")
+            word_to_id[word] = index
+        if counts is not None:
+            counts = tuple(counts)
+            if len(counts) != len(words):
+                raise ValueError(f"counts must have one entry per word ({len(words)}), got {len(counts)}")
+            for index, count in enumerate(counts):
+                if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                    raise ValueError(f"count of {words[index]!r} (id {index}) must be an int >= 0, got {count!r}")
+        self._words = words
+        self._word_to_id = word_to_id
+        self._counts = counts
+
+    # ---- building ----
+    @classmethod
+    def from_sentences(
+        cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int | None = None
+    ) -> "ELMoWordVocabulary":
+        """
+        Count the words of a corpus and build the vocabulary.
+
+        Args:
+            sentences (`Iterable[Sequence[str]]`):
+                The corpus: one list of words per sentence (a `datasets` column such as `dataset["words"]` works).
+                Sentences without words are skipped (they count as no sentence).
+            min_count (`int`, *optional*, defaults to 1):
+                Words seen fewer times go to `<UNK>`.
+            max_size (`int`, *optional*):
+                Largest vocabulary size, the 3 special tokens included (bilm-tf's `n_tokens_vocab`); the least
+                frequent words beyond it go to `<UNK>`.
+
+        Raises:
+            `ValueError` for an empty corpus, a corpus where `min_count` leaves no word, bad `min_count`/`max_size`,
+            words that cannot be vocabulary words, and the words `<S>` / `</S>`; `TypeError` for a sentence that is
+            not a list of strings.
+        """
+        _check_min_count(min_count)
+        _check_max_size(max_size)
+        word_counts: Counter[str] = Counter()
+        num_sentences = 0
+        for index, sentence in enumerate(sentences):
+            words = check_sentence_words(sentence, f"sentence {index}")
+            if words:
+                word_counts.update(words)
+                num_sentences += 1
+        return cls.from_word_counts(word_counts, num_sentences, min_count=min_count, max_size=max_size)
+
+    @classmethod
+    def from_text_files(
+        cls,
+        paths: str | Path | Sequence[str | Path],
+        word_splitter: str = "moses",
+        min_count: int = 1,
+        max_size: int | None = None,
+    ) -> "ELMoWordVocabulary":
+        """
+        Build the vocabulary from UTF-8 text files, one sentence per line, split into words by one of
+        `ELMoTokenizer`'s word splitters. Lines without words (empty or whitespace only) are skipped, exactly as
+        `elmo_hf.data_elmo.load_text_sentences` skips them, so both see the same sentences.
+
+        Args:
+            paths (`str`, `Path` or a list of them): the files, read in order.
+            word_splitter (`str`, *optional*, defaults to `"moses"`): `"moses"`, `"ptb"`, `"whitespace"` or
+                `"bert"` (see `ELMoTokenizer`); use `"whitespace"` for text that is already tokenised.
+            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
+        """
+        check_word_splitter(word_splitter)
+        paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        if not paths:
+            raise ValueError("paths is empty: give at least one text file")
+        splitter = build_word_splitter(word_splitter)
+
+        def sentences() -> Iterator[list[str]]:
+            for path in paths:
+                for _, line in read_text_lines(path):
+                    yield [word for word, _ in splitter.pre_tokenize_str(line)]
+
+        return cls.from_sentences(sentences(), min_count=min_count, max_size=max_size)
+
+    @classmethod
+    def from_word_counts(
+        cls, word_counts: Mapping[str, int], num_sentences: int, min_count: int = 1, max_size: int | None = None
+    ) -> "ELMoWordVocabulary":
+        """
+        Build the vocabulary from word counts already made (e.g. summed over the shards of a big corpus).
+
+        Args:
+            word_counts (`Mapping[str, int]`): occurrences of each word; a literal `<UNK>` counts as `<UNK>`.
+            num_sentences (`int`): sentences with at least one word: the counts of `<S>` and `</S>`.
+            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
+        """
+        _check_min_count(min_count)
+        _check_max_size(max_size)
+        if not isinstance(num_sentences, int) or isinstance(num_sentences, bool) or num_sentences < 0:
+            raise ValueError(f"num_sentences must be an int >= 0, got {num_sentences!r}")
+        if num_sentences == 0 or not word_counts:
+            raise ValueError("the corpus is empty: it has no sentence with at least one word")
+        for word, count in word_counts.items():
+            if word in SENTENCE_BOUNDARY_WORDS:
+                raise ValueError(
+                    f"the corpus contains the word {word!r} ({count} times): sentence-boundary words are added "
+                    "around every sentence and must not appear in the training data"
+                )
+            problem = _word_problem(word)
+            if problem is not None:
+                raise ValueError(f"the corpus word {word!r} (seen {count} times) {problem}")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise ValueError(f"the count of {word!r} must be an int >= 1, got {count!r}")
+        ranked = sorted(
+            ((word, count) for word, count in word_counts.items() if word != UNK_TOKEN),
+            key=lambda word_and_count: (-word_and_count[1], word_and_count[0]),
+        )
+        kept = [(word, count) for word, count in ranked if count >= min_count]
+        if max_size is not None:
+            kept = kept[: max_size - len(SPECIAL_WORDS)]
+        if not kept:
+            raise ValueError(
+                f"min_count={min_count} leaves no word in the vocabulary: the most frequent word, "
+                f"{ranked[0][0]!r}, occurs {ranked[0][1]} time(s)"
+                if ranked
+                else "the corpus has no word other than <UNK>"
+            )
+        unknown_count = sum(word_counts.values()) - sum(count for _, count in kept)
+        words = list(SPECIAL_WORDS) + [word for word, _ in kept]
+        counts = [num_sentences, num_sentences, unknown_count] + [count for _, count in kept]
+        return cls(words, counts)
+
+    # ---- lookups ----
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Every word by id, `<S>`, `</S>`, `<UNK>` first."""
+        return self._words
+
+    @property
+    def counts(self) -> tuple[int, ...] | None:
+        """Unigram counts aligned with the ids (see the module docstring), or None when unknown (a vocabulary file
+        loaded without its counts file)."""
+        return self._counts
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._word_to_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ELMoWordVocabulary):
+            return NotImplemented
+        return self._words == other._words and self._counts == other._counts
+
+    def __repr__(self) -> str:
+        counts = "with counts" if self._counts is not None else "without counts"
+        return f"ELMoWordVocabulary(size={len(self)}, {counts})"
+
+    def word_to_id(self, word: str) -> int:
+        """The id of `word`; `UNK_WORD_ID` (2) for a word not in the vocabulary."""
+        if not isinstance(word, str):
+            raise TypeError(f"word must be a str, got {word!r} of type {type(word).__name__}")
+        return self._word_to_id.get(word, UNK_WORD_ID)
+
+    def id_to_word(self, word_id: int) -> str:
+        """The word of id `word_id` (0 <= word_id < len(self))."""
+        if not isinstance(word_id, int) or isinstance(word_id, bool) or not 0 <= word_id < len(self._words):
+            raise IndexError(f"word ids lie in [0, {len(self._words)}), got {word_id!r}")
+        return self._words[word_id]
+
+    def encode(self, words: Sequence[str]) -> list[int]:
+        """The ids of a list of words, unknown words mapped to `<UNK>` (2). No boundary is added."""
+        if isinstance(words, str):
+            raise TypeError(f"encode takes a list of words, got the str {words[:40]!r}; split it into words first")
+        ids = []
+        for position, word in enumerate(words):
+            if not isinstance(word, str):
+                raise TypeError(f"word {position}: expected a str, got {word!r} of type {type(word).__name__}")
+            ids.append(self._word_to_id.get(word, UNK_WORD_ID))
+        return ids
+
+    def decode(self, word_ids: Iterable[int]) -> list[str]:
+        """The words of a sequence of ids (inverse of `encode` for vocabulary words)."""
+        return [self.id_to_word(int(word_id)) for word_id in word_ids]
+
+    # ---- files ----
+    def save(self, directory: str | Path) -> tuple[Path, ...]:
+        """
+        Write `vocab.txt` (bilm-tf's format) and, when counts are known, `vocab_counts.tsv` into `directory`
+        (created if needed). A `vocab_counts.tsv` left there by an earlier save is removed when there are no counts.
+
+        Returns:
+            `tuple[Path, ...]`: the files written.
+        """
+        directory = Path(directory)
+        if directory.exists() and not directory.is_dir():
+            raise NotADirectoryError(f"save() takes a directory, got the file {directory}")
+        directory.mkdir(parents=True, exist_ok=True)
+        vocabulary_file, counts_file = directory / VOCABULARY_FILE_NAME, directory / COUNTS_FILE_NAME
+        vocabulary_file.write_text("".join(f"{word}\n" for word in self._words), encoding="utf-8", newline="\n")
+        if self._counts is None:
+            counts_file.unlink(missing_ok=True)
+            return (vocabulary_file,)
+        counts_file.write_text(
+            "".join(f"{word}\t{count}\n" for word, count in zip(self._words, self._counts)), encoding="utf-8", newline="\n"
+        )
+        return vocabulary_file, counts_file
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ELMoWordVocabulary":
+        """
+        Load a vocabulary written by `save`, or a bilm-tf vocabulary file.
+
+        Args:
+            path (`str` or `Path`): a directory holding `vocab.txt` (and optionally `vocab_counts.tsv`, whose words
+                must match), or the path of a vocabulary file itself (counts are then unknown).
+
+        The file is read like bilm-tf reads it (each line stripped, a `!!!MAXTERMID` line skipped), but strictly:
+        `<S>`, `</S>`, `<UNK>` must be the first three lines, in this order, and no line may be empty, hold
+        whitespace inside a word, or repeat a word. Errors name the file and the line.
+        """
+        path = Path(path)
+        if path.is_dir():
+            vocabulary_file, counts_file = path / VOCABULARY_FILE_NAME, path / COUNTS_FILE_NAME
+            if not vocabulary_file.is_file():
+                raise FileNotFoundError(f"{path} holds no {VOCABULARY_FILE_NAME} (expected a directory written by save())")
+        elif path.is_file():
+            vocabulary_file, counts_file = path, None
+        else:
+            raise FileNotFoundError(f"no vocabulary at {path}: expected a directory written by save() or a vocabulary file")
+        words = _read_vocabulary_file(vocabulary_file)
+        counts = _read_counts_file(counts_file, words) if counts_file is not None and counts_file.is_file() else None
+        return cls(words, counts)
+
+
+def _read_vocabulary_file(path: Path) -> list[str]:
+    words: list[str] = []
+    line_of_word: dict[str, int] = {}
+    for line_number, line in read_text_lines(path):
+        word = line.strip()  # as bilm-tf does
+        if word == BILM_TF_SKIPPED_LINE:
+            continue
+        problem = _word_problem(word)
+        if problem is not None:
+            raise ValueError(f"{path} line {line_number}: the word {line!r} {problem}")
+        if word in line_of_word:
+            raise ValueError(f"{path} line {line_number}: the word {word!r} is already on line {line_of_word[word]}")
+        position = len(words)
+        if position < len(SPECIAL_WORDS) and word != SPECIAL_WORDS[position]:
+            hint = (
+                " The released vocab-2016-09-10.txt starts with </S>, <S>: swap its first two lines (no other id changes)."
+                if word in SPECIAL_WORDS
+                else ""
+            )
+            raise ValueError(
+                f"{path} line {line_number} is {word!r}, expected {SPECIAL_WORDS[position]!r}: a vocabulary file starts "
+                f"with {', '.join(SPECIAL_WORDS)} (ids 0, 1, 2), as bilm-tf's README asks.{hint}"
+            )
+        line_of_word[word] = line_number
+        words.append(word)
+    if len(words) < len(SPECIAL_WORDS):
+        raise ValueError(f"{path} has {len(words)} word(s); a vocabulary file starts with {', '.join(SPECIAL_WORDS)}")
+    return words
+
+
+def _read_counts_file(path: Path, words: Sequence[str]) -> list[int]:
+    counts: list[int] = []
+    for line_number, line in read_text_lines(path):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise ValueError(f"{path} line {line_number}: expected 'word<TAB>count', got {line!r}")
+        word, count_text = fields
+        if line_number > len(words):
+            raise ValueError(f"{path} has more lines than the vocabulary has words ({len(words)})")
+        if word != words[line_number - 1]:
+            raise ValueError(
+                f"{path} line {line_number} is for {word!r} but word {line_number - 1} of the vocabulary is "
+                f"{words[line_number - 1]!r}: the counts file does not belong to this vocabulary file"
+            )
+        if not count_text.isascii() or not count_text.isdigit():
+            raise ValueError(f"{path} line {line_number}: the count must be an integer >= 0, got {count_text!r}")
+        counts.append(int(count_text))
+    if len(counts) != len(words):
+        raise ValueError(f"{path} has {len(counts)} count(s) for {len(words)} vocabulary words")
+    return counts
+
+
+__all__ = [
+    "BOS_WORD_ID",
+    "COUNTS_FILE_NAME",
+    "ELMoWordVocabulary",
+    "EOS_WORD_ID",
+    "SPECIAL_WORDS",
+    "UNK_TOKEN",
+    "UNK_WORD_ID",
+    "VOCABULARY_FILE_NAME",
+    "check_sentence_words",
+    "check_word_splitter",
+    "read_text_lines",
+]
