@@ -1,0 +1,653 @@
+"""Training data for ELMo's biLM: sentence datasets, and batches with forward and backward LM targets.
+
+Two regimes (design, worked examples and the bilm-tf comparison: docs/pretraining-data.md):
+
+1. **Per sentence** (`DataCollatorForBiLM`, a `Trainer` data collator). Each sentence is its own row; `ELMoModel`
+   wraps it in `<S> ... </S>` itself and starts from its initial LSTM state. Targets are aligned with the WORD
+   positions of `ELMoModel`'s output (or, on request, with the positions `keep_sentence_boundaries=True` returns).
+2. **The original's windows** (`WindowedBiLMStream`, an `IterableDataset`). The corpus is one long token stream
+   per batch row, cut into consecutive fixed windows (bilm-tf: 20 tokens); row b of batch k + 1 continues row b of
+   batch k, so the model carries its LSTM state across batches. The sentence boundaries ARE in the input here, and
+   the backward LM reads its own, reversed stream, as in bilm-tf.
+
+Sentence datasets (`words` column) come from text files (`load_text_sentences`, e.g. tinyshakespeare: one line,
+one sentence) or CoNLL-U treebanks (`load_conllu_sentences`, e.g. UD English-EWT); word ids come from an
+`ELMoWordVocabulary`. Every label tensor uses -100 (`IGNORE_INDEX`, transformers' and PyTorch's ignore index)
+where there is nothing to predict.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from datasets import Dataset, Features, IterableDataset, List, Value, load_dataset
+
+from .tokenization_elmo import (
+    BOS_TOKEN,
+    EOS_TOKEN,
+    MAX_CHARACTERS_PER_TOKEN,
+    ELMoTokenizer,
+    build_word_splitter,
+    word_to_character_ids,
+)
+from .vocabulary_elmo import (
+    BOS_WORD_ID,
+    EOS_WORD_ID,
+    ELMoWordVocabulary,
+    check_word_splitter,
+    check_sentence_words,
+    read_text_lines,
+)
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100  # label of positions without a target (torch.nn.CrossEntropyLoss's default ignore_index)
+REMAINDER_CHOICES = ("drop", "pad")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sentence datasets
+# ----------------------------------------------------------------------------------------------------------------
+CONLLU_FEATURES = Features(
+    {"sent_id": Value("string"), "words": List(Value("string")), "upos": List(Value("string"))}
+)
+
+
+def _as_path_list(paths: str | Path | Sequence[str | Path]) -> list[Path]:
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise ValueError("paths is empty: give at least one file")
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist or is not a file")
+    return [Path(path) for path in paths]
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_word_splitter(word_splitter: str):
+    return build_word_splitter(word_splitter)
+
+
+def _split_text_batch(batch: dict[str, list], word_splitter: str) -> dict[str, list]:
+    """`datasets.map` function (batched): text lines -> lists of words, dropping lines without words."""
+    splitter = _cached_word_splitter(word_splitter)
+    sentences = ([word for word, _ in splitter.pre_tokenize_str(line)] for line in batch["text"])
+    return {"words": [words for words in sentences if words]}
+
+
+def load_text_sentences(
+    paths: str | Path | Sequence[str | Path],
+    word_splitter: str = "moses",
+    cache_dir: str | Path | None = None,
+    num_proc: int | None = None,
+) -> Dataset:
+    """
+    A `datasets.Dataset` of sentences (column `words`: list of str) from UTF-8 text files, one sentence per line.
+
+    Lines are read by the `datasets` "text" builder (a line ends at `"\\n"`; `"\\r\\n"` works too) and split into
+    words by one of `ELMoTokenizer`'s word splitters; lines without words (empty or whitespace only) are skipped.
+    For tinyshakespeare, `load_text_sentences("tinyshakespeare.txt")` gives one sentence per non-empty line.
+
+    Args:
+        paths (`str`, `Path` or a list of them): the files, in order.
+        word_splitter (`str`, *optional*, defaults to `"moses"`): `"moses"`, `"ptb"`, `"whitespace"` or `"bert"`.
+        cache_dir (`str` or `Path`, *optional*): the `datasets` cache directory (default: `HF_DATASETS_CACHE`).
+        num_proc (`int`, *optional*): processes for the splitting `map`.
+
+    Returns:
+        `Dataset` with one column, `words`.
+    """
+    check_word_splitter(word_splitter)
+    files = [str(path) for path in _as_path_list(paths)]
+    lines = load_dataset("text", data_files=files, split="train", cache_dir=str(cache_dir) if cache_dir else None)
+    return lines.map(
+        _split_text_batch,
+        fn_kwargs={"word_splitter": word_splitter},
+        batched=True,
+        remove_columns=lines.column_names,
+        features=Features({"words": List(Value("string"))}),
+        num_proc=num_proc,
+        desc="Splitting lines into words",
+    )
+
+
+def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
+    """
+    The sentences of a CoNLL-U file: ``{"sent_id": str | None, "words": [...], "upos": [...]}`` each.
+
+    `words` is the FORM column (2) and `upos` the UPOS column (4) of the syntactic words: lines whose ID is a
+    range (`1-2`, a multiword token such as "don't", whose parts `do` and `n't` follow as words) or a decimal
+    (`8.1`, an empty node) are skipped, as are comment lines (`# ...`), except `# sent_id = ...`. Sentences end at
+    an empty line (or at the end of the file).
+
+    Raises:
+        `ValueError` naming the file and line for a token line without 10 tab-separated fields or with an ID out
+        of sequence; `FileNotFoundError` for a missing file.
+    """
+    path = Path(path)
+    sent_id: str | None = None
+    words: list[str] = []
+    upos: list[str] = []
+    for line_number, line in read_text_lines(path):
+        if not line.strip():
+            if words:
+                yield {"sent_id": sent_id, "words": words, "upos": upos}
+            sent_id, words, upos = None, [], []
+            continue
+        if line.startswith("#"):
+            key, separator, value = line[1:].partition("=")
+            if separator and key.strip() == "sent_id":
+                sent_id = value.strip()
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            raise ValueError(f"{path} line {line_number}: expected 10 tab-separated CoNLL-U fields, got {len(fields)}")
+        token_id = fields[0]
+        if "-" in token_id or "." in token_id:  # multiword token range, empty node
+            continue
+        if not token_id.isdigit() or int(token_id) != len(words) + 1:
+            raise ValueError(
+                f"{path} line {line_number}: expected word ID {len(words) + 1} (IDs count 1, 2, ... in each sentence), "
+                f"got {token_id!r}"
+            )
+        words.append(fields[1])
+        upos.append(fields[3])
+    if words:
+        yield {"sent_id": sent_id, "words": words, "upos": upos}
+
+
+def _conllu_rows(files: list[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
+    """`Dataset.from_generator` generator; each file comes with its size and mtime so that a changed file is not
+    served from a stale cache (datasets fingerprints the generator's arguments, not the files' contents)."""
+    for path, _, _ in files:
+        yield from read_conllu_sentences(path)
+
+
+def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: str | Path | None = None) -> Dataset:
+    """
+    A `datasets.Dataset` of the sentences of CoNLL-U files (e.g. UD English-EWT), in file order.
+
+    Columns: `sent_id` (str, None when the sentence has no `# sent_id` comment), `words` (the FORM column of the
+    syntactic words, see `read_conllu_sentences`) and `upos` (their UPOS tags, for POS-tagging tasks).
+    """
+    files = [(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns) for path in _as_path_list(paths)]
+    return Dataset.from_generator(
+        _conllu_rows,
+        features=CONLLU_FEATURES,
+        gen_kwargs={"files": files},
+        cache_dir=str(cache_dir) if cache_dir else None,
+    )
+
+
+def load_sentence_dataset(
+    paths: str | Path | Sequence[str | Path], word_splitter: str = "moses", cache_dir: str | Path | None = None
+) -> Dataset:
+    """`load_conllu_sentences` for `.conllu` files, `load_text_sentences` for any other file (one kind per call)."""
+    files = _as_path_list(paths)
+    is_conllu = [path.suffix.lower() == ".conllu" for path in files]
+    if all(is_conllu):
+        return load_conllu_sentences(files, cache_dir=cache_dir)
+    if any(is_conllu):
+        raise ValueError(
+            "mix of .conllu and text files: load each kind on its own (load_conllu_sentences / load_text_sentences) "
+            "and concatenate their `words` columns"
+        )
+    return load_text_sentences(files, word_splitter=word_splitter, cache_dir=cache_dir)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Per-sentence regime
+# ----------------------------------------------------------------------------------------------------------------
+def sentence_bilm_labels(word_ids: Sequence[int], label_boundary_positions: bool = False) -> tuple[list[int], list[int]]:
+    """
+    Forward and backward LM targets of one sentence of n words with vocabulary ids `word_ids`.
+
+    - `label_boundary_positions=False`: n positions, the words (ELMoModel's default output). Position i has the
+      next word (`</S>` after the last word) and the previous word (`<S>` before the first word).
+    - `label_boundary_positions=True`: n + 2 positions `<S> w1 ... wn </S>` (ELMoModel with
+      `keep_sentence_boundaries=True`). `<S>` has the forward target w1 and no backward target; `</S>` has the
+      backward target wn and no forward target (-100).
+
+    Example (`the`=3, `cat`=4, `sat`=5):
+
+    ```python
+    >>> sentence_bilm_labels([3, 4, 5])
+    ([4, 5, 1], [0, 3, 4])
+    >>> sentence_bilm_labels([3, 4, 5], label_boundary_positions=True)
+    ([3, 4, 5, 1, -100], [-100, 0, 3, 4, 5])
+    ```
+    """
+    wrapped = [BOS_WORD_ID, *word_ids, EOS_WORD_ID]  # the sentence as the biLM sees it
+    next_word = wrapped[1:]  # target of <S>, w1, ..., wn
+    previous_word = wrapped[:-1]  # target of w1, ..., wn, </S>
+    if label_boundary_positions:
+        return next_word + [IGNORE_INDEX], [IGNORE_INDEX] + previous_word
+    return next_word[1:], previous_word[:-1]
+
+
+def _pad_rows(rows: Sequence[Sequence[int]], length: int) -> np.ndarray:
+    padded = np.full((len(rows), length), IGNORE_INDEX, dtype=np.int64)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+    return padded
+
+
+@dataclass
+class DataCollatorForBiLM:
+    r"""
+    Per-sentence biLM batches for `ELMoModel`-based pre-training (a `Trainer` `data_collator`).
+
+    Takes features with a `words` list (or a raw `text` string, split by `tokenizer`) and returns:
+
+    - `input_ids` (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`): character ids of the
+      words, right-padded with all-zero rows, exactly as `ELMoTokenizer` makes them (no `<S>`/`</S>`: the model
+      adds them).
+    - `attention_mask` (`torch.LongTensor` of shape `(batch, T)`): 1 for a word, 0 for padding.
+    - `next_word_labels` (`torch.LongTensor` of shape `(batch, T)`): the forward LM target of each word position,
+      the vocabulary id of the following word, `</S>` (1) after the last word; -100 at padding.
+    - `previous_word_labels` (`torch.LongTensor` of shape `(batch, T)`): the backward LM target, the id of the
+      preceding word, `<S>` (0) before the first word; -100 at padding.
+
+    T is the longest sentence (rounded up to `pad_to_multiple_of`). The labels are aligned with the WORD positions
+    of `ELMoModel`'s output, whose `<S>`/`</S>` positions are removed: position i of the output is word i, whose
+    forward state has read `<S> w1 ... wi` and whose backward state has read `</S> wn ... wi`.
+
+    Worked example, vocabulary `<S>`=0, `</S>`=1, `<UNK>`=2, `the`=3, `cat`=4, `sat`=5, features
+    `{"words": ["the", "cat", "sat"]}` and `{"words": ["the", "dog"]}` (`dog` is unknown):
+
+    ```
+    position                    0       1       2
+    words (row 0)               the     cat     sat
+    next_word_labels[0]         4 cat   5 sat   1 </S>
+    previous_word_labels[0]     0 <S>   3 the   4 cat
+    words (row 1)               the     dog     (pad)
+    next_word_labels[1]         2 <UNK> 1 </S>  -100
+    previous_word_labels[1]     0 <S>   3 the   -100
+    attention_mask              [[1, 1, 1], [1, 1, 0]]
+    ```
+
+    A sentence of n words has n forward and n backward targets here; bilm-tf also trains `<S> -> w1` (forward) and
+    `</S> -> wn` (backward), n + 1 per direction. `label_boundary_positions=True` gives those too: the labels then
+    have T + 2 columns aligned with `ELMoModel(..., keep_sentence_boundaries=True)`, whose row for a sentence of n
+    words is `<S> w1 ... wn </S>` followed by padding (see `sentence_bilm_labels`). For the example, row 0 becomes
+    next `[3, 4, 5, 1, -100]`, previous `[-100, 0, 3, 4, 5]`; row 1: next `[3, 2, 1, -100, -100]`, previous
+    `[-100, 0, 3, 2, -100]`.
+
+    With `Trainer` and a `datasets.Dataset` of `words`, set `remove_unused_columns=False` in `TrainingArguments`
+    (otherwise `Trainer` drops the `words` column, which the model's `forward` does not take, before the collator
+    sees it).
+
+    Args:
+        vocabulary ([`ELMoWordVocabulary`]): maps words to the LM heads' classes.
+        tokenizer ([`ELMoTokenizer`], *optional*): makes the character ids and splits `text` features. Needed for
+            `text` features; without it, `words` are encoded with the default 50 characters per word.
+        label_boundary_positions (`bool`, *optional*, defaults to `False`): labels for the `<S>`/`</S>` positions
+            too (T + 2 columns), as described above.
+        pad_to_multiple_of (`int`, *optional*): round T up to a multiple of this.
+        return_tensors (`str`, *optional*, defaults to `"pt"`): `"pt"` (torch) or `"np"` (NumPy).
+    """
+
+    vocabulary: ELMoWordVocabulary
+    tokenizer: ELMoTokenizer | None = None
+    label_boundary_positions: bool = False
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.vocabulary, ELMoWordVocabulary):
+            raise TypeError(f"vocabulary must be an ELMoWordVocabulary, got {type(self.vocabulary).__name__}")
+        if self.tokenizer is not None and not isinstance(self.tokenizer, ELMoTokenizer):
+            raise TypeError(f"tokenizer must be an ELMoTokenizer or None, got {type(self.tokenizer).__name__}")
+        if self.return_tensors not in ("pt", "np"):
+            raise ValueError(f"return_tensors must be 'pt' or 'np', got {self.return_tensors!r}")
+        self._character_tokenizer = self.tokenizer if self.tokenizer is not None else ELMoTokenizer(word_splitter="whitespace")
+
+    def __call__(self, features: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor | np.ndarray]:
+        if not features:
+            raise ValueError("DataCollatorForBiLM got no features: a batch needs at least one sentence")
+        sentences = [self._words_of_feature(feature, index) for index, feature in enumerate(features)]
+        encoding = self._character_tokenizer(
+            sentences,
+            is_split_into_words=True,
+            padding=True,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+            return_tensors="np",
+        )
+        num_positions = encoding["input_ids"].shape[1] + (2 if self.label_boundary_positions else 0)
+        labels = [sentence_bilm_labels(self.vocabulary.encode(words), self.label_boundary_positions) for words in sentences]
+        batch = {
+            "input_ids": encoding["input_ids"],
+            "attention_mask": encoding["attention_mask"],
+            "next_word_labels": _pad_rows([next_word for next_word, _ in labels], num_positions),
+            "previous_word_labels": _pad_rows([previous_word for _, previous_word in labels], num_positions),
+        }
+        if self.return_tensors == "pt":
+            return {key: torch.from_numpy(np.ascontiguousarray(value, dtype=np.int64)) for key, value in batch.items()}
+        return batch
+
+    def _words_of_feature(self, feature: Mapping[str, Any], index: int) -> list[str]:
+        if not isinstance(feature, Mapping):
+            raise TypeError(f"feature {index} must be a dict with 'words' or 'text', got {type(feature).__name__}")
+        if "words" in feature:
+            return check_sentence_words(feature["words"], f"feature {index} 'words'")
+        if "text" in feature:
+            if self.tokenizer is None:
+                raise ValueError(
+                    f"feature {index} has 'text' but the collator has no tokenizer to split it: pass "
+                    "tokenizer=ELMoTokenizer(word_splitter=...) or give 'words'"
+                )
+            text = feature["text"]
+            if not isinstance(text, str):
+                raise TypeError(f"feature {index} 'text' must be a str, got {type(text).__name__}")
+            words = [word for word, _ in self.tokenizer.split_words(text)]
+            return check_sentence_words(words, f"feature {index} 'text'")
+        raise KeyError(
+            f"feature {index} has neither 'words' nor 'text' (keys: {sorted(feature)}); with Trainer, set "
+            "remove_unused_columns=False so that these columns reach the collator"
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The original's regime: fixed windows over a stream per batch row, state carried across batches
+# ----------------------------------------------------------------------------------------------------------------
+# Entries of the stream's token table: the padding token, the two boundaries, then every distinct corpus word.
+_PADDING_ENTRY, _BOS_ENTRY, _EOS_ENTRY = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    """The corpus as arrays: each sentence wrapped as `<S> w1 ... wn </S>`, words as entries of a token table."""
+
+    wrapped_tokens: np.ndarray  # (sum of n_s + 2,) int64 token-table entries, sentences one after another
+    sentence_starts: np.ndarray  # (num_sentences,) offset of each sentence in wrapped_tokens
+    sentence_lengths: np.ndarray  # (num_sentences,) n_s + 2
+    token_words: list[str | None]  # token-table entry -> word: None (padding), <S>, </S>, then the corpus words
+
+
+def _read_corpus(sentences: Iterable[Any], words_column: str) -> _Corpus:
+    token_words: list[str | None] = [None, BOS_TOKEN, EOS_TOKEN]  # entries _PADDING_ENTRY, _BOS_ENTRY, _EOS_ENTRY
+    token_entries: dict[str, int] = {}  # corpus word -> its entry (never <S> / </S>: check_sentence_words refuses them)
+    wrapped: list[int] = []
+    starts: list[int] = []
+    for index, sentence in enumerate(_iterate_sentences(sentences, words_column)):
+        words = check_sentence_words(sentence, f"sentence {index}")
+        if not words:
+            continue  # nothing to predict
+        starts.append(len(wrapped))
+        wrapped.append(_BOS_ENTRY)
+        for word in words:
+            entry = token_entries.get(word)
+            if entry is None:
+                entry = token_entries[word] = len(token_words)
+                token_words.append(word)
+            wrapped.append(entry)
+        wrapped.append(_EOS_ENTRY)
+    if not starts:
+        raise ValueError("the corpus is empty: it has no sentence with at least one word")
+    sentence_starts = np.asarray(starts, dtype=np.int64)
+    sentence_lengths = np.diff(np.append(sentence_starts, len(wrapped)))
+    return _Corpus(np.asarray(wrapped, dtype=np.int64), sentence_starts, sentence_lengths, token_words)
+
+
+def _iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[Any]:
+    """The sentences of a `Dataset` (its `words_column`, read in batches), or of any iterable of word lists or of
+    dict rows (`IterableDataset` included: its rows are dicts)."""
+    if isinstance(sentences, Dataset):
+        if words_column not in sentences.column_names:
+            raise ValueError(f"the dataset has no {words_column!r} column (columns: {sentences.column_names})")
+        for batch in sentences.select_columns([words_column]).iter(batch_size=1000):
+            yield from batch[words_column]
+        return
+    for index, sentence in enumerate(sentences):
+        if isinstance(sentence, Mapping):
+            if words_column not in sentence:
+                raise ValueError(f"row {index} has no {words_column!r} column (columns: {sorted(sentence)})")
+            sentence = sentence[words_column]
+        yield sentence
+
+
+class WindowedBiLMStream(torch.utils.data.IterableDataset):
+    r"""
+    The corpus as bilm-tf trains on it: one token stream per batch row, cut into consecutive windows of
+    `window_size` positions, so that the model can carry its LSTM state from batch to batch (row b of batch k + 1
+    continues row b of batch k).
+
+    **The stream.** Sentences (in a seeded random order per epoch, or in corpus order) are wrapped as
+    `<S> w1 ... wn </S>` and concatenated. A *position* is a pair of consecutive tokens of one sentence (a sentence
+    of n words gives n + 1: `<S>`->w1, w1->w2, ..., wn->`</S>`). The epoch's N positions are split into `num_rows`
+    contiguous parts (`numpy.array_split` sizes: the first N % num_rows rows get one more); each row reads its own
+    part of the corpus.
+
+    **Forward direction** (`input_ids`, `next_word_labels`): a row's positions in order; the input is the left token
+    of the pair, the label the vocabulary id of the right token. So the input stream is `<S> a1 a2 a3 <S> b1 ...`
+    and the labels `a1 a2 a3 </S> b1 b2 ...`: `</S>` is only ever a target and `<S>` only an input, exactly
+    bilm-tf's `_get_batch`. Across a window boundary the label of a window's last position is the input of the next
+    window's first position, except where a sentence ends: label `</S>`, next input `<S>`.
+
+    **Backward direction** (`backward_input_ids`, `previous_word_labels`): the same row's positions in REVERSE
+    order, input the right token, label the id of the left token: `</S> b2 b1 </S> a3 a2 a1` with labels
+    `b2 b1 <S> a3 a2 a1 <S>`. This is bilm-tf's reverse dataset (`encode(reverse=True)`: `</S> wn ... w1 <S>`) read
+    left to right by the backward LSTM, whose state thus always comes from text to the RIGHT of what it predicts.
+    A single stream with the backward LSTM reading each window right to left cannot carry state: its state after
+    window k has read the token that window k + 1's first backward position must predict. Read the backward tensors
+    left to right (no per-row reversal). Both directions cover the same positions (the same pairs) of each row.
+
+    **End of the epoch** (`remainder`): `"drop"` (bilm-tf, which drops its last incomplete batch) yields
+    `num_batches = (N // num_rows) // window_size` full batches and drops the rest of every row, the end of its
+    part of the corpus, in both directions; `num_dropped_positions` says how many. `"pad"` (for exact evaluation)
+    yields `ceil(longest row / window_size)` batches: every position once, the tail padded with all-zero character
+    rows, `attention_mask` 0 and labels -100 (a padded window's real positions come first).
+
+    **Batches.** Iterating the dataset yields one example per (batch, row), batch-major, so a `DataLoader` with
+    `batch_size=num_rows` rebuilds the batches (`batches()` yields them directly). Each batch:
+
+    - `input_ids` (`(num_rows, window_size, max_characters_per_token)`): forward inputs, boundaries included.
+    - `attention_mask` (`(num_rows, window_size)`): 1 at real positions (both directions), 0 at padding.
+    - `next_word_labels` (`(num_rows, window_size)`): forward targets, aligned with `input_ids`.
+    - `backward_input_ids` (`(num_rows, window_size, max_characters_per_token)`): backward inputs, in the
+      backward LSTM's reading order.
+    - `previous_word_labels` (`(num_rows, window_size)`): backward targets, aligned with `backward_input_ids`.
+    - `window_index` (`(num_rows,)`): k, the batch's index in the epoch (0 starts an epoch: a model may reset its
+      state there, and check that k grows by one between calls); `row_index` (`(num_rows,)`): 0 ... num_rows - 1.
+
+    **With `Trainer`** (single process): `per_device_train_batch_size=num_rows`, `dataloader_num_workers=0` (more
+    workers would interleave batches; iterating refuses more than one), no shuffling (an `IterableDataset` is never
+    shuffled by `Trainer`); `Trainer` calls `set_epoch` through accelerate before each epoch (a hand-written loop
+    calls it itself), which gives that epoch its own sentence order. Several processes would each need their own rows: not supported here.
+
+    Args:
+        sentences (`Iterable[list[str]]`, `datasets.Dataset` or `IterableDataset`): the corpus, read once at
+            construction (a dataset's `words_column`). Sentences without words are skipped.
+        vocabulary ([`ELMoWordVocabulary`]): maps target words to the LM classes (unknown -> `<UNK>`); inputs are
+            characters, so unknown words keep their spelling in the input.
+        num_rows (`int`): rows per batch (bilm-tf's `batch_size`).
+        window_size (`int`, *optional*, defaults to 20): positions per window (bilm-tf's `unroll_steps`).
+        shuffle (`bool`, *optional*, defaults to `True`): shuffle the sentence order for every epoch (bilm-tf's
+            `shuffle_on_load`); `False` keeps corpus order (consecutive sentences stay neighbours).
+        seed (`int`, *optional*, defaults to 0): the order of epoch e is `numpy.random.default_rng([seed, e])`'s
+            permutation.
+        remainder (`str`, *optional*, defaults to `"drop"`): `"drop"` or `"pad"`, see above.
+        words_column (`str`, *optional*, defaults to `"words"`): the column of words in a dataset or in dict rows.
+        max_characters_per_token (`int`, *optional*, defaults to 50), unicode_errors (`str`, *optional*, defaults
+            to `"strict"`): as in `ELMoTokenizer`.
+    """
+
+    def __init__(
+        self,
+        sentences: Iterable[Sequence[str]] | Dataset | IterableDataset,
+        vocabulary: ELMoWordVocabulary,
+        num_rows: int,
+        window_size: int = 20,
+        shuffle: bool = True,
+        seed: int = 0,
+        remainder: str = "drop",
+        words_column: str = "words",
+        max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
+        unicode_errors: str = "strict",
+    ):
+        super().__init__()
+        if not isinstance(vocabulary, ELMoWordVocabulary):
+            raise TypeError(f"vocabulary must be an ELMoWordVocabulary, got {type(vocabulary).__name__}")
+        for name, value in (("num_rows", num_rows), ("window_size", window_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+        if remainder not in REMAINDER_CHOICES:
+            raise ValueError(f"remainder must be one of {list(REMAINDER_CHOICES)}, got {remainder!r}")
+        self.vocabulary = vocabulary
+        self.num_rows = num_rows
+        self.window_size = window_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.remainder = remainder
+        self.epoch = 0
+
+        self._corpus = _read_corpus(sentences, words_column)
+        self._token_character_ids = self._build_token_character_ids(max_characters_per_token, unicode_errors)
+        self._token_labels = self._build_token_labels()
+
+        self.num_sentences = len(self._corpus.sentence_starts)
+        self.num_positions = int(self._corpus.sentence_lengths.sum()) - self.num_sentences  # n + 1 per sentence
+        self.row_lengths = self._row_lengths()
+        self.num_batches = self._num_batches()
+        self.num_dropped_positions = self.num_positions - sum(self._kept_row_lengths())
+        logger.info(
+            "WindowedBiLMStream: %d sentences, %d positions per direction, %d batches of %d rows x %d, %d positions "
+            "dropped (remainder=%r)",
+            self.num_sentences,
+            self.num_positions,
+            self.num_batches,
+            num_rows,
+            window_size,
+            self.num_dropped_positions,
+            remainder,
+        )
+
+    # ---- construction helpers ----
+    def _build_token_character_ids(self, max_characters_per_token: int, unicode_errors: str) -> np.ndarray:
+        """(token-table entries, max_characters_per_token) character ids; row 0 (padding) all zeros."""
+        character_ids = np.zeros((len(self._corpus.token_words), max_characters_per_token), dtype=np.int64)
+        for entry, word in enumerate(self._corpus.token_words):
+            if word is not None:
+                character_ids[entry] = word_to_character_ids(word, max_characters_per_token, unicode_errors)
+        return character_ids
+
+    def _build_token_labels(self) -> np.ndarray:
+        """(token-table entries,) vocabulary ids; -100 for padding."""
+        labels = np.empty(len(self._corpus.token_words), dtype=np.int64)
+        labels[_PADDING_ENTRY] = IGNORE_INDEX
+        labels[_BOS_ENTRY] = BOS_WORD_ID
+        labels[_EOS_ENTRY] = EOS_WORD_ID
+        for entry in range(_EOS_ENTRY + 1, len(labels)):
+            labels[entry] = self.vocabulary.word_to_id(self._corpus.token_words[entry])
+        return labels
+
+    def _row_lengths(self) -> tuple[int, ...]:
+        if self.num_positions < self.num_rows:
+            raise ValueError(
+                f"the corpus has {self.num_positions} positions (words + one per sentence), fewer than num_rows="
+                f"{self.num_rows}: every row needs at least one"
+            )
+        base, extra = divmod(self.num_positions, self.num_rows)
+        return tuple(base + (row < extra) for row in range(self.num_rows))
+
+    def _num_batches(self) -> int:
+        if self.remainder == "pad":
+            return -(-max(self.row_lengths) // self.window_size)
+        num_batches = min(self.row_lengths) // self.window_size
+        if num_batches == 0:
+            raise ValueError(
+                f"no full window: the corpus has {self.num_positions} positions, {min(self.row_lengths)} per row with "
+                f"num_rows={self.num_rows}, fewer than window_size={self.window_size}; use fewer rows, a smaller "
+                "window or remainder='pad'"
+            )
+        return num_batches
+
+    def _kept_row_lengths(self) -> list[int]:
+        if self.remainder == "pad":
+            return list(self.row_lengths)
+        return [self.num_batches * self.window_size] * self.num_rows
+
+    # ---- epochs ----
+    def set_epoch(self, epoch: int) -> None:
+        """Use the sentence order of `epoch` from now on (`Trainer`/accelerate call this before each epoch)."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
+        self.epoch = epoch
+
+    def sentence_order(self, epoch: int | None = None) -> np.ndarray:
+        """Indices of the (non-empty) sentences in the order the stream of `epoch` (default: `self.epoch`) reads them."""
+        epoch = self.epoch if epoch is None else epoch
+        if not self.shuffle:
+            return np.arange(self.num_sentences)
+        return np.random.default_rng([self.seed, epoch]).permutation(self.num_sentences)
+
+    def _epoch_positions(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """(left tokens, right tokens) of the epoch's N positions, in stream order: token-table entries, (N,) each."""
+        order = self.sentence_order(epoch)
+        lengths = self._corpus.sentence_lengths[order]  # (S,)
+        output_starts = np.cumsum(lengths) - lengths  # where each sentence lands in the epoch's token sequence
+        gather = np.arange(int(lengths.sum())) + np.repeat(self._corpus.sentence_starts[order] - output_starts, lengths)
+        tokens = self._corpus.wrapped_tokens[gather]  # (sum of n_s + 2,) the epoch's wrapped sentences
+        is_position = tokens[:-1] != _EOS_ENTRY  # no position from one sentence's </S> to the next one's <S>
+        return tokens[:-1][is_position], tokens[1:][is_position]
+
+    # ---- iteration ----
+    def batches(self, epoch: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
+        """The batches of `epoch` (default: `self.epoch`) in order, as dicts of tensors (see the class docstring)."""
+        left_tokens, right_tokens = self._epoch_positions(self.epoch if epoch is None else epoch)
+        row_lengths = np.asarray(self.row_lengths)
+        row_starts = np.cumsum(row_lengths) - row_lengths  # (R,)
+        kept_lengths = np.asarray(self._kept_row_lengths())  # (R,)
+        for window_index in range(self.num_batches):
+            step = window_index * self.window_size + np.arange(self.window_size)  # (W,) steps along a row
+            is_real = step[None, :] < kept_lengths[:, None]  # (R, W)
+            # Stream positions read at each step: forward from the row's start, backward from its (kept) end.
+            forward = np.where(is_real, row_starts[:, None] + step[None, :], 0)  # (R, W)
+            backward = np.where(is_real, row_starts[:, None] + kept_lengths[:, None] - 1 - step[None, :], 0)  # (R, W)
+            batch = {
+                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)],
+                "attention_mask": is_real.astype(np.int64),
+                "next_word_labels": self._token_labels[np.where(is_real, right_tokens[forward], _PADDING_ENTRY)],
+                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)],
+                "previous_word_labels": self._token_labels[np.where(is_real, left_tokens[backward], _PADDING_ENTRY)],
+                "window_index": np.full(self.num_rows, window_index, dtype=np.int64),
+                "row_index": np.arange(self.num_rows, dtype=np.int64),
+            }
+            yield {key: torch.from_numpy(value) for key, value in batch.items()}
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None and worker.num_workers > 1:
+            raise RuntimeError(
+                f"WindowedBiLMStream needs its batches in order for the LSTM state to carry over, but the DataLoader "
+                f"has {worker.num_workers} workers: use num_workers=0 or 1 (Trainer: dataloader_num_workers=0)"
+            )
+        for batch in self.batches():
+            for row in range(self.num_rows):
+                yield {key: value[row] for key, value in batch.items()}
+
+    def __len__(self) -> int:
+        """Examples per epoch (`num_batches * num_rows`), the same for every epoch."""
+        return self.num_batches * self.num_rows
+
+
+__all__ = [
+    "CONLLU_FEATURES",
+    "DataCollatorForBiLM",
+    "IGNORE_INDEX",
+    "WindowedBiLMStream",
+    "load_conllu_sentences",
+    "load_sentence_dataset",
+    "load_text_sentences",
+    "read_conllu_sentences",
+    "sentence_bilm_labels",
+]
