@@ -19,6 +19,7 @@ step (B x 512) @ (512 x 16384) for each batch size (plain, and pre-packed for on
 ``limit`` of a dtype is the best of the three large shapes. ``fraction_of_limit`` = words/s x FLOP per word / float32
 limit, with FLOP per word from ``flop_per_position`` (the nominal count: all 50 character slots, every word through
 the CNN; the fast path does less token-layer work, the two boundary positions per sentence are extra work not counted).
+``utilization`` = FLOP the path really executed (``executed_flop``) per second / the limit of the dtype it ran in.
 
 Prints one JSON object. Check ``load_average`` in it: other processes on the machine change the figures.
 """
@@ -85,6 +86,23 @@ def flop_per_position(config: ELMoConfig, num_slots: int | None = None) -> dict[
         "bilstm": lstm,
         "total": char_cnn + highway + token_projection + lstm,
     }
+
+
+def executed_flop(config: ELMoConfig, path: str, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """FLOP a path really computes for one batch (same counting as ``flop_per_position``): the reference path and
+    the AllenNLP-style loop run the token layer on every padded position over 50 slots, the fast path on each distinct
+    word once over the trimmed slots; the LSTMs of the fast path and of the AllenNLP-style loop skip padding."""
+    character_ids, position_mask = add_sentence_boundaries(input_ids, attention_mask.bool())
+    nominal = flop_per_position(config)
+    token_layer = ("char_cnn", "highway", "token_projection")
+    real_positions, padded_positions = int(position_mask.sum()), position_mask.numel()
+    lstm = nominal["bilstm"] * (padded_positions if path == "reference" else real_positions)
+    if path != "fast":
+        return lstm + padded_positions * sum(nominal[part] for part in token_layer)
+    words = torch.unique(character_ids.reshape(-1, character_ids.shape[-1]), dim=0)
+    widest_filter = max(width for width, _ in config.char_cnn_filters)
+    trimmed = flop_per_position(config, num_slots=fast_elmo.needed_character_slots(words, widest_filter))
+    return lstm + words.shape[0] * sum(trimmed[part] for part in token_layer)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -318,6 +336,7 @@ def benchmark_shape(shape: str, args, device: torch.device, limits: dict) -> dic
                         time_calls(function, device, args.min_seconds, warm_up=batch_size == args.batch_sizes[0])
                     )
                 words_per_second = batch_size * args.words / seconds
+                executed = executed_flop(config, path, inputs["input_ids"].cpu(), inputs["attention_mask"].cpu())
                 rows.append(
                     {
                         "path": path,
@@ -327,6 +346,8 @@ def benchmark_shape(shape: str, args, device: torch.device, limits: dict) -> dic
                         "ms_per_batch": round(seconds * 1e3, 2),
                         "fraction_of_limit": round(words_per_second * flops["total"] / (limits["float32"]["limit_gflops"] * 1e9), 3),
                         "fraction_of_own_dtype_limit": round(words_per_second * flops["total"] / (limits[dtype_name]["limit_gflops"] * 1e9), 3),
+                        "executed_gflop_per_batch": round(executed / 1e9, 2),
+                        "utilization": round(executed / seconds / (limits[dtype_name]["limit_gflops"] * 1e9), 3),
                     }
                 )
                 print(json.dumps({"shape": shape, **rows[-1]}), file=sys.stderr, flush=True)
@@ -353,7 +374,7 @@ def benchmark_shape(shape: str, args, device: torch.device, limits: dict) -> dic
                 )
                 equality[f"{dtype_name}_min_cosine_per_word"] = round(float(cosines.min()), 6)
     result = {"flop_per_position": flops, "results": rows, "equality": equality}
-    if args.profile and "fast" in args.paths:
+    if args.profile and "fast" in args.paths and device.type == "cpu":
         batch_size = 32 if 32 in args.batch_sizes else args.batch_sizes[-1]
         inputs = tokenizer(word_windows(batch_size, args.words), is_split_into_words=True, padding=True, return_tensors="pt")
         result[f"fast_float32_profile_batch_{batch_size}"] = profile_fast_path(
@@ -390,7 +411,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--words", type=int, default=20, help="words per sentence (plus the two boundaries)")
     parser.add_argument("--min-seconds", type=float, default=3.0, help="timed seconds per measurement (at least 1 call)")
-    parser.add_argument("--profile", action="store_true", help="profile the float32 fast path at batch 32")
+    parser.add_argument("--profile", action="store_true", help="profile the float32 fast path at batch 32 (CPU only)")
     parser.add_argument("--no-pre-pack", action="store_true", help="plain matmuls in the fast path (no oneDNN pre-packing)")
     args = parser.parse_args(argv)
     args.batch_sizes = sorted(args.batch_sizes)

@@ -49,7 +49,7 @@ def test_the_script_runs_and_reports_json(speed_script, capsys):
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
     small = report["shapes"]["small"]
     assert [(row["path"], row["batch_size"]) for row in small["results"]] == [("allennlp-style", 2), ("reference", 2), ("fast", 2)]
-    assert all(row["words_per_second"] > 0 and 0 < row["fraction_of_limit"] for row in small["results"])
+    assert all(row["words_per_second"] > 0 and 0 < row["fraction_of_limit"] and 0 < row["utilization"] for row in small["results"])
     assert small["equality"]["fast_vs_reference_max_abs_diff"] <= 1e-4
     assert small["equality"]["allennlp_style_vs_reference_max_abs_diff"] <= 1e-4
     assert report["matmul"]["float32"]["limit_gflops"] > 0
