@@ -19,7 +19,8 @@ from datasets import Dataset, DatasetDict, Features, IterableDataset, Value, loa
 from .embedding import InvalidRowError
 
 INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset")
-_EXTENSION_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+# File extension -> input format (the Ray engine reads the same files).
+EXTENSION_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 
@@ -32,11 +33,11 @@ def infer_input_format(path: Path) -> str:
     """The input format from the path: a directory is a saved dataset, files go by extension."""
     if path.is_dir():
         return "dataset"
-    input_format = _EXTENSION_FORMATS.get(path.suffix.lower())
+    input_format = EXTENSION_FORMATS.get(path.suffix.lower())
     if input_format is None:
         raise CorpusError(
             f"cannot tell the format of {path} from its extension {path.suffix!r}: expected one of "
-            f"{sorted(_EXTENSION_FORMATS)} or a saved dataset directory; pass --input-format {{{','.join(INPUT_FORMATS)}}}"
+            f"{sorted(EXTENSION_FORMATS)} or a saved dataset directory; pass --input-format {{{','.join(INPUT_FORMATS)}}}"
         )
     return input_format
 

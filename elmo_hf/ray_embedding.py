@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .corpus_readers import EXTENSION_FORMATS
 from .embedding import NUM_WORDS_COLUMN, ELMoEmbedder
 from .sharded_embedding import EmbeddingRunSummary, OutputDirectoryError
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
-_SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
 def _import_ray():
@@ -94,10 +94,10 @@ def _read(ray, paths: list[str], input_format: str):
 
 
 def infer_ray_input_format(paths: list[str]) -> str:
-    formats = {_SUFFIX_FORMATS.get(Path(path).suffix.lower()) for path in paths}
+    formats = {EXTENSION_FORMATS.get(Path(path).suffix.lower()) for path in paths}
     if len(formats) != 1 or None in formats:
         raise ValueError(
-            f"cannot tell the input format of {paths} from the extensions (expected one of {sorted(_SUFFIX_FORMATS)}, all "
+            f"cannot tell the input format of {paths} from the extensions (expected one of {sorted(EXTENSION_FORMATS)}, all "
             "alike); pass input_format / --input-format"
         )
     return formats.pop()

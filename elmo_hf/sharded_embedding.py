@@ -141,14 +141,16 @@ class Manifest:
         return cls(data["input"], data["model"], data["options"], data["shards"], data["complete"])
 
     def write(self, path: Path) -> None:
-        _write_atomically(path, (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8"))
+        content = (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
+        write_atomically(path, lambda temporary: temporary.write_bytes(content))
 
 
-def _write_atomically(path: Path, content: bytes) -> None:
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(temporary)`` writes the file under a temporary name beside ``path``; it is then flushed to disk and
+    renamed to ``path``, and the directory entry flushed: after a crash ``path`` is either complete or absent/old."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as file:
-        file.write(content)
-        file.flush()
+    write(temporary)
+    with open(temporary, "rb+") as file:
         os.fsync(file.fileno())
     os.replace(temporary, path)
     _fsync_directory(path.parent)
@@ -271,12 +273,7 @@ class ShardWriter:
         }
         columns.update(zip(self.embedder.features, self.embedder.embed_sentences(sentences, self.on_progress)))
         table = Dataset.from_dict(columns, features=self.features).data.table
-        temporary = path.with_name(f".{path.name}.tmp")
-        pq.write_table(table, temporary)
-        with open(temporary, "rb+") as file:
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-        _fsync_directory(path.parent)
+        write_atomically(path, lambda temporary: pq.write_table(table, temporary))
         return {
             "first_row": rows[0][0] if rows else 0,
             "input_rows": len(rows),
