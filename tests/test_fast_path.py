@@ -276,7 +276,7 @@ def test_trimmed_character_slots_are_bit_identical_and_one_fewer_is_not(original
     for subset in (rows[:2], rows[:4], rows[4:6], rows[8:], rows):
         full, full_pooled = max_pooled_features(char_embeddings, lambda: char_embeddings.reference_forward(subset))
         trimmed, trimmed_pooled = max_pooled_features(char_embeddings, lambda: character_cnn_trimmed(char_embeddings, subset))
-        # Bit-identical features (the fast CNN pads the rows to a multiple of CNN_ROW_MULTIPLE: compare the real ones).
+        # Bit-identical features (the fast CNN pads the rows, see fast_elmo._cnn_rows: compare the real ones).
         assert all(torch.equal(a[: len(b)], b) for a, b in zip(trimmed_pooled, full_pooled))
         # The vectors after the highway matmuls differ in the last bits (other row count: float32 rounding).
         torch.testing.assert_close(trimmed, full, rtol=0, atol=1e-5)
