@@ -8,7 +8,7 @@ difference <= 1e-4 on the original shape, tested; usually about 1e-6) and is cho
 Token layer (``fast_character_embeddings``)
     * every distinct word of the batch goes through the CNN once (``<S>``, ``</S>``, all-zero padding rows and
       repeated words cost one row each);
-    * the 50 character slots are trimmed to (start of each row's constant tail, at most) + widest filter width:
+    * the 50 character slots are trimmed to (start of the longest row's constant tail) + widest filter width:
       every convolution window that reads a real character is kept, plus one window made only of padding, so the
       max-pool sees the same values (bit-identical, tested);
     * an optional cache of token vectors for a known vocabulary (``ELMoModel.cache_token_embeddings``) replaces the
@@ -17,14 +17,18 @@ Token layer (``fast_character_embeddings``)
 biLM (``fast_encoder_forward``)
     * the batch is packed time-major with rows sorted by length, like ``PackedSequence``: step t works on the rows
       that are still running, one contiguous block, so padding costs nothing and no masking is needed;
-    * each layer's input projections are one matmul per direction over all real positions;
-    * per step, the recurrent matmul adds into that step's gate inputs in place (``addmm_``), the nonlinearities run
-      in place, and the output projection writes straight into the output buffer, which is also the next step's
-      recurrent state (no copies, no per-step allocations of the big tensors);
-    * on CPU in float32 the recurrent and projection weights are pre-packed once for oneDNN (``torch.ops.mkldnn``,
-      when this torch build has it), which is what makes the small per-step matmuls fast;
+    * the input projections are one matmul per direction for a block of consecutive steps (a few MB of gate inputs,
+      which stay in cache);
+    * per step and direction: one recurrent matmul added into that step's gate inputs, the nonlinearities and the
+      cell update in place, one output projection copied into the output buffer, which is also the next step's
+      recurrent state;
+    * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build
+      has it), which is what makes the small per-step matmuls fast;
     * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
       while the gate pre-activations, the nonlinearities and the cell state stay in float32.
+
+Matmul and convolution shapes are rounded up to a few sizes (extra rows and slots are computed and dropped), because
+oneDNN keeps memory for every shape it has seen: without it, memory grew steadily over long runs.
 """
 
 from __future__ import annotations
