@@ -2,12 +2,12 @@
 character-slot trimming, the token-layer cache and reduced precision."""
 
 import logging
-import math
 
 import pytest
 import torch
 from transformers.utils import logging as transformers_logging
 
+from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf import fast_elmo, modeling_elmo
 from elmo_hf.fast_elmo import PackedBatch, character_cnn_trimmed, needed_character_slots
@@ -23,24 +23,10 @@ REDUCED_PRECISION_MIN_COSINE = 0.999
 
 
 def trained_scale_random_model(config: ELMoConfig, seed: int = 0) -> ELMoModel:
-    """Random weights at the scale of a trained ELMo (std * sqrt(fan_in) about 1, as in the fixture's weights), so
-    activations are O(1) and the comparison is not dominated by saturated, chaotic units. (With std 0.3 everywhere the
-    original shape's reference path disagrees with itself by up to 6.0 between batch sizes.)"""
-    model = ELMoModel(config)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if name.startswith("scalar_mixes"):
-                continue
-            if name.endswith("embedding.weight"):
-                std = 0.5
-            elif parameter.dim() == 1:
-                std = 0.1
-            else:
-                std = 1.0 / math.sqrt(parameter[0].numel())
-            parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
-        model.char_embeddings.embedding.weight[0].zero_()
-    return model.eval()
+    """Random weights at the scale of a trained ELMo (the benchmark's), so activations are O(1) and the comparison is
+    not dominated by saturated, chaotic units. (With std 0.3 everywhere the original shape's reference path disagrees
+    with itself by up to 6.0 between batch sizes.)"""
+    return benchmark_random_model(config, seed)
 
 
 def encode(tokenizer, sentences):
