@@ -272,11 +272,11 @@ class ELMoEmbedder:
     @property
     def features(self) -> Features:
         """The `datasets` features of the columns this embedder adds."""
-        size, num_layers = self.vector_size, self.model.config.num_representation_layers
+        shape = self.vector_shape
         if self.pooling == "mean":
-            vectors = Array2D((num_layers, size), self.dtype) if self.representation == "all" else List(Value(self.dtype), length=size)
+            vectors = Array2D(shape, self.dtype) if len(shape) == 2 else List(Value(self.dtype), length=shape[0])
         else:
-            vectors = Array3D((None, num_layers, size), self.dtype) if self.representation == "all" else Array2D((None, size), self.dtype)
+            vectors = (Array3D if len(shape) == 2 else Array2D)((None, *shape), self.dtype)
         features = {self.output_column: vectors, NUM_WORDS_COLUMN: Value("int32")}
         if self.words_column is None:
             features[WORDS_COLUMN] = List(Value("string"))
@@ -294,7 +294,7 @@ class ELMoEmbedder:
         values = batch[self.input_column]
         row_names = [f"row {index}" for index in indices] if indices is not None else [f"row {index} of this batch" for index in range(len(values))]
         sentences, valid = self.sentences_from_column(values, row_names)
-        output = {column: values_ for column, values_ in zip(self.features, self.embed_sentences(sentences))}
+        output = self.embed_sentences(sentences)
         if self.on_invalid == "skip":
             # Always hand the input columns back (map removes them in this mode), without the skipped rows.
             skipped = [name for name, keep in zip(row_names, valid) if not keep]
@@ -337,13 +337,12 @@ class ELMoEmbedder:
 
     # ------------------------------------------------------------------ the core
 
-    def embed_sentences(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> tuple[list, ...]:
-        """The new columns for ``sentences`` (lists of words), in order: vectors, word counts and (for raw text) the
-        words, each a list with one entry per sentence."""
-        vectors = self.embed_words(sentences, on_progress)
-        columns: tuple[list, ...] = (vectors, [len(words) for words in sentences])
+    def embed_sentences(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> dict[str, list]:
+        """The new columns for ``sentences`` (lists of words), named as in `features`: vectors, word counts and (for
+        raw text) the words, each a list with one entry per sentence."""
+        columns = {self.output_column: self.embed_words(sentences, on_progress), NUM_WORDS_COLUMN: [len(words) for words in sentences]}
         if self.words_column is None:
-            columns += ([list(words) for words in sentences],)
+            columns[WORDS_COLUMN] = [list(words) for words in sentences]
         return columns
 
     def embed_words(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> list[np.ndarray]:

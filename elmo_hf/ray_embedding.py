@@ -70,7 +70,7 @@ class RayEmbeddingActor:
         sentences, valid = embedder.sentences_from_column(values, row_names)
         if not all(valid):
             batch = batch.filter(pa.array(valid))
-        new_columns = dict(zip(embedder.features, embedder.embed_sentences(sentences)))
+        new_columns = embedder.embed_sentences(sentences)
         for name, column in new_columns.items():
             if name == embedder.output_column:
                 array = vectors_to_arrow(column, embedder.vector_shape, embedder.pooling == "mean", embedder.dtype)

@@ -271,7 +271,7 @@ class ShardWriter:
             INPUT_ROW_COLUMN: [input_row for input_row, _ in kept_rows],
             **{name: [record[name] for _, record in kept_rows] for name in self.input_features},
         }
-        columns.update(zip(self.embedder.features, self.embedder.embed_sentences(sentences, self.on_progress)))
+        columns.update(self.embedder.embed_sentences(sentences, self.on_progress))
         table = Dataset.from_dict(columns, features=self.features).data.table
         write_atomically(path, lambda temporary: pq.write_table(table, temporary))
         return {
