@@ -5,20 +5,27 @@ Importing the package registers the ELMo classes with the transformers Auto clas
 files next to the weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
 """
 
-from transformers import AutoConfig, AutoModel, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTokenizer
 
 from .configuration_elmo import ELMoConfig
 from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
+from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
 from .tokenization_elmo import ELMoTokenizer
 
 __version__ = "0.1.0"
 
 AutoConfig.register(ELMoConfig.model_type, ELMoConfig, exist_ok=True)
 AutoModel.register(ELMoConfig, ELMoModel, exist_ok=True)
+AutoModelForPreTraining.register(ELMoConfig, ELMoForPreTraining, exist_ok=True)
 AutoTokenizer.register(ELMoConfig, tokenizer_class=ELMoTokenizer, exist_ok=True)
 
 ELMoConfig.register_for_auto_class()
 ELMoModel.register_for_auto_class("AutoModel")
+ELMoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ELMoTokenizer.register_for_auto_class("AutoTokenizer")
 
-__all__ = ["ELMoConfig", "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]
+__all__ = [
+    "ELMoForPreTraining",
+    "ELMoForPreTrainingOutput",
+    "bilm_perplexity_metrics",
+    "ELMoConfig", "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]

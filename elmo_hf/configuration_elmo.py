@@ -57,6 +57,11 @@ INFERENCE_NUM_CHARACTERS = 262
 
 CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
 
+# Choices of the downstream task heads' fields (ELMoForTokenClassification, ELMoForSequenceClassification).
+TASK_INPUT_EMBEDDINGS = ("char_cnn", "none")
+TASK_MIX_POSITIONS = ("input", "output")
+TASK_POOLINGS = ("mean", "max", "first_last")
+
 # The 2048-filter character CNN shared by all four released models.
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
@@ -123,6 +128,60 @@ class ELMoConfig(PretrainedConfig):
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the normal initialisation of a randomly initialised model.
 
+        Pre-training (used by [`ELMoForPreTraining`]; they change nothing in [`ELMoModel`] at inference):
+
+        word_vocab_size (`int`, *optional*, defaults to 0):
+            Number of word classes of the language-model softmax shared by both directions (an
+            `ELMoWordVocabulary`'s size, `<S>`, `</S>` and `<UNK>` included). 0: no LM head.
+        softmax_num_samples (`int`, *optional*, defaults to 0):
+            Sampled softmax in training: negative classes drawn per batch from a log-uniform distribution over
+            frequency-ranked word ids (bilm-tf's `n_negative_samples_batch`, 8192 for the released models). 0 (or a
+            number >= `word_vocab_size`) trains with the full softmax. Evaluation always uses the full softmax.
+        lm_dropout (`float`, *optional*, defaults to 0.0):
+            bilm-tf's training dropout (`dropout`, 0.1 for the released models): on the input of every LSTM layer
+            and on the top layer's output before the softmax. Only active in training mode.
+
+        Downstream task heads (used by [`ELMoForTokenClassification`] and [`ELMoForSequenceClassification`]; they
+        change nothing in [`ELMoModel`]). The paper's stage 2: freeze the biLM, learn per task
+        `ELMo_task = gamma * sum_j softmax(w)_j h_j`, feed `[x_k; ELMo_task_k]` to a task encoder (optionally with a
+        second mix at its output), with dropout on the mixes and `task_mix_l2 * ||w||^2` added to the loss. The
+        number of classes is `num_labels` (`id2label` / `label2id`), as for every transformers head.
+
+        task_use_elmo (`bool`, *optional*, defaults to `True`):
+            Feed learned mixes of the biLM layers to the task model. `False` is the baseline without ELMo: the task
+            model sees `x_k` alone (needs `task_input_embeddings="char_cnn"`) and the biLSTM is not run.
+        task_freeze_elmo (`bool`, *optional*, defaults to `True`):
+            Keep the biLM fixed, as in the paper: its parameters get `requires_grad=False` and it runs in eval mode
+            (no dropout) under `torch.no_grad()`, so its fast inference path is used; `model.train()` leaves it in
+            eval mode. `False` fine-tunes the biLM with the task. The biLM's own `scalar_mixes` are not used by the
+            heads and stay frozen either way.
+        task_input_embeddings (`str`, *optional*, defaults to `"char_cnn"`):
+            The context-independent `x_k` concatenated with ELMo at the task encoder's input: `"char_cnn"`, the
+            biLM's own token layer (layer 0 of `hidden_states`, `projection_dim` wide, frozen with the biLM), or
+            `"none"`.
+        task_mix_positions (`list[str]`, *optional*, defaults to `["input"]`):
+            Where a learned mix of the biLM layers is used, each with its own `w` and `gamma`: `"input"`
+            (`[x_k; ELMo_k]` into the task encoder) and/or `"output"` (concatenated to the task encoder's output
+            before the classifier; needs `task_encoder_layers >= 1`). Ignored when `task_use_elmo=False`.
+        task_mix_dropout (`float`, *optional*, defaults to 0.5):
+            Dropout on each mix's output (the paper used 0.5 on ELMo). Training mode only.
+        task_mix_l2 (`float`, *optional*, defaults to 0.001):
+            lambda of the penalty `lambda * sum over the mixes of ||w||^2` added to the loss (the paper compares
+            lambda = 1 with the better lambda = 0.001). 0 disables it.
+        task_mix_layer_norm (`bool`, *optional*, defaults to `False`):
+            Normalise each biLM layer before the head's mixes, bilm-tf style. The statistics are over the real words
+            of the batch, so a sentence's outputs then depend on the rest of the batch.
+        task_encoder_layers (`int`, *optional*, defaults to 1):
+            Layers of the task encoder, a bidirectional `torch.nn.LSTM` over packed sequences (padding never
+            reaches the backward direction). 0: no encoder; the classifier reads `[x_k; ELMo_k]` directly.
+        task_encoder_hidden_size (`int`, *optional*, defaults to 256):
+            Hidden size of each direction of the task encoder (its output is twice as wide).
+        task_dropout (`float`, *optional*, defaults to 0.2):
+            Dropout on the task encoder's output and between its layers. Training mode only.
+        task_pooling (`str`, *optional*, defaults to `"mean"`):
+            Sentence vector of [`ELMoForSequenceClassification`]: `"mean"` or `"max"` over the real words'
+            features, or `"first_last"`, the first word's features concatenated with the last word's.
+
     Example:
 
     ```python
@@ -154,6 +213,20 @@ class ELMoConfig(PretrainedConfig):
         keep_sentence_boundaries: bool = False,
         representation_dropout: float = 0.0,
         initializer_range: float = 0.02,
+        word_vocab_size: int = 0,
+        softmax_num_samples: int = 0,
+        lm_dropout: float = 0.0,
+        task_use_elmo: bool = True,
+        task_freeze_elmo: bool = True,
+        task_input_embeddings: str = "char_cnn",
+        task_mix_positions: list[str] | None = None,
+        task_mix_dropout: float = 0.5,
+        task_mix_l2: float = 0.001,
+        task_mix_layer_norm: bool = False,
+        task_encoder_layers: int = 1,
+        task_encoder_hidden_size: int = 256,
+        task_dropout: float = 0.2,
+        task_pooling: str = "mean",
         **kwargs,
     ):
         if char_cnn_filters is None:
@@ -175,7 +248,23 @@ class ELMoConfig(PretrainedConfig):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.representation_dropout = representation_dropout
         self.initializer_range = initializer_range
+        self.word_vocab_size = word_vocab_size
+        self.softmax_num_samples = softmax_num_samples
+        self.lm_dropout = lm_dropout
+        # Downstream task heads (see the "Downstream task heads" block of the docstring).
+        self.task_use_elmo = task_use_elmo
+        self.task_freeze_elmo = task_freeze_elmo
+        self.task_input_embeddings = task_input_embeddings
+        self.task_mix_positions = _validated_mix_positions(["input"] if task_mix_positions is None else task_mix_positions)
+        self.task_mix_dropout = task_mix_dropout
+        self.task_mix_l2 = task_mix_l2
+        self.task_mix_layer_norm = task_mix_layer_norm
+        self.task_encoder_layers = task_encoder_layers
+        self.task_encoder_hidden_size = task_encoder_hidden_size
+        self.task_dropout = task_dropout
+        self.task_pooling = task_pooling
         self._validate()
+        self._validate_task_fields()
         super().__init__(**kwargs)
 
     def _validate(self) -> None:
@@ -213,9 +302,45 @@ class ELMoConfig(PretrainedConfig):
         for name in ("scalar_mix_layer_norm", "keep_sentence_boundaries"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"ELMoConfig.{name} must be a bool, got {getattr(self, name)!r}.")
-        if not isinstance(self.representation_dropout, (int, float)) or not 0.0 <= self.representation_dropout < 1.0:
+        for name in ("representation_dropout", "lm_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"ELMoConfig.{name} must be a number in [0, 1), got {value!r}.")
+        _require_int("word_vocab_size", self.word_vocab_size, 0)
+        _require_int("softmax_num_samples", self.softmax_num_samples, 0)
+
+    def _validate_task_fields(self) -> None:
+        for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ELMoConfig.{name} must be a bool, got {getattr(self, name)!r}.")
+        if self.task_input_embeddings not in TASK_INPUT_EMBEDDINGS:
             raise ValueError(
-                f"ELMoConfig.representation_dropout must be a number in [0, 1), got {self.representation_dropout!r}."
+                f"ELMoConfig.task_input_embeddings must be one of {TASK_INPUT_EMBEDDINGS}, got {self.task_input_embeddings!r}."
+            )
+        for name in ("task_mix_dropout", "task_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"ELMoConfig.{name} must be a number in [0, 1), got {value!r}.")
+        if isinstance(self.task_mix_l2, bool) or not isinstance(self.task_mix_l2, (int, float)) or not self.task_mix_l2 >= 0:
+            raise ValueError(f"ELMoConfig.task_mix_l2 must be a number >= 0 (0 disables the penalty), got {self.task_mix_l2!r}.")
+        _require_int("task_encoder_layers", self.task_encoder_layers, 0)
+        _require_int("task_encoder_hidden_size", self.task_encoder_hidden_size, 1)
+        if self.task_pooling not in TASK_POOLINGS:
+            raise ValueError(f"ELMoConfig.task_pooling must be one of {TASK_POOLINGS}, got {self.task_pooling!r}.")
+        if not self.task_use_elmo and self.task_input_embeddings == "none":
+            raise ValueError(
+                "ELMoConfig.task_use_elmo=False with task_input_embeddings='none' leaves the task model no input: use "
+                "task_input_embeddings='char_cnn' for the baseline without ELMo."
+            )
+        if self.task_use_elmo and "output" in self.task_mix_positions and self.task_encoder_layers == 0:
+            raise ValueError(
+                "ELMoConfig.task_mix_positions contains 'output' (a mix at the output of the task encoder), which "
+                "needs task_encoder_layers >= 1, got 0."
+            )
+        if self.task_use_elmo and "input" not in self.task_mix_positions and self.task_input_embeddings == "none":
+            raise ValueError(
+                "ELMoConfig.task_mix_positions has no 'input' mix and task_input_embeddings='none': the task encoder "
+                "would have no input. Add 'input' to task_mix_positions or use task_input_embeddings='char_cnn'."
             )
 
     @property
@@ -295,6 +420,22 @@ class ELMoConfig(PretrainedConfig):
                 target = target.setdefault(parent, {})
             target[leaf] = value
         return options
+
+
+def _validated_mix_positions(positions: Any) -> list[str]:
+    if isinstance(positions, str):
+        positions = [positions]
+    if (
+        not isinstance(positions, (list, tuple))
+        or not positions
+        or any(position not in TASK_MIX_POSITIONS for position in positions)
+        or len(set(positions)) != len(positions)
+    ):
+        raise ValueError(
+            f"ELMoConfig.task_mix_positions must be a non-empty list of distinct values from {TASK_MIX_POSITIONS}, "
+            f"got {positions!r}."
+        )
+    return [position for position in TASK_MIX_POSITIONS if position in positions]
 
 
 def _validated_filters(filters: Any) -> list[list[int]]:

@@ -58,6 +58,9 @@ def fast_path_unavailable_reason(module: nn.Module, *inputs: torch.Tensor) -> st
         any(p.requires_grad for p in module.parameters()) or any(t.requires_grad for t in inputs)
     ):
         return "gradients are being recorded (the fast path is inference-only: use torch.no_grad() or torch.inference_mode())"
+    dropout = getattr(module, "layer_input_dropout", None)
+    if module.training and dropout is not None and dropout.p > 0:
+        return "training-mode dropout is active (call model.eval() for inference)"
     if parameter.device.type not in FAST_PATH_DEVICE_TYPES:
         return f"it supports devices {FAST_PATH_DEVICE_TYPES}, not {parameter.device.type!r}"
     if parameter.dtype not in FAST_PATH_DTYPES:
@@ -78,7 +81,12 @@ def use_fast_path(module: nn.Module, *inputs: torch.Tensor) -> bool:
         return True
     if module.inference_path == "fast":
         raise RuntimeError(f"{type(module).__name__}: the fast inference path was requested but cannot run: {reason}.")
-    logger.warning_once(f"{type(module).__name__}: using the reference path because {reason}.")
+    message = f"{type(module).__name__}: using the reference path because {reason}."
+    # Training is expected to run the reference path: say so quietly; anything else deserves a warning.
+    if module.training:
+        logger.info_once(message)
+    else:
+        logger.warning_once(message)
     return False
 
 
@@ -249,16 +257,22 @@ class PackedBatch:
             is_empty=sorted_lengths == 0,
         )
 
-    def pack(self, padded: torch.Tensor) -> torch.Tensor:
-        """(B, T, H) -> (2, N, H): the forward and the backward (each sentence reversed) packed sequences."""
+    def pack(self, padded: torch.Tensor, backward_padded: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, H) -> (2, N, H): the forward and the backward (each sentence reversed) packed sequences. With
+        ``backward_padded`` (B, T, H), the backward sequence is that tensor read left to right instead."""
         flat = padded.reshape(-1, padded.shape[-1])
-        return torch.stack([flat.index_select(0, self.forward_index), flat.index_select(0, self.backward_index)])
+        if backward_padded is None:
+            backward = flat.index_select(0, self.backward_index)
+        else:
+            backward = backward_padded.reshape(-1, padded.shape[-1]).index_select(0, self.forward_index)
+        return torch.stack([flat.index_select(0, self.forward_index), backward])
 
-    def unpack(self, packed: torch.Tensor, batch_size: int, time: int) -> torch.Tensor:
-        """(2, N, H) -> (B, T, 2H) ``[forward; backward]``, both aligned with the input positions, zero at padding."""
+    def unpack(self, packed: torch.Tensor, batch_size: int, time: int, backward_reading_order: bool = False) -> torch.Tensor:
+        """(2, N, H) -> (B, T, 2H) ``[forward; backward]``, both aligned with the input positions, zero at padding
+        (the backward half in its own left-to-right reading order with ``backward_reading_order``)."""
         padded = packed.new_zeros(batch_size * time, 2, packed.shape[-1])
         padded[:, 0].index_copy_(0, self.forward_index, packed[0])
-        padded[:, 1].index_copy_(0, self.backward_index, packed[1])
+        padded[:, 1].index_copy_(0, self.forward_index if backward_reading_order else self.backward_index, packed[1])
         return padded.reshape(batch_size, time, 2 * packed.shape[-1])
 
     def sort(self, state: torch.Tensor) -> torch.Tensor:
@@ -468,6 +482,7 @@ def fast_encoder_forward(
     lengths: torch.LongTensor,
     state: tuple[torch.Tensor, torch.Tensor],
     forget_gate_bias: float,
+    backward_token_embeddings: torch.Tensor | None = None,
 ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes)."""
     batch_size, time, _ = token_embeddings.shape
@@ -475,7 +490,10 @@ def fast_encoder_forward(
     layer_weights = _prepare_weights(encoder, forget_gate_bias)
     compute_dtype = layer_weights[0].input_projection[0].weight.dtype
     packing = PackedBatch.build(lengths, time)
-    layer_inputs = packing.pack(token_embeddings.to(compute_dtype))  # (2, N, P)
+    backward_reading_order = backward_token_embeddings is not None
+    if backward_reading_order:
+        backward_token_embeddings = backward_token_embeddings.to(compute_dtype)
+    layer_inputs = packing.pack(token_embeddings.to(compute_dtype), backward_token_embeddings)  # (2, N, P)
     layer_outputs, final_hidden, final_cell = [], [], []
     for layer_index, weights in enumerate(layer_weights):
         outputs, hidden, cell = _run_layer(
@@ -488,7 +506,7 @@ def fast_encoder_forward(
         # Residual from the second layer on, added to the output only (never to the recurrent state).
         if encoder.use_skip_connections and layer_index > 0:
             outputs += layer_inputs
-        layer_outputs.append(packing.unpack(outputs, batch_size, time))
+        layer_outputs.append(packing.unpack(outputs, batch_size, time, backward_reading_order))
         final_hidden.append(packing.unsort(hidden))
         final_cell.append(packing.unsort(cell))
         layer_inputs = outputs

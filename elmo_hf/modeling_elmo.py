@@ -226,6 +226,9 @@ class ELMoEncoder(nn.Module):
         self.backward_layers = nn.ModuleList(ELMoLstmLayer(config.projection_dim, config) for _ in range(config.num_lstm_layers))
         self.register_buffer("initial_hidden_state", torch.zeros(config.num_lstm_layers, 2, config.projection_dim))
         self.register_buffer("initial_cell_state", torch.zeros(config.num_lstm_layers, 2, config.lstm_cell_size))
+        # bilm-tf's training dropout on every layer's input (a DropoutWrapper around the residual wrapper, so the skip
+        # connection adds the dropped-out input). Identity in eval mode.
+        self.layer_input_dropout = nn.Dropout(config.lm_dropout)
         self.inference_path = "auto"  # see ELMoModel.set_inference_path
 
     def default_state(self, batch_size: int) -> LstmState:
@@ -240,15 +243,26 @@ class ELMoEncoder(nn.Module):
         return super()._apply(fn, *args, **kwargs)
 
     def forward(
-        self, token_embeddings: torch.Tensor, lengths: torch.LongTensor, state: LstmState
+        self,
+        token_embeddings: torch.Tensor,
+        lengths: torch.LongTensor,
+        state: LstmState,
+        backward_token_embeddings: torch.Tensor | None = None,
     ) -> tuple[list[torch.Tensor], LstmState]:
         """Runs the biLM; see ``reference_forward`` for the arguments and what is computed."""
-        if use_fast_path(self, token_embeddings, *state):
-            return fast_encoder_forward(self, token_embeddings, lengths, state, forget_gate_bias=FORGET_GATE_BIAS)
-        return self.reference_forward(token_embeddings, lengths, state)
+        extra_inputs = () if backward_token_embeddings is None else (backward_token_embeddings,)
+        if use_fast_path(self, token_embeddings, *state, *extra_inputs):
+            return fast_encoder_forward(
+                self, token_embeddings, lengths, state, FORGET_GATE_BIAS, backward_token_embeddings
+            )
+        return self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
 
     def reference_forward(
-        self, token_embeddings: torch.Tensor, lengths: torch.LongTensor, state: LstmState
+        self,
+        token_embeddings: torch.Tensor,
+        lengths: torch.LongTensor,
+        state: LstmState,
+        backward_token_embeddings: torch.Tensor | None = None,
     ) -> tuple[list[torch.Tensor], LstmState]:
         """The definition of the biLM.
 
@@ -256,16 +270,28 @@ class ELMoEncoder(nn.Module):
             token_embeddings: (batch, time, P), sentences with boundaries, zero at padding.
             lengths: (batch,) real positions per row (boundaries included).
             state: (hidden (L, 2, batch, P), cell (L, 2, batch, D)).
+            backward_token_embeddings: (batch, time, P), optional. By default the backward stack reads each row of
+                ``token_embeddings`` reversed within its length. When given (pre-training on bilm-tf's reversed
+                stream, see ``ELMoForPreTraining``), the backward stack reads this tensor left to right instead, with
+                the same ``lengths``, and its outputs stay in that reading order.
 
         Returns:
-            L tensors (batch, time, 2P), ``[forward_l; backward_l]`` aligned with the input positions, and the state
-            after the batch (forward: after the last real position; backward: after position 0).
+            L tensors (batch, time, 2P), ``[forward_l; backward_l]`` aligned with the input positions (the backward
+            half with ``backward_token_embeddings``' positions when given), and the state after the batch (forward:
+            after the last real position; backward: after the last position it read, i.e. position 0 by default).
         """
         hidden_state, cell_state = state
+        reads_separate_backward_input = backward_token_embeddings is not None
         forward_input = token_embeddings
-        backward_input = reverse_padded_sequences(token_embeddings, lengths)
+        backward_input = (
+            backward_token_embeddings
+            if reads_separate_backward_input
+            else reverse_padded_sequences(token_embeddings, lengths)
+        )
         layer_outputs, final_hidden, final_cell = [], [], []
         for layer_index, (forward_layer, backward_layer) in enumerate(zip(self.forward_layers, self.backward_layers)):
+            forward_input = self.layer_input_dropout(forward_input)
+            backward_input = self.layer_input_dropout(backward_input)
             forward_output, (forward_hidden, forward_cell) = forward_layer(
                 forward_input, lengths, (hidden_state[layer_index, 0], cell_state[layer_index, 0])
             )
@@ -276,7 +302,8 @@ class ELMoEncoder(nn.Module):
             if self.use_skip_connections and layer_index > 0:
                 forward_output = forward_output + forward_input
                 backward_output = backward_output + backward_input
-            layer_outputs.append(torch.cat([forward_output, reverse_padded_sequences(backward_output, lengths)], dim=-1))
+            aligned_backward = backward_output if reads_separate_backward_input else reverse_padded_sequences(backward_output, lengths)
+            layer_outputs.append(torch.cat([forward_output, aligned_backward], dim=-1))
             final_hidden.append(torch.stack([forward_hidden, backward_hidden]))
             final_cell.append(torch.stack([forward_cell, backward_cell]))
             forward_input, backward_input = forward_output, backward_output

@@ -1,0 +1,405 @@
+"""ELMo pre-training: the biLM objective of Peters et al. (2018), section 3.1.
+
+``ELMoForPreTraining`` is ``ELMoModel`` plus one word-level softmax shared by the two directions: the forward LM
+predicts the next word from the top forward LSTM layer, the backward LM the previous word from the top backward
+layer, and the loss is the mean of the two directions' mean negative log-likelihoods (bilm-tf's joint loss). The
+token layer (character CNN) is shared too; the LSTM stacks are separate.
+
+Two regimes, chosen by the batch (see docs/pretraining.md and docs/pretraining-data.md):
+
+- **Per sentence** (``DataCollatorForBiLM``): ``input_ids`` (B, T, 50) are sentences; the model adds ``<S>`` /
+  ``</S>`` and predicts ``next_word_labels`` / ``previous_word_labels`` of shape (B, T) (word positions only) or
+  (B, T + 2) (the collator's ``label_boundary_positions=True``: also ``<S>`` -> w1 and ``</S>`` -> wn, as bilm-tf).
+- **Windows with state carried across batches** (``WindowedBiLMStream``, the original's regime): the batch also has
+  ``backward_input_ids`` (bilm-tf's reversed stream, read left to right by the backward stack), ``window_index`` and
+  ``row_index``. Nothing is added around the windows (the stream holds the boundaries) and the LSTM state of each
+  row is carried to the next batch. The state is the caller's when ``lstm_state`` is passed; otherwise the model
+  carries it itself from one call to the next, keyed by train/eval mode, restarting at ``window_index == 0``.
+
+Training with ``config.softmax_num_samples > 0`` uses a sampled softmax (``sampled_softmax_negative_log_likelihood``);
+in eval mode the full softmax always runs, so the reported per-direction perplexity is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers.utils import ModelOutput, logging
+
+from .configuration_elmo import ELMoConfig
+from .modeling_elmo import ELMoModel, ELMoPreTrainedModel, LstmState
+
+logger = logging.get_logger(__name__)
+
+IGNORE_INDEX = -100
+DIRECTIONS = ("forward", "backward")
+
+
+@dataclass
+class ELMoForPreTrainingOutput(ModelOutput):
+    r"""
+    Outputs of [`ELMoForPreTraining`]. T' is the number of positions predicted from (T words, T + 2 with boundary
+    labels, or the window length).
+
+    Args:
+        loss (`torch.FloatTensor` of shape `()`, returned when labels are given):
+            bilm-tf's joint loss: the mean of the forward and the backward mean negative log-likelihoods (sampled
+            softmax in training when `config.softmax_num_samples > 0`, otherwise exact).
+        negative_log_likelihood (`torch.FloatTensor` of shape `(2,)`, returned when labels are given):
+            Summed negative log-likelihood of the batch's predictions, `[forward, backward]`, from the same softmax
+            as `loss`. Summed over batches and divided by `num_predictions` it gives the exact per-direction mean
+            NLL of a dataset; exp of that is its perplexity (see `perplexity_from_totals`).
+        num_predictions (`torch.LongTensor` of shape `(2,)`, returned when labels are given):
+            Number of labels that are not -100, `[forward, backward]`.
+        forward_logits (`torch.FloatTensor` of shape `(batch, T', word_vocab_size)`, with `return_logits=True`):
+            Full-softmax logits of the next word at each position.
+        backward_logits (`torch.FloatTensor` of shape `(batch, T', word_vocab_size)`, with `return_logits=True`):
+            Full-softmax logits of the previous word (aligned with `backward_input_ids` in the windowed regime).
+        lstm_state (`tuple(torch.FloatTensor)`, with `return_lstm_state=True`):
+            `(hidden, cell)` after the batch, as in [`ELMoModelOutput`].
+    """
+
+    loss: torch.FloatTensor | None = None
+    negative_log_likelihood: torch.FloatTensor | None = None
+    num_predictions: torch.LongTensor | None = None
+    forward_logits: torch.FloatTensor | None = None
+    backward_logits: torch.FloatTensor | None = None
+    lstm_state: LstmState | None = None
+
+
+def log_uniform_log_probabilities(word_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """log P(id) of the log-uniform (Zipfian) distribution over ids ``0 .. vocab_size - 1``:
+    ``P(k) = (log(k + 2) - log(k + 1)) / log(vocab_size + 1)``, TF's default candidate sampler, a good proposal when
+    ids are frequency ranks (as ``ELMoWordVocabulary`` makes them)."""
+    word_ids = word_ids.to(torch.float64)
+    probabilities = (torch.log1p(1.0 / (word_ids + 1.0))) / math.log(vocab_size + 1)
+    return torch.log(probabilities).to(torch.float32)
+
+
+def sample_log_uniform(num_samples: int, vocab_size: int, device: torch.device) -> torch.LongTensor:
+    """``num_samples`` ids drawn with replacement from the log-uniform distribution (inverse CDF)."""
+    uniform = torch.rand(num_samples, device=device, dtype=torch.float64)
+    ids = torch.floor(torch.exp(uniform * math.log(vocab_size + 1))).long() - 1
+    return ids.clamp_(0, vocab_size - 1)
+
+
+def sampled_softmax_negative_log_likelihood(
+    hidden: torch.Tensor, targets: torch.LongTensor, softmax: nn.Linear, num_samples: int
+) -> torch.Tensor:
+    """Sampled-softmax NLL (Jean et al. 2015, as TF's ``sampled_softmax_loss``): the target against ``num_samples``
+    negatives drawn once for the batch, every logit corrected by ``-log(expected count)`` so the estimate is
+    consistent, and accidental hits (a negative equal to the target) removed.
+
+    Args:
+        hidden: (N, P) top-layer outputs.
+        targets: (N,) word ids.
+        softmax: the shared ``nn.Linear(P, V)``.
+        num_samples: negatives per batch, drawn with replacement.
+
+    Returns:
+        (N,) negative log-likelihood of each target among itself and the negatives.
+    """
+    vocab_size = softmax.out_features
+    negatives = sample_log_uniform(num_samples, vocab_size, hidden.device)  # (S,)
+    log_expected_count_of = lambda ids: math.log(num_samples) + log_uniform_log_probabilities(ids, vocab_size)  # noqa: E731
+    target_logits = (hidden * softmax.weight[targets]).sum(dim=-1) + softmax.bias[targets]  # (N,)
+    target_logits = target_logits - log_expected_count_of(targets)
+    negative_logits = hidden @ softmax.weight[negatives].T + softmax.bias[negatives]  # (N, S)
+    negative_logits = negative_logits - log_expected_count_of(negatives)
+    accidental_hits = negatives.unsqueeze(0) == targets.unsqueeze(1)  # (N, S)
+    negative_logits = negative_logits.masked_fill(accidental_hits, torch.finfo(negative_logits.dtype).min)
+    logits = torch.cat([target_logits.unsqueeze(1), negative_logits], dim=1)  # (N, 1 + S)
+    return -torch.log_softmax(logits, dim=-1)[:, 0]
+
+
+def perplexity_from_totals(negative_log_likelihood: torch.Tensor, num_predictions: torch.Tensor) -> dict[str, float]:
+    """Exact perplexities from summed outputs: ``negative_log_likelihood`` and ``num_predictions`` of shape (2,)
+    (or (N, 2), summed over N batches). Returns forward / backward perplexity, their mean NLL, and ``perplexity``
+    = exp of the mean of the two directions' mean NLL (what bilm-tf reports)."""
+    totals = torch.as_tensor(negative_log_likelihood, dtype=torch.float64).reshape(-1, 2).sum(dim=0)
+    counts = torch.as_tensor(num_predictions, dtype=torch.float64).reshape(-1, 2).sum(dim=0)
+    if (counts == 0).any():
+        raise ValueError(f"perplexity needs at least one prediction per direction, got counts {counts.tolist()}.")
+    mean_nll = totals / counts
+    return {
+        "forward_perplexity": math.exp(mean_nll[0]),
+        "backward_perplexity": math.exp(mean_nll[1]),
+        "forward_nll": float(mean_nll[0]),
+        "backward_nll": float(mean_nll[1]),
+        "perplexity": math.exp(float(mean_nll.mean())),
+        "num_forward_predictions": int(counts[0]),
+        "num_backward_predictions": int(counts[1]),
+    }
+
+
+def bilm_perplexity_metrics(eval_prediction) -> dict[str, float]:
+    """``compute_metrics`` for ``Trainer``: exact per-direction perplexities over the whole evaluation set.
+
+    ``Trainer`` concatenates each batch's non-loss outputs, ``negative_log_likelihood`` and ``num_predictions``
+    (2 values each), into the predictions; this sums them. (``Trainer``'s own ``eval_loss`` is a mean of batch
+    means, not the dataset's NLL.)"""
+    predictions = eval_prediction.predictions
+    if not isinstance(predictions, (tuple, list)) or len(predictions) != 2:
+        raise ValueError(
+            "bilm_perplexity_metrics expects the model's (negative_log_likelihood, num_predictions) outputs as "
+            f"predictions; got {type(predictions).__name__} of length {len(predictions) if isinstance(predictions, (tuple, list)) else 'n/a'}."
+        )
+    return perplexity_from_totals(torch.as_tensor(predictions[0]), torch.as_tensor(predictions[1]))
+
+
+class ELMoForPreTraining(ELMoPreTrainedModel):
+    """ELMo with its forward and backward language-model heads (one shared softmax over ``config.word_vocab_size``
+    words). See the module docstring for the two training regimes."""
+
+    # The loss is a mean per direction computed here; Trainer must not pass `num_items_in_batch` to forward.
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        if config.word_vocab_size < 3:
+            raise ValueError(
+                "ELMoForPreTraining needs config.word_vocab_size >= 3 (<S>, </S>, <UNK> and the words: "
+                f"len(ELMoWordVocabulary)), got {config.word_vocab_size}."
+            )
+        self.elmo = ELMoModel(config)
+        # bilm-tf's dropout on the top LSTM output before the softmax (training only).
+        self.output_dropout = nn.Dropout(config.lm_dropout)
+        self.softmax = nn.Linear(config.projection_dim, config.word_vocab_size)
+        # State carried between windowed batches when the caller passes none: {"train"|"eval": (next window, state)}.
+        self._carried_state: dict[str, tuple[int, LstmState]] = {}
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.softmax
+
+    def reset_carried_state(self) -> None:
+        """Forget the LSTM state carried between windowed batches (it also restarts at every ``window_index`` 0)."""
+        self._carried_state = {}
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        next_word_labels: torch.LongTensor | None = None,
+        previous_word_labels: torch.LongTensor | None = None,
+        backward_input_ids: torch.LongTensor | None = None,
+        window_index: torch.LongTensor | None = None,
+        row_index: torch.LongTensor | None = None,
+        lstm_state: LstmState | None = None,
+        return_lstm_state: bool = False,
+        return_logits: bool = False,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ELMoForPreTrainingOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`):
+                Per sentence: the sentences' character ids, as from [`ELMoTokenizer`]. Windowed: the forward
+                stream's tokens (boundaries included).
+            attention_mask (`torch.Tensor` of shape `(batch, T)`, *optional*):
+                1 at real tokens, 0 at (right) padding.
+            next_word_labels (`torch.LongTensor` of shape `(batch, T)` or `(batch, T + 2)`, *optional*):
+                Word id the forward LM must predict at each position, -100 where nothing is predicted. Per sentence,
+                T + 2 columns mean boundary positions are predicted too (`label_boundary_positions=True`).
+            previous_word_labels (`torch.LongTensor`, same shape as `next_word_labels`, *optional*):
+                Word id the backward LM must predict (aligned with `backward_input_ids` in the windowed regime).
+            backward_input_ids (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`, *optional*):
+                Windowed regime: the backward stream, read left to right by the backward stack. Its presence selects
+                the windowed regime.
+            window_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
+                Windowed regime: the batch's window number in the epoch (same in every row). When `lstm_state` is
+                not passed, the model carries the state from window k to k + 1 itself and restarts at 0.
+            row_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
+                Windowed regime: must be `0 .. batch - 1` (a check that batches are not split or shuffled).
+            lstm_state (`tuple(torch.FloatTensor)`, *optional*):
+                Explicit initial state `(hidden (L, 2, S, P), cell (L, 2, S, D))`, as for [`ELMoModel`].
+            return_lstm_state (`bool`, defaults to `False`):
+                Return the state after the batch.
+            return_logits (`bool`, defaults to `False`):
+                Return the full-softmax logits of both directions (batch x T' x vocabulary: large).
+        """
+        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
+        if extra:
+            raise TypeError(f"ELMoForPreTraining.forward() got unexpected argument(s) {sorted(extra)}.")
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if backward_input_ids is None:
+            if window_index is not None or row_index is not None:
+                raise ValueError("window_index / row_index belong to the windowed regime, which needs backward_input_ids.")
+            forward_hidden, backward_hidden, final_state = self._sentence_top_layer(
+                input_ids, attention_mask, next_word_labels, previous_word_labels, lstm_state, return_lstm_state
+            )
+        else:
+            forward_hidden, backward_hidden, final_state = self._window_top_layer(
+                input_ids, backward_input_ids, attention_mask, window_index, row_index, lstm_state
+            )
+
+        output = ELMoForPreTrainingOutput(lstm_state=final_state if return_lstm_state else None)
+        if return_logits:
+            output.forward_logits = self.softmax(forward_hidden)
+            output.backward_logits = self.softmax(backward_hidden)
+        if next_word_labels is not None or previous_word_labels is not None:
+            if next_word_labels is None or previous_word_labels is None:
+                raise ValueError("Pass both next_word_labels and previous_word_labels (the loss joins both directions).")
+            nll_sums, counts = [], []
+            for direction, hidden, labels in (
+                ("forward", forward_hidden, next_word_labels),
+                ("backward", backward_hidden, previous_word_labels),
+            ):
+                nll_sum, count = self._direction_negative_log_likelihood(direction, hidden, labels)
+                nll_sums.append(nll_sum)
+                counts.append(count)
+            output.negative_log_likelihood = torch.stack(nll_sums)  # (2,)
+            output.num_predictions = torch.tensor(counts, device=output.negative_log_likelihood.device)  # (2,)
+            # bilm-tf: 0.5 * (forward mean NLL + backward mean NLL).
+            output.loss = (output.negative_log_likelihood / output.num_predictions.clamp(min=1)).mean()
+        return output if return_dict else output.to_tuple()
+
+    def _sentence_top_layer(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None,
+        next_word_labels: torch.LongTensor | None,
+        previous_word_labels: torch.LongTensor | None,
+        lstm_state: LstmState | None,
+        return_lstm_state: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, LstmState | None]:
+        """Per-sentence regime: top forward and backward layers (B, T', P) each, T' = T or T + 2 (boundary labels)."""
+        num_words = input_ids.shape[1] if isinstance(input_ids, torch.Tensor) and input_ids.dim() == 3 else None
+        label_width = next(
+            (labels.shape[1] for labels in (next_word_labels, previous_word_labels) if isinstance(labels, torch.Tensor) and labels.dim() == 2),
+            num_words,
+        )
+        if num_words is not None and label_width not in (num_words, num_words + 2):
+            raise ValueError(
+                f"next_word_labels / previous_word_labels must have shape (batch, {num_words}) (word positions) or "
+                f"(batch, {num_words + 2}) (with the <S> / </S> positions), got width {label_width}."
+            )
+        elmo_output = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            lstm_state=lstm_state,
+            return_lstm_state=return_lstm_state,
+            keep_sentence_boundaries=label_width == (num_words or 0) + 2,
+        )
+        top_layer = self.output_dropout(elmo_output.last_hidden_state)  # (B, T', 2P)
+        forward_hidden, backward_hidden = top_layer.chunk(2, dim=-1)
+        return forward_hidden, backward_hidden, elmo_output.lstm_state
+
+    def _window_top_layer(
+        self,
+        input_ids: torch.LongTensor,
+        backward_input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None,
+        window_index: torch.LongTensor | None,
+        row_index: torch.LongTensor | None,
+        lstm_state: LstmState | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, LstmState]:
+        """Windowed regime: top forward layer (B, W, P) over ``input_ids``, top backward layer (B, W, P) over
+        ``backward_input_ids`` in its reading order, and the state after the window (carried when asked)."""
+        elmo = self.elmo
+        word_mask = elmo._validated_word_mask(input_ids, attention_mask)  # (B, W)
+        if not isinstance(backward_input_ids, torch.Tensor) or backward_input_ids.shape != input_ids.shape:
+            found = tuple(backward_input_ids.shape) if isinstance(backward_input_ids, torch.Tensor) else type(backward_input_ids).__name__
+            raise ValueError(f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got {found}.")
+        backward_mask = elmo._validated_word_mask(backward_input_ids, attention_mask)
+        batch_size = input_ids.shape[0]
+        window = self._validated_window_index(window_index, row_index, batch_size)
+
+        if lstm_state is None and window is not None:
+            lstm_state = self._state_carried_into(window, batch_size)
+        initial_state = elmo._initial_state_for_batch(lstm_state, batch_size)
+
+        # The character CNN runs once over both streams (they hold different tokens, as in bilm-tf).
+        both_streams = torch.cat([input_ids, backward_input_ids], dim=0)  # (2B, W, C)
+        token_embeddings = elmo.char_embeddings(both_streams) * torch.cat([word_mask, backward_mask]).unsqueeze(-1)
+        forward_tokens, backward_tokens = token_embeddings.split(batch_size, dim=0)  # (B, W, P) each
+        lengths = word_mask.sum(dim=1)  # (B,)
+        layer_outputs, final_state = elmo.encoder(forward_tokens, lengths, initial_state, backward_token_embeddings=backward_tokens)
+        final_state = elmo._merge_state(lstm_state, final_state, batch_size)
+        if window is not None:
+            # Truncated backpropagation through time: the carried state is a constant for the next window.
+            self._carried_state[self._mode] = (window + 1, tuple(part.detach() for part in final_state))
+
+        top_layer = self.output_dropout(layer_outputs[-1])  # (B, W, 2P)
+        forward_hidden, backward_hidden = top_layer.chunk(2, dim=-1)
+        return forward_hidden, backward_hidden, final_state
+
+    @property
+    def _mode(self) -> str:
+        return "train" if self.training else "eval"
+
+    def _validated_window_index(
+        self, window_index: torch.Tensor | None, row_index: torch.Tensor | None, batch_size: int
+    ) -> int | None:
+        if row_index is not None:
+            expected = torch.arange(batch_size, device=row_index.device)
+            if row_index.shape != (batch_size,) or not torch.equal(row_index.long(), expected):
+                raise ValueError(
+                    f"row_index must be 0 .. {batch_size - 1} (one batch of WindowedBiLMStream, rows in order), got "
+                    f"{row_index.tolist()}: use batch size = the stream's num_rows and dataloader_num_workers=0."
+                )
+        if window_index is None:
+            return None
+        if window_index.shape != (batch_size,) or (window_index != window_index[0]).any():
+            raise ValueError(f"window_index must hold one window number for all {batch_size} rows, got {window_index.tolist()}.")
+        return int(window_index[0])
+
+    def _state_carried_into(self, window: int, batch_size: int) -> LstmState | None:
+        """The state the previous window of this mode left, or None (initial state) at window 0."""
+        if window == 0:
+            self._carried_state.pop(self._mode, None)
+            return None
+        expected_window, state = self._carried_state.get(self._mode, (None, None))
+        if expected_window is None:
+            # E.g. Trainer resuming mid-epoch skips batches without running them: their state is lost.
+            logger.warning(
+                f"ELMoForPreTraining: window {window} arrives without a carried state ({self._mode} mode); starting "
+                "it from the initial state (expected after resuming in the middle of an epoch)."
+            )
+            return None
+        if window != expected_window:
+            raise ValueError(
+                f"window_index {window} does not follow window {expected_window - 1} ({self._mode} mode): windowed "
+                "batches must arrive in order (dataloader_num_workers=0, no shuffling), or call reset_carried_state()."
+            )
+        if state[0].shape[2] != batch_size:
+            raise ValueError(f"This window has {batch_size} rows but the carried state has {state[0].shape[2]}.")
+        return state
+
+    def _direction_negative_log_likelihood(
+        self, direction: str, hidden: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, int]:
+        """Summed NLL of one direction's labelled positions (sampled softmax in training when configured)."""
+        name = "next_word_labels" if direction == "forward" else "previous_word_labels"
+        if not isinstance(labels, torch.Tensor) or labels.shape != hidden.shape[:2]:
+            found = tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__
+            raise ValueError(f"{name} must have shape {tuple(hidden.shape[:2])} (batch, positions), got {found}.")
+        if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+            raise ValueError(f"{name} must hold integer word ids, got dtype {labels.dtype}.")
+        is_predicted = labels != IGNORE_INDEX  # (B, T')
+        targets = labels[is_predicted]  # (N,)
+        vocab_size = self.config.word_vocab_size
+        if targets.numel() and (targets.min() < 0 or targets.max() >= vocab_size):
+            raise ValueError(
+                f"{name} must be word ids in [0, {vocab_size}) or -100, got values in [{int(targets.min())}, {int(targets.max())}]."
+            )
+        selected = hidden[is_predicted]  # (N, P)
+        num_samples = self.config.softmax_num_samples
+        if self.training and 0 < num_samples < vocab_size:
+            nll = sampled_softmax_negative_log_likelihood(selected, targets, self.softmax, num_samples).sum()
+        else:
+            nll = F.cross_entropy(self.softmax(selected), targets, reduction="sum")
+        return nll, int(targets.numel())
+
+
+__all__ = [
+    "ELMoForPreTraining",
+    "ELMoForPreTrainingOutput",
+    "bilm_perplexity_metrics",
+    "perplexity_from_totals",
+    "sampled_softmax_negative_log_likelihood",
+]
