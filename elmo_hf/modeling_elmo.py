@@ -25,6 +25,7 @@ matmul per direction and step, pre-packed weights), which the dispatchers in ``E
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -380,13 +381,54 @@ class ELMoPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = False
 
     def _init_weights(self, module: nn.Module) -> None:
+        """bilm-tf's initialisation for a model trained from scratch (loaded weights are never touched).
+
+        transformers calls this only on modules that own parameters or buffers directly (for remote-code models it
+        skips the others), so the ELMo-specific rules are keyed on each leaf's parent module."""
         super()._init_weights(module)
+        parent = self._parent_module(module)
         if isinstance(module, ELMoScalarMix):
             init.zeros_(module.scalar_weights)
             init.ones_(module.gamma)
         elif isinstance(module, ELMoEncoder):
             init.zeros_(module.initial_hidden_state)
             init.zeros_(module.initial_cell_state)
+        elif isinstance(parent, ELMoCharacterEmbeddings) and module is parent.embedding:
+            init.uniform_(module.weight, -1.0, 1.0)
+            if not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[0])  # the padding token
+        elif isinstance(module, nn.Conv1d) and isinstance(parent, ELMoCharacterEmbeddings):
+            init.normal_(module.weight, std=math.sqrt(1.0 / (module.kernel_size[0] * module.in_channels)))
+            init.zeros_(module.bias)
+        elif isinstance(parent, ELMoCharacterEmbeddings) and module is parent.projection:
+            init.normal_(module.weight, std=math.sqrt(1.0 / module.in_features))
+            init.zeros_(module.bias)
+        elif isinstance(parent, ELMoHighway):
+            init.normal_(module.weight, std=math.sqrt(1.0 / module.in_features))
+            # Gate bias -2: the layer starts close to the identity (bilm-tf's carry bias).
+            init.constant_(module.bias, -2.0 if module is parent.gate else 0.0)
+        elif isinstance(parent, ELMoLstmLayer) and module is parent.state_projection:
+            init.xavier_uniform_(module.weight)
+        elif isinstance(parent, ELMoLstmLayer):
+            # TF's glorot_uniform over the cell's single kernel [input + P, 4D], which we store as two matrices.
+            limit = math.sqrt(6.0 / (parent.input_to_gates.in_features + parent.output_size + 4 * parent.cell_size))
+            init.uniform_(module.weight, -limit, limit)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+
+    def _parent_module(self, module: nn.Module | None) -> nn.Module | None:
+        """The module that holds ``module`` as a direct child (through a ModuleList: the list's owner)."""
+        if "_parents_for_init" not in self.__dict__:
+            parents = {}
+            for owner in self.modules():
+                for child in owner.children():
+                    parents[child] = owner
+            for module_list, owner in list(parents.items()):
+                if isinstance(module_list, nn.ModuleList):
+                    for child in module_list.children():
+                        parents[child] = owner
+            self.__dict__["_parents_for_init"] = parents
+        return self.__dict__["_parents_for_init"].get(module)
 
 
 class ELMoModel(ELMoPreTrainedModel):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ELMoConfig
@@ -172,6 +173,13 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         # State carried between windowed batches when the caller passes none: {"train"|"eval": (next window, state)}.
         self._carried_state: dict[str, tuple[int, LstmState]] = {}
         self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if module is self.softmax:
+            # bilm-tf's softmax initialisation.
+            init.normal_(module.weight, std=1.0 / math.sqrt(self.config.projection_dim))
+            init.zeros_(module.bias)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.softmax
