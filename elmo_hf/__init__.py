@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTok
 from .configuration_elmo import ELMoConfig
 from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
 from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
+from .lm_scoring import CorpusScore, ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from .tokenization_elmo import ELMoTokenizer
 
 __version__ = "0.1.0"
@@ -28,4 +29,9 @@ __all__ = [
     "ELMoForPreTraining",
     "ELMoForPreTrainingOutput",
     "bilm_perplexity_metrics",
+    "CorpusScore",
+    "ELMoLanguageModelScorer",
+    "LexicalSubstitute",
+    "SentenceScore",
+    "WordPrediction",
     "ELMoConfig", "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]

@@ -1,0 +1,569 @@
+"""Scoring text with a pre-trained ELMo biLM: sentence perplexity, next / previous words, in-context substitutes.
+
+``ELMoLanguageModelScorer`` wraps an [`ELMoForPreTraining`] (its shared word softmax), its [`ELMoTokenizer`] and its
+[`ELMoWordVocabulary`]. Every sentence is read as the per-sentence regime reads it (``<S> w1 ... wn </S>``, from the
+model's initial LSTM state), in eval mode (no dropout) under ``torch.inference_mode()``. Positions follow
+``ELMoModel(..., keep_sentence_boundaries=True)``: position 0 is ``<S>``, position i is word i (1-based), position
+n + 1 is ``</S>``. The forward LM at position j has read ``<S> w1 .. wj`` and predicts the word at j + 1; the
+backward LM at position j has read ``</S> wn .. wj`` and predicts the word at j - 1.
+
+- **Sentence perplexity** (``score``, ``score_sentence``): bilm-tf's n + 1 predictions per direction, forward
+  ``<S> -> w1, ..., wn -> </S>``, backward ``</S> -> wn, ..., w1 -> <S>`` (the ``label_boundary_positions=True``
+  layout of ``DataCollatorForBiLM``), with corpus totals that are exact (summed NLL / summed count).
+- **Next / previous words** (``next_words``, ``previous_words``): the forward LM after ``<S> context``, the backward
+  LM after ``</S> reversed context``.
+- **In-context substitutes** (``substitutes``): the word at position i predicted from both sides, the forward LM
+  at i - 1 and the backward LM at i + 1, combined as a product of experts; the word at i itself is never read.
+
+Design and worked examples: docs/pretraining.md, section "LM scoring".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from .data_elmo import IGNORE_INDEX, sentence_bilm_labels
+from .modeling_elmo_pretraining import ELMoForPreTraining
+from .tokenization_elmo import ELMoTokenizer
+from .vocabulary_elmo import (
+    BOS_WORD_ID,
+    EOS_WORD_ID,
+    UNK_WORD_ID,
+    VOCABULARY_FILE_NAME,
+    ELMoWordVocabulary,
+    check_sentence_words,
+)
+
+# Largest (rows x vocabulary) block of logits materialised at once when scoring: 2**24 float32 values = 64 MiB.
+# bilm-tf's 1B Word Benchmark vocabulary has 793,471 words; batch x positions x vocabulary logits would not fit.
+SOFTMAX_BLOCK_ELEMENTS = 2**24
+# Read in place of an empty context: the forward LM at <S> and the backward LM at </S> never read it.
+_PLACEHOLDER_WORD = "."
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------------------------
+def _joint_perplexity(forward_nll: float, backward_nll: float, num_predictions: int) -> float:
+    """bilm-tf's reported perplexity: exp of the mean of the two directions' mean NLL."""
+    return math.exp((forward_nll / num_predictions + backward_nll / num_predictions) / 2)
+
+
+@dataclass(frozen=True)
+class SentenceScore:
+    r"""
+    Language-model scores of one sentence of n words (natural logarithms).
+
+    Each direction makes n + 1 predictions: forward ``<S> -> w1, ..., wn -> </S>``, backward
+    ``</S> -> wn, ..., w1 -> <S>``. Words outside the vocabulary are scored as ``<UNK>``: the model only has to
+    predict "some rare word" there, so the perplexity of a sentence with unknown words is optimistic (lower than
+    the word's real surprisal would give) and not comparable with one of a sentence without them; check
+    ``num_unknown_words``.
+
+    Args:
+        words (`tuple[str, ...]`): the sentence's words, as read by the model.
+        forward_negative_log_likelihood (`float`): summed NLL of the n + 1 forward predictions.
+        backward_negative_log_likelihood (`float`): summed NLL of the n + 1 backward predictions.
+        num_predictions (`int`): predictions per direction, n + 1.
+        forward_prediction_nlls (`tuple[float, ...]`): NLL of each forward prediction, in sentence order of the
+            targets w1, ..., wn, `</S>` (n + 1 values).
+        backward_prediction_nlls (`tuple[float, ...]`): NLL of each backward prediction, in sentence order of the
+            targets `<S>`, w1, ..., wn (n + 1 values).
+        unknown_word_positions (`tuple[int, ...]`): 0-based positions of the words scored as `<UNK>`.
+    """
+
+    words: tuple[str, ...]
+    forward_negative_log_likelihood: float
+    backward_negative_log_likelihood: float
+    num_predictions: int
+    forward_prediction_nlls: tuple[float, ...]
+    backward_prediction_nlls: tuple[float, ...]
+    unknown_word_positions: tuple[int, ...]
+
+    @property
+    def num_unknown_words(self) -> int:
+        """Words scored as `<UNK>` (each is a target of both directions)."""
+        return len(self.unknown_word_positions)
+
+    @property
+    def forward_perplexity(self) -> float:
+        """exp(forward NLL / (n + 1))."""
+        return math.exp(self.forward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def backward_perplexity(self) -> float:
+        """exp(backward NLL / (n + 1))."""
+        return math.exp(self.backward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def perplexity(self) -> float:
+        """Joint perplexity, exp of the mean of the two directions' mean NLL (bilm-tf's figure); with the same
+        count in both directions, the geometric mean of `forward_perplexity` and `backward_perplexity`."""
+        return _joint_perplexity(
+            self.forward_negative_log_likelihood, self.backward_negative_log_likelihood, self.num_predictions
+        )
+
+
+@dataclass(frozen=True)
+class CorpusScore:
+    r"""
+    Scores of a list of sentences and their exact totals (summed NLL / summed count, not a mean of sentence
+    perplexities). Unknown words are scored as `<UNK>` (see [`SentenceScore`]), as bilm-tf's evaluation does.
+
+    Args:
+        sentences (`tuple[SentenceScore, ...]`): one score per input sentence, in input order.
+        forward_negative_log_likelihood (`float`): summed forward NLL of every sentence.
+        backward_negative_log_likelihood (`float`): summed backward NLL of every sentence.
+        num_predictions (`int`): predictions per direction, the sum of (n + 1) over sentences.
+        num_unknown_words (`int`): words scored as `<UNK>`.
+    """
+
+    sentences: tuple[SentenceScore, ...]
+    forward_negative_log_likelihood: float
+    backward_negative_log_likelihood: float
+    num_predictions: int
+    num_unknown_words: int
+
+    @property
+    def forward_perplexity(self) -> float:
+        return math.exp(self.forward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def backward_perplexity(self) -> float:
+        return math.exp(self.backward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def perplexity(self) -> float:
+        """exp of the mean of the two directions' mean NLL, as `perplexity_from_totals` and bilm-tf report it."""
+        return _joint_perplexity(
+            self.forward_negative_log_likelihood, self.backward_negative_log_likelihood, self.num_predictions
+        )
+
+
+@dataclass(frozen=True)
+class WordPrediction:
+    """One word of a one-direction top-k: `probability` under the full softmax (not renormalised after special
+    tokens are excluded from the list)."""
+
+    word: str
+    word_id: int
+    probability: float
+    log_probability: float
+
+
+@dataclass(frozen=True)
+class LexicalSubstitute:
+    """One in-context substitute: `probability` is the combined (product-of-experts) probability, renormalised over
+    the vocabulary's words; `forward_probability` / `backward_probability` are each direction's own softmax
+    probability of the word at that position."""
+
+    word: str
+    word_id: int
+    probability: float
+    forward_probability: float
+    backward_probability: float
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The scorer
+# ----------------------------------------------------------------------------------------------------------------
+def _check_k(k: Any) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"k must be an int >= 1 (how many words to return), got {k!r}")
+
+
+def _check_batch_size(batch_size: Any) -> None:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be an int >= 1 (sentences per model call), got {batch_size!r}")
+
+
+class ELMoLanguageModelScorer:
+    r"""
+    Scores text with the forward and backward language models of an [`ELMoForPreTraining`].
+
+    Sentences and contexts are a `str` (split into words by the tokenizer's `word_splitter`) or a list of words
+    (used as they are). The model is switched to eval mode for each call and back to its previous mode afterwards;
+    everything runs under `torch.inference_mode()` on the model's device.
+
+    The top layers come from `model.elmo(..., keep_sentence_boundaries=True)` and go through `model.softmax`,
+    which is what `ELMoForPreTraining.forward` computes in eval mode (its output dropout is off); the logits are
+    made `SOFTMAX_BLOCK_ELEMENTS` at a time, so a large vocabulary needs no batch x positions x vocabulary tensor.
+
+    Args:
+        model ([`ELMoForPreTraining`]): a model with its word softmax (`model.softmax`, `config.word_vocab_size`
+            classes).
+        tokenizer ([`ELMoTokenizer`]): the character tokenizer the model was trained with (its `word_splitter`
+            splits `str` inputs).
+        vocabulary ([`ELMoWordVocabulary`]): the softmax's words; `len(vocabulary)` must equal
+            `config.word_vocab_size`.
+
+    Example:
+
+    ```python
+    scorer = ELMoLanguageModelScorer.from_pretrained("models/my-elmo")  # as the pretraining CLI saves
+    scorer.score(["The cat sat on the mat .", ["a", "pre-split", "sentence"]]).perplexity
+    scorer.next_words("The cat", k=3)                      # [WordPrediction(word='sat', probability=...), ...]
+    scorer.substitutes("The cat sat on the mat .", position=2, k=3)   # [LexicalSubstitute(...), ...]
+    ```
+    """
+
+    def __init__(self, model: ELMoForPreTraining, tokenizer: ELMoTokenizer, vocabulary: ELMoWordVocabulary):
+        softmax = getattr(model, "softmax", None)
+        if not isinstance(softmax, nn.Linear) or not isinstance(getattr(model, "elmo", None), nn.Module):
+            raise TypeError(
+                "model must be an ELMoForPreTraining (an ELMo with its word softmax `model.softmax`), got "
+                f"{type(model).__name__}, which has no LM head: load the pre-trained checkpoint with "
+                "ELMoForPreTraining.from_pretrained."
+            )
+        config = model.config
+        vocab_size = getattr(config, "word_vocab_size", None)
+        if not isinstance(vocab_size, int) or vocab_size < 3 or softmax.out_features != vocab_size:
+            raise ValueError(
+                f"model.config.word_vocab_size must be the size of the model's softmax (>= 3), got {vocab_size!r} "
+                f"for a softmax of {softmax.out_features} words."
+            )
+        if not isinstance(tokenizer, ELMoTokenizer):
+            raise TypeError(f"tokenizer must be an ELMoTokenizer, got {type(tokenizer).__name__}")
+        if tokenizer.max_characters_per_token != config.max_characters_per_token:
+            raise ValueError(
+                f"tokenizer.max_characters_per_token ({tokenizer.max_characters_per_token}) must equal the model's "
+                f"config.max_characters_per_token ({config.max_characters_per_token})."
+            )
+        if not isinstance(vocabulary, ELMoWordVocabulary):
+            raise TypeError(f"vocabulary must be an ELMoWordVocabulary, got {type(vocabulary).__name__}")
+        if len(vocabulary) != vocab_size:
+            raise ValueError(
+                f"the vocabulary has {len(vocabulary)} words but the model's softmax has config.word_vocab_size = "
+                f"{vocab_size}: use the vocabulary the model was trained with."
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocabulary = vocabulary
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, device: str | torch.device | None = None
+    ) -> "ELMoLanguageModelScorer":
+        """
+        Load the model, tokenizer and vocabulary from one directory, written by `model.save_pretrained(directory)`,
+        `tokenizer.save_pretrained(directory)` and `vocabulary.save(directory)` (as the pretraining CLI saves).
+
+        Args:
+            directory (`str` or `Path`): the directory.
+            device (`str` or `torch.device`, *optional*): where the model runs (default: CPU).
+
+        Raises:
+            `FileNotFoundError` naming the directory and the missing files; `ValueError` when the checkpoint has no
+            trained softmax (e.g. one saved from `ELMoModel`).
+        """
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"{directory} is not a directory: expected one written by model.save_pretrained, "
+                "tokenizer.save_pretrained and vocabulary.save"
+            )
+        expected = (
+            ("config.json", "model.save_pretrained(directory)"),
+            ("tokenizer_config.json", "tokenizer.save_pretrained(directory)"),
+            (VOCABULARY_FILE_NAME, "vocabulary.save(directory), the LM heads' word vocabulary"),
+        )
+        missing = [f"{name} (written by {writer})" for name, writer in expected if not (directory / name).is_file()]
+        if missing:
+            raise FileNotFoundError(
+                f"{directory} lacks {'; '.join(missing)}. LM scoring needs the pre-trained model, its tokenizer and "
+                "its word vocabulary saved in one directory."
+            )
+        model, loading_info = ELMoForPreTraining.from_pretrained(directory, output_loading_info=True)
+        missing_weights = sorted(loading_info.get("missing_keys", ()))
+        if missing_weights:
+            raise ValueError(
+                f"{directory} holds no trained weights for {missing_weights}: LM scoring needs a checkpoint saved "
+                "from ELMoForPreTraining (with its word softmax)."
+            )
+        if device is not None:
+            model = model.to(device)
+        return cls(model, ELMoTokenizer.from_pretrained(directory), ELMoWordVocabulary.load(directory))
+
+    # ---- inputs ----
+    def _words(self, sentence: Any, where: str, allow_empty: bool = False) -> list[str]:
+        """The words of a `str` (split by the tokenizer) or a list of words, checked; `where` names the input."""
+        if isinstance(sentence, str):
+            words = self.tokenizer.tokenize(sentence)
+            where = f"{where} ({sentence[:40]!r} split by the {self.tokenizer.word_splitter!r} splitter)"
+        else:
+            words = sentence
+        words = check_sentence_words(words, where)
+        if not words and not allow_empty:
+            raise ValueError(f"{where} has no words: a sentence needs at least one word to be scored")
+        return words
+
+    @contextlib.contextmanager
+    def _evaluating(self) -> Iterator[None]:
+        """Eval mode and inference mode for the duration of a call; every module's mode is restored afterwards."""
+        modes = [(module, module.training) for module in self.model.modules()]
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            for module, training in modes:
+                module.training = training
+
+    # ---- the model ----
+    def _top_layers(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top forward and backward layers, (B, T + 2, P) each, at positions `<S> w1 .. wn </S>` (then padding)."""
+        encoding = self.tokenizer(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")
+        device = self.model.softmax.weight.device
+        output = self.model.elmo(
+            encoding["input_ids"].to(device),
+            attention_mask=encoding["attention_mask"].to(device),
+            keep_sentence_boundaries=True,
+        )
+        forward_hidden, backward_hidden = output.last_hidden_state.chunk(2, dim=-1)  # (B, T + 2, P) each
+        return forward_hidden, backward_hidden
+
+    def _log_probabilities(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(V,) float64 log-softmax of the word softmax at one position's hidden state (P,)."""
+        return torch.log_softmax(self.model.softmax(hidden).double(), dim=-1)
+
+    def _target_log_probabilities(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(N,) log p(target) for hidden states (N, P), the logits made a block of rows at a time."""
+        rows_per_block = max(1, SOFTMAX_BLOCK_ELEMENTS // self.model.softmax.out_features)
+        pieces = []
+        for start in range(0, hidden.shape[0], rows_per_block):
+            logits = self.model.softmax(hidden[start : start + rows_per_block]).float()  # (rows, V)
+            log_probabilities = torch.log_softmax(logits, dim=-1)
+            pieces.append(log_probabilities.gather(1, targets[start : start + rows_per_block, None]).squeeze(1))
+        return torch.cat(pieces) if pieces else hidden.new_zeros(0)
+
+    # ---- 1. sentence perplexity ----
+    def score(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32) -> CorpusScore:
+        """
+        Forward, backward and joint perplexity of every sentence, and of all of them together.
+
+        Args:
+            sentences (`list`): each a `str` (split into words by the tokenizer) or a list of words. At least one
+                sentence, every sentence at least one word.
+            batch_size (`int`, *optional*, defaults to 32): sentences per model call. Sentences are grouped by
+                length (less padding); the scores do not depend on the grouping.
+
+        Returns:
+            [`CorpusScore`]: per-sentence [`SentenceScore`]s in input order, and exact totals.
+        """
+        if isinstance(sentences, str) or not isinstance(sentences, Sequence):
+            raise TypeError(
+                "sentences must be a list of sentences (each a str or a list of words), got "
+                f"{type(sentences).__name__}; for one sentence use score_sentence"
+            )
+        if not sentences:
+            raise ValueError("sentences is empty: give at least one sentence to score")
+        _check_batch_size(batch_size)
+        all_words = [self._words(sentence, f"sentence {index}") for index, sentence in enumerate(sentences)]
+        by_length = sorted(range(len(all_words)), key=lambda index: len(all_words[index]))
+        scores: list[SentenceScore | None] = [None] * len(all_words)
+        with self._evaluating():
+            for start in range(0, len(by_length), batch_size):
+                indices = by_length[start : start + batch_size]
+                for index, score in zip(indices, self._score_batch([all_words[index] for index in indices])):
+                    scores[index] = score
+        return CorpusScore(
+            sentences=tuple(scores),
+            forward_negative_log_likelihood=math.fsum(score.forward_negative_log_likelihood for score in scores),
+            backward_negative_log_likelihood=math.fsum(score.backward_negative_log_likelihood for score in scores),
+            num_predictions=sum(score.num_predictions for score in scores),
+            num_unknown_words=sum(score.num_unknown_words for score in scores),
+        )
+
+    def score_sentence(self, sentence: str | Sequence[str]) -> SentenceScore:
+        """[`SentenceScore`] of one sentence (a `str` or a list of words); see `score`."""
+        return self.score([sentence], batch_size=1).sentences[0]
+
+    def _score_batch(self, sentences: list[list[str]]) -> list[SentenceScore]:
+        forward_hidden, backward_hidden = self._top_layers(sentences)  # (B, T + 2, P) each
+        num_positions = forward_hidden.shape[1]
+        word_ids = [self.vocabulary.encode(words) for words in sentences]
+        # bilm-tf's targets: <S> -> w1 .. wn -> </S> forward, </S> -> wn .. w1 -> <S> backward (-100 elsewhere).
+        next_word_labels = torch.full((len(sentences), num_positions), IGNORE_INDEX, dtype=torch.long)
+        previous_word_labels = torch.full_like(next_word_labels, IGNORE_INDEX)
+        for row, ids in enumerate(word_ids):
+            next_ids, previous_ids = sentence_bilm_labels(ids, label_boundary_positions=True)  # n + 2 each
+            next_word_labels[row, : len(next_ids)] = torch.tensor(next_ids)
+            previous_word_labels[row, : len(previous_ids)] = torch.tensor(previous_ids)
+        counts = [len(ids) + 1 for ids in word_ids]
+        nlls = {}
+        for direction, hidden, labels in (
+            ("forward", forward_hidden, next_word_labels),
+            ("backward", backward_hidden, previous_word_labels),
+        ):
+            labels = labels.to(hidden.device)
+            is_predicted = labels != IGNORE_INDEX  # (B, T + 2); row-major order keeps each sentence's targets in order
+            log_probabilities = self._target_log_probabilities(hidden[is_predicted], labels[is_predicted])
+            nlls[direction] = (-log_probabilities).double().cpu().split(counts)
+        scores = []
+        for row, words in enumerate(sentences):
+            forward_nlls, backward_nlls = nlls["forward"][row], nlls["backward"][row]
+            scores.append(
+                SentenceScore(
+                    words=tuple(words),
+                    forward_negative_log_likelihood=float(forward_nlls.sum()),
+                    backward_negative_log_likelihood=float(backward_nlls.sum()),
+                    num_predictions=counts[row],
+                    forward_prediction_nlls=tuple(forward_nlls.tolist()),
+                    backward_prediction_nlls=tuple(backward_nlls.tolist()),
+                    unknown_word_positions=tuple(
+                        position for position, word_id in enumerate(word_ids[row]) if word_id == UNK_WORD_ID
+                    ),
+                )
+            )
+        return scores
+
+    # ---- 2. next and previous words ----
+    def next_words(
+        self,
+        context: str | Sequence[str],
+        k: int = 10,
+        exclude_unknown: bool = True,
+        exclude_end_of_sentence: bool = False,
+    ) -> list[WordPrediction]:
+        """
+        The k most likely words after `context` at the start of a sentence: the forward LM after reading
+        `<S> context`. An empty context gives the likeliest first words of a sentence.
+
+        `<S>` (never a forward target) is always left out; `<UNK>` is left out unless `exclude_unknown=False`;
+        `</S>` ("the sentence ends here") is kept unless `exclude_end_of_sentence=True`. Probabilities are those
+        of the full softmax; fewer than k words come back when the vocabulary has fewer candidates.
+        """
+        _check_k(k)
+        words = self._words(context, "context", allow_empty=True)
+        with self._evaluating():
+            forward_hidden, _ = self._top_layers([words or [_PLACEHOLDER_WORD]])
+            # Position len(words) has read <S> w1 .. wn (position 0, <S> alone, for an empty context).
+            log_probabilities = self._log_probabilities(forward_hidden[0, len(words)])
+        excluded = {BOS_WORD_ID}
+        if exclude_unknown:
+            excluded.add(UNK_WORD_ID)
+        if exclude_end_of_sentence:
+            excluded.add(EOS_WORD_ID)
+        return self._top_words(log_probabilities, k, excluded)
+
+    def previous_words(
+        self,
+        context: str | Sequence[str],
+        k: int = 10,
+        exclude_unknown: bool = True,
+        exclude_begin_of_sentence: bool = False,
+    ) -> list[WordPrediction]:
+        """
+        The k most likely words before `context` at the end of a sentence: the backward LM after reading
+        `</S> wn .. w1` (what precedes the context's first word). An empty context gives the likeliest last words.
+
+        `</S>` (never a backward target) is always left out; `<UNK>` is left out unless `exclude_unknown=False`;
+        `<S>` ("the context starts the sentence") is kept unless `exclude_begin_of_sentence=True`. Probabilities are
+        those of the full softmax.
+        """
+        _check_k(k)
+        words = self._words(context, "context", allow_empty=True)
+        with self._evaluating():
+            _, backward_hidden = self._top_layers([words or [_PLACEHOLDER_WORD]])
+            # Position 1 (w1) has read </S> wn .. w1; for an empty context, position 2 (</S> after the placeholder).
+            log_probabilities = self._log_probabilities(backward_hidden[0, 1 if words else 2])
+        excluded = {EOS_WORD_ID}
+        if exclude_unknown:
+            excluded.add(UNK_WORD_ID)
+        if exclude_begin_of_sentence:
+            excluded.add(BOS_WORD_ID)
+        return self._top_words(log_probabilities, k, excluded)
+
+    def _top_words(self, log_probabilities: torch.Tensor, k: int, excluded: set[int]) -> list[WordPrediction]:
+        candidates = log_probabilities.clone()
+        candidates[sorted(excluded)] = -math.inf
+        num_candidates = len(candidates) - len(excluded)
+        top = torch.topk(candidates, min(k, num_candidates))
+        return [
+            WordPrediction(
+                word=self.vocabulary.id_to_word(word_id),
+                word_id=word_id,
+                probability=math.exp(log_probability),
+                log_probability=log_probability,
+            )
+            for log_probability, word_id in zip(top.values.tolist(), top.indices.tolist())
+        ]
+
+    # ---- 3. in-context substitutes ----
+    def substitutes(
+        self,
+        sentence: str | Sequence[str],
+        position: int,
+        k: int = 10,
+        exclude_original: bool = True,
+        exclude_unknown: bool = True,
+    ) -> list[LexicalSubstitute]:
+        """
+        Words that fit at `position` of `sentence`, predicted by both LMs from the rest of the sentence.
+
+        The forward LM has read `<S> w1 .. w(i-1)` and the backward LM `</S> wn .. w(i+1)`; neither reads the word
+        at `position`, so it does not influence the result. Their distributions are combined as a product of
+        experts, log p(w) = log p_fwd(w) + log p_bwd(w) - log Z, normalised over the vocabulary's words (every id
+        but `<S>` and `</S>`, which cannot fill a word position; `<UNK>` included).
+
+        Args:
+            sentence (`str` or list of words): the sentence.
+            position (`int`): 0-based index of the word to replace, in [0, number of words).
+            k (`int`, *optional*, defaults to 10): how many substitutes.
+            exclude_original (`bool`, *optional*, defaults to `True`): leave out the word at `position` (its id;
+                `<UNK>` for an unknown word).
+            exclude_unknown (`bool`, *optional*, defaults to `True`): leave out `<UNK>`.
+
+        Returns:
+            `list[LexicalSubstitute]`, most probable first (probabilities not renormalised after exclusions).
+        """
+        _check_k(k)
+        words = self._words(sentence, "sentence")
+        if not isinstance(position, int) or isinstance(position, bool) or not 0 <= position < len(words):
+            raise ValueError(
+                f"position must be an int in [0, {len(words)}) (the index of a word of this {len(words)}-word "
+                f"sentence {' '.join(words)[:60]!r}), got {position!r}"
+            )
+        with self._evaluating():
+            forward_hidden, backward_hidden = self._top_layers([words])
+            # Word `position` sits at position + 1 (after <S>): forward from position, backward from position + 2.
+            forward_log_probabilities = self._log_probabilities(forward_hidden[0, position])
+            backward_log_probabilities = self._log_probabilities(backward_hidden[0, position + 2])
+        joint = forward_log_probabilities + backward_log_probabilities
+        joint[[BOS_WORD_ID, EOS_WORD_ID]] = -math.inf
+        combined = joint - torch.logsumexp(joint, dim=0)
+        excluded = {BOS_WORD_ID, EOS_WORD_ID}
+        if exclude_unknown:
+            excluded.add(UNK_WORD_ID)
+        if exclude_original:
+            excluded.add(self.vocabulary.word_to_id(words[position]))
+        candidates = combined.clone()
+        candidates[sorted(excluded)] = -math.inf
+        top = torch.topk(candidates, min(k, len(candidates) - len(excluded)))
+        return [
+            LexicalSubstitute(
+                word=self.vocabulary.id_to_word(word_id),
+                word_id=word_id,
+                probability=math.exp(float(combined[word_id])),
+                forward_probability=math.exp(float(forward_log_probabilities[word_id])),
+                backward_probability=math.exp(float(backward_log_probabilities[word_id])),
+            )
+            for word_id in top.indices.tolist()
+        ]
+
+
+__all__ = [
+    "CorpusScore",
+    "ELMoLanguageModelScorer",
+    "LexicalSubstitute",
+    "SentenceScore",
+    "WordPrediction",
+]
