@@ -1,14 +1,17 @@
 """elmo-hf: ELMo (Peters et al. 2018) as a Hugging Face transformers model.
 
 Importing the package registers the ELMo classes with the transformers Auto classes (`AutoConfig`, `AutoModel`,
-`AutoTokenizer`) and marks them for remote code: `save_pretrained` writes `auto_map` entries and copies the module
-files next to the weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
+`AutoTokenizer`; `AutoModelForTokenClassification` and `AutoModelForSequenceClassification` for the task heads)
+and marks them for remote code: `save_pretrained` writes `auto_map` entries and copies the module files next to the
+weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTokenizer
+from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 from .configuration_elmo import ELMoConfig
 from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
+from .modeling_elmo_downstream import ELMoForSequenceClassification, ELMoForTokenClassification
 from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
 from .lm_scoring import CorpusScore, ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from .tokenization_elmo import ELMoTokenizer
@@ -17,11 +20,15 @@ __version__ = "0.1.0"
 
 AutoConfig.register(ELMoConfig.model_type, ELMoConfig, exist_ok=True)
 AutoModel.register(ELMoConfig, ELMoModel, exist_ok=True)
+AutoModelForTokenClassification.register(ELMoConfig, ELMoForTokenClassification, exist_ok=True)
+AutoModelForSequenceClassification.register(ELMoConfig, ELMoForSequenceClassification, exist_ok=True)
 AutoModelForPreTraining.register(ELMoConfig, ELMoForPreTraining, exist_ok=True)
 AutoTokenizer.register(ELMoConfig, tokenizer_class=ELMoTokenizer, exist_ok=True)
 
 ELMoConfig.register_for_auto_class()
 ELMoModel.register_for_auto_class("AutoModel")
+ELMoForTokenClassification.register_for_auto_class("AutoModelForTokenClassification")
+ELMoForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 ELMoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ELMoTokenizer.register_for_auto_class("AutoTokenizer")
 
@@ -34,4 +41,7 @@ __all__ = [
     "LexicalSubstitute",
     "SentenceScore",
     "WordPrediction",
-    "ELMoConfig", "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]
+    "ELMoConfig",
+    "ELMoForSequenceClassification",
+    "ELMoForTokenClassification",
+    "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer"]

@@ -1,0 +1,433 @@
+"""Downstream task heads on ELMo: the paper's stage 2 (Peters et al. 2018, section 3.3).
+
+The biLM is pre-trained once; each task then freezes it and learns its own mix of the biLM's L + 1 layers,
+
+    ELMo_k = gamma * sum_j softmax(w)_j h_{k,j}
+
+(``ELMoScalarMix``, one ``w`` and ``gamma`` per mix), which is concatenated with a context-independent word vector
+``x_k`` and fed to a task model. Dropout is applied to ELMo, and ``lambda * ||w||^2`` is added to the loss.
+Optionally a second, independent mix is concatenated to the task model's output. Per word k, in the order the code
+runs (config fields in brackets, see [`ELMoConfig`]):
+
+1. The biLM (``ELMoModel``) computes ``hidden_states`` h_{k,0..L} (2P each). Frozen [``task_freeze_elmo``, default]:
+   its parameters have ``requires_grad=False`` and it runs in eval mode under ``torch.no_grad()``, so its fast
+   inference path is used. Without ELMo [``task_use_elmo=False``] only its character CNN runs.
+2. ``x_k`` [``task_input_embeddings``]: the biLM's own token layer (P wide), or nothing.
+3. ``ELMo_k^in = dropout(mix_in(h_k))`` [``task_mix_positions`` contains ``"input"``, ``task_mix_dropout``].
+4. The task encoder [``task_encoder_layers``, ``task_encoder_hidden_size``, ``task_dropout``]: a bidirectional
+   ``nn.LSTM`` over ``[x_k; ELMo_k^in]``, run on packed sequences so padding never reaches the backward direction,
+   then dropout: ``r_k`` (2H). With 0 layers, ``r_k = [x_k; ELMo_k^in]``.
+5. ``[r_k; dropout(mix_out(h_k))]`` [``task_mix_positions`` contains ``"output"``]: the word's features.
+6. ``ELMoForTokenClassification``: a linear layer per word. ``ELMoForSequenceClassification``: the words' features
+   pooled [``task_pooling``], then a linear layer.
+
+Loss: the task loss plus ``task_mix_l2 * sum over the head's mixes of ||w||^2``. The head's mixes are its own
+(``task_encoder.scalar_mixes``), not the biLM's ``scalar_mixes``, which the heads never use (they stay frozen).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
+
+from .configuration_elmo import ELMoConfig
+from .modeling_elmo import ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
+
+# Label value ignored by the token-classification loss (PyTorch's and transformers' convention).
+IGNORED_LABEL_ID = -100
+
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
+
+
+class ELMoTaskEncoder(nn.Module):
+    """Steps 2-5 of the module docstring: the task model between the biLM's layers and the classifier.
+
+    Owns the head's scalar mixes (``scalar_mixes["input"]`` / ``scalar_mixes["output"]``), their dropout and the
+    bidirectional LSTM. ``output_size`` is the width of the per-word features it returns.
+    """
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__()
+        num_layers = config.num_representation_layers
+        mix_positions = config.task_mix_positions if config.task_use_elmo else []
+        self.uses_token_layer = config.task_input_embeddings == "char_cnn"
+        self.scalar_mixes = nn.ModuleDict(
+            {position: ELMoScalarMix(num_layers, layer_norm=config.task_mix_layer_norm) for position in mix_positions}
+        )
+        self.mix_dropout = nn.Dropout(config.task_mix_dropout)
+
+        encoder_input_size = (config.projection_dim if self.uses_token_layer else 0) + (
+            config.output_dim if "input" in self.scalar_mixes else 0
+        )
+        if config.task_encoder_layers > 0:
+            self.lstm = nn.LSTM(
+                encoder_input_size,
+                config.task_encoder_hidden_size,
+                num_layers=config.task_encoder_layers,
+                bidirectional=True,
+                batch_first=True,
+                dropout=config.task_dropout if config.task_encoder_layers > 1 else 0.0,
+            )
+            encoder_output_size = 2 * config.task_encoder_hidden_size
+        else:
+            self.lstm = None
+            encoder_output_size = encoder_input_size
+        self.dropout = nn.Dropout(config.task_dropout)
+        self.output_size = encoder_output_size + (config.output_dim if "output" in self.scalar_mixes else 0)
+
+    def forward(
+        self,
+        token_layer: torch.Tensor,
+        layers: Sequence[torch.Tensor] | None,
+        word_mask: torch.BoolTensor,
+    ) -> torch.Tensor:
+        """
+        Args:
+            token_layer: (batch, words, P) the biLM's token layer, zero at padding.
+            layers: the biLM's L + 1 ``hidden_states`` (batch, words, 2P), or None without ELMo.
+            word_mask: (batch, words) True at real words (right padding).
+
+        Returns:
+            (batch, words, output_size) features, zero at padding positions.
+        """
+        mask = word_mask.unsqueeze(-1)  # (B, T, 1)
+        encoder_inputs = [token_layer] if self.uses_token_layer else []  # x_k: (B, T, P)
+        if "input" in self.scalar_mixes:
+            encoder_inputs.append(self.mix_dropout(self.scalar_mixes["input"](layers, word_mask)) * mask)  # (B, T, 2P)
+        encoder_input = torch.cat(encoder_inputs, dim=-1)  # (B, T, Din)
+
+        if self.lstm is None:
+            features = encoder_input
+        else:
+            features = self.dropout(self._run_lstm(encoder_input, word_mask))  # (B, T, 2H)
+
+        if "output" in self.scalar_mixes:
+            output_mix = self.mix_dropout(self.scalar_mixes["output"](layers, word_mask)) * mask  # (B, T, 2P)
+            features = torch.cat([features, output_mix], dim=-1)
+        return features * mask
+
+    def _run_lstm(self, inputs: torch.Tensor, word_mask: torch.BoolTensor) -> torch.Tensor:
+        """(B, T, Din) -> (B, T, 2H), each sentence read over its own words only (packed), zero at padding."""
+        batch_size, num_words, _ = inputs.shape
+        if num_words == 0:
+            return inputs.new_zeros(batch_size, 0, 2 * self.lstm.hidden_size)
+        # pack_padded_sequence refuses empty sentences: they read one padding step, whose output is masked below.
+        lengths = word_mask.sum(dim=1).clamp(min=1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+        outputs, _ = self.lstm(packed)
+        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=num_words)
+        return outputs * word_mask.unsqueeze(-1)
+
+
+class ELMoTaskPreTrainedModel(ELMoPreTrainedModel):
+    """What the two heads share: the biLM (``self.elmo``, frozen by default), the task encoder, the mix weights'
+    read-out and penalty. Not a model on its own; use [`ELMoForTokenClassification`] or
+    [`ELMoForSequenceClassification`]."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ELMoModel(config)
+        self.task_encoder = ELMoTaskEncoder(config)
+
+    def _apply_elmo_freezing(self) -> None:
+        """Called at the end of each head's ``__init__``, after ``post_init``."""
+        self.elmo.requires_grad_(not self.config.task_freeze_elmo)
+        self.elmo.scalar_mixes.requires_grad_(False)  # the biLM's own mixes: never used by the heads
+        if self.config.task_freeze_elmo:
+            self.elmo.eval()
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """``PreTrainedModel.from_pretrained``, then the biLM frozen again: loading replaces the parameters, and the
+        loaded ones have ``requires_grad=True``."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
+        model._apply_elmo_freezing()
+        return loaded
+
+    def train(self, mode: bool = True) -> "ELMoTaskPreTrainedModel":
+        """``nn.Module.train``, except that a frozen biLM (``task_freeze_elmo``) always stays in eval mode."""
+        super().train(mode)
+        if self.config.task_freeze_elmo:
+            self.elmo.eval()
+        return self
+
+    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
+        """The head's learned mixes, readable: ``{"input": {"layer_weights": [softmax(w)_0, ..., softmax(w)_L],
+        "gamma": gamma}, "output": {...}}``, one entry per position in ``task_mix_positions`` (none without ELMo).
+        Layer 0 is the token layer, layer l the biLSTM's layer l; the weights add up to 1."""
+        return {
+            position: {"layer_weights": mix.layer_weights.detach().cpu().tolist(), "gamma": float(mix.gamma.detach())}
+            for position, mix in self.task_encoder.scalar_mixes.items()
+        }
+
+    def mix_l2_penalty(self) -> torch.Tensor:
+        """``task_mix_l2 * sum over the head's mixes of ||w||^2`` (a scalar tensor; 0 without mixes), the term the
+        heads add to the task loss."""
+        penalty = torch.zeros((), device=self.device, dtype=self.dtype)
+        for mix in self.task_encoder.scalar_mixes.values():
+            penalty = penalty + mix.scalar_weights.pow(2).sum()
+        return self.config.task_mix_l2 * penalty
+
+    def _word_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.BoolTensor, tuple[torch.Tensor, ...] | None]:
+        """Steps 1-5: (batch, words, output_size) features, the (batch, words) word mask, and the biLM's
+        ``hidden_states`` (None without ELMo)."""
+        projection_dim = self.config.projection_dim
+        # A frozen biLM records no graph: its fast inference path runs and nothing of it is kept for backward.
+        elmo_context = torch.no_grad() if self.config.task_freeze_elmo else contextlib.nullcontext()
+        with elmo_context:
+            if self.config.task_use_elmo:
+                elmo_output = self.elmo(
+                    input_ids, attention_mask=attention_mask, keep_sentence_boundaries=False, return_dict=True
+                )
+                word_mask, layers = elmo_output.mask, elmo_output.hidden_states
+                token_layer = layers[0][..., :projection_dim]  # layer 0 is [token; token]
+            else:
+                # Baseline without ELMo: only the character CNN runs, never the biLSTM.
+                word_mask, layers = self.elmo._validated_word_mask(input_ids, attention_mask), None
+                token_layer = self.elmo.char_embeddings(input_ids) * word_mask.unsqueeze(-1)  # (B, T, P)
+        return self.task_encoder(token_layer, layers, word_mask), word_mask, layers
+
+
+class ELMoForTokenClassification(ELMoTaskPreTrainedModel):
+    """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
+    module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
+    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
+        self.post_init()
+        self._apply_elmo_freezing()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> TokenClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
+                Character ids from [`ELMoTokenizer`], right-padded with all-zero rows.
+            attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
+                1 for words, 0 for padding. Derived from `input_ids` when omitted.
+            labels (`torch.LongTensor` of shape `(batch, words)`, *optional*):
+                Class ids in `[0, num_labels)`, -100 for words without a label and at every padding position (what
+                `DataCollatorForTokenClassification` pads with).
+            output_hidden_states (`bool`, *optional*):
+                Also return the biLM's L + 1 layers as `hidden_states` (not available without ELMo).
+
+        Returns:
+            [`TokenClassifierOutput`]: `loss` (when `labels` are given: mean cross-entropy over the labelled words
+            plus the mix penalty, see `mix_l2_penalty`), `logits` `(batch, words, num_labels)`, `hidden_states`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        features, word_mask, layers = self._word_features(input_ids, attention_mask)
+        logits = self.classifier(features)  # (B, T, num_labels)
+
+        loss = None
+        if labels is not None:
+            labels = self._validated_labels(labels, word_mask)
+            is_labelled = labels != IGNORED_LABEL_ID  # (B, T)
+            task_loss = F.cross_entropy(logits[is_labelled], labels[is_labelled], reduction="sum")
+            # Mean over the labelled words; a batch without any gives 0, not NaN.
+            task_loss = task_loss / is_labelled.sum().clamp(min=1)
+            loss = task_loss + self.mix_l2_penalty()
+
+        output = TokenClassifierOutput(
+            loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _validated_labels(self, labels: Any, word_mask: torch.BoolTensor) -> torch.LongTensor:
+        if self.config.problem_type not in (None, "single_label_classification"):
+            raise ValueError(
+                "ELMoForTokenClassification supports config.problem_type None or 'single_label_classification', "
+                f"got {self.config.problem_type!r}."
+            )
+        if not isinstance(labels, torch.Tensor):
+            raise TypeError(f"labels must be a torch.LongTensor of shape (batch, words), got {type(labels).__name__}.")
+        if labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
+            raise ValueError(f"labels must hold integer class ids (token classification), got dtype {labels.dtype}.")
+        if labels.shape != word_mask.shape:
+            raise ValueError(
+                f"labels must have shape (batch, words) = {tuple(word_mask.shape)} like attention_mask, got "
+                f"{tuple(labels.shape)} (pad labels with -100, e.g. with DataCollatorForTokenClassification)."
+            )
+        labels = labels.to(device=word_mask.device, dtype=torch.long)
+        is_labelled = labels != IGNORED_LABEL_ID
+        out_of_range = is_labelled & ((labels < 0) | (labels >= self.num_labels))
+        if out_of_range.any():
+            batch_index, word_index = out_of_range.nonzero()[0].tolist()
+            raise ValueError(
+                f"labels must be class ids in [0, num_labels={self.num_labels}) or -100 (ignored), got "
+                f"{int(labels[batch_index, word_index])} at (batch {batch_index}, word {word_index})."
+            )
+        labelled_padding = is_labelled & ~word_mask
+        if labelled_padding.any():
+            batch_index, word_index = labelled_padding.nonzero()[0].tolist()
+            raise ValueError(
+                f"labels must be -100 at padding positions, got {int(labels[batch_index, word_index])} at (batch "
+                f"{batch_index}, word {word_index}), a padding word of the input."
+            )
+        return labels
+
+
+class ELMoForSequenceClassification(ELMoTaskPreTrainedModel):
+    """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
+    module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
+    transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
+    regression (MSE), integer labels single-label classification (cross-entropy), float labels of shape
+    `(batch, num_labels)` multi-label classification (binary cross-entropy with logits)."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        pooled_size = self.task_encoder.output_size * (2 if config.task_pooling == "first_last" else 1)
+        self.classifier = nn.Linear(pooled_size, config.num_labels)
+        self.post_init()
+        self._apply_elmo_freezing()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
+                Character ids from [`ELMoTokenizer`], right-padded with all-zero rows.
+            attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
+                1 for words, 0 for padding. Derived from `input_ids` when omitted.
+            labels (`torch.Tensor`, *optional*):
+                `(batch,)` integer class ids in `[0, num_labels)` (single-label classification); `(batch,)` or
+                `(batch, 1)` floats with `num_labels == 1` (regression); `(batch, num_labels)` floats in [0, 1]
+                (multi-label classification).
+            output_hidden_states (`bool`, *optional*):
+                Also return the biLM's L + 1 layers as `hidden_states` (not available without ELMo).
+
+        Returns:
+            [`SequenceClassifierOutput`]: `loss` (when `labels` are given: the task loss plus the mix penalty, see
+            `mix_l2_penalty`), `logits` `(batch, num_labels)`, `hidden_states`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        features, word_mask, layers = self._word_features(input_ids, attention_mask)
+        logits = self.classifier(pool_words(features, word_mask, self.config.task_pooling))  # (B, num_labels)
+
+        loss = None
+        if labels is not None:
+            problem_type, labels = self._validated_labels(labels, logits)
+            if problem_type == "regression":
+                task_loss = F.mse_loss(logits, labels)
+            elif problem_type == "single_label_classification":
+                task_loss = F.cross_entropy(logits, labels)
+            else:
+                task_loss = F.binary_cross_entropy_with_logits(logits, labels)
+            loss = task_loss + self.mix_l2_penalty()
+
+        output = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
+        )
+        return output if return_dict else output.to_tuple()
+
+    def _validated_labels(self, labels: Any, logits: torch.Tensor) -> tuple[str, torch.Tensor]:
+        """The problem type and the labels in the form its loss takes (regression: shaped like the logits)."""
+        batch_size, num_labels = logits.shape
+        if not isinstance(labels, torch.Tensor):
+            raise TypeError(f"labels must be a torch.Tensor with one row per sentence, got {type(labels).__name__}.")
+        if labels.dtype == torch.bool or labels.is_complex():
+            raise ValueError(f"labels must be integer class ids or float targets, got dtype {labels.dtype}.")
+        is_integer = not labels.dtype.is_floating_point
+        problem_type = self.config.problem_type
+        if problem_type is None:
+            if num_labels == 1:
+                problem_type = "regression"
+            elif is_integer:
+                problem_type = "single_label_classification"
+            else:
+                problem_type = "multi_label_classification"
+        labels = labels.to(logits.device)
+
+        if problem_type == "regression":
+            expected = [(batch_size, num_labels)] + ([(batch_size,)] if num_labels == 1 else [])
+            if tuple(labels.shape) not in expected:
+                raise ValueError(
+                    f"labels for regression (num_labels={num_labels}) must have shape "
+                    f"{' or '.join(str(shape) for shape in expected)}, got {tuple(labels.shape)}."
+                )
+            return problem_type, labels.to(logits.dtype).reshape(batch_size, num_labels)
+        if problem_type == "single_label_classification":
+            if not is_integer:
+                raise ValueError(
+                    f"labels for single-label classification must be integer class ids, got dtype {labels.dtype} "
+                    "(float labels mean multi-label classification, or regression with num_labels=1)."
+                )
+            if tuple(labels.shape) != (batch_size,):
+                raise ValueError(
+                    f"labels for single-label classification must have shape (batch,) = ({batch_size},), got "
+                    f"{tuple(labels.shape)}."
+                )
+            if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+                raise ValueError(
+                    f"labels must be class ids in [0, num_labels={num_labels}), got values in "
+                    f"[{int(labels.min())}, {int(labels.max())}]."
+                )
+            return problem_type, labels.long()
+        if problem_type == "multi_label_classification":
+            if tuple(labels.shape) != (batch_size, num_labels):
+                raise ValueError(
+                    f"labels for multi-label classification must have shape (batch, num_labels) = "
+                    f"({batch_size}, {num_labels}), got {tuple(labels.shape)}."
+                )
+            if labels.numel() and (labels.min() < 0 or labels.max() > 1):
+                raise ValueError(
+                    f"labels for multi-label classification must be in [0, 1], got values in "
+                    f"[{float(labels.min())}, {float(labels.max())}]."
+                )
+            return problem_type, labels.to(logits.dtype)
+        raise ValueError(f"config.problem_type must be None or one of {PROBLEM_TYPES}, got {problem_type!r}.")
+
+
+def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str) -> torch.Tensor:
+    """One vector per sentence from its real words' features: (batch, words, D) -> (batch, D), or (batch, 2D) for
+    ``"first_last"`` (first word's features, then last word's). A sentence without words gets zeros."""
+    batch_size, num_words, size = features.shape
+    pooled_size = 2 * size if pooling == "first_last" else size
+    if num_words == 0:
+        return features.new_zeros(batch_size, pooled_size)
+    lengths = word_mask.sum(dim=1)  # (B,)
+    has_words = (lengths > 0).unsqueeze(-1)  # (B, 1)
+    if pooling == "mean":
+        summed = (features * word_mask.unsqueeze(-1)).sum(dim=1)  # (B, D)
+        return summed / lengths.clamp(min=1).unsqueeze(-1).to(features.dtype)
+    if pooling == "max":
+        maximum = features.masked_fill(~word_mask.unsqueeze(-1), float("-inf")).max(dim=1).values  # (B, D)
+        return torch.where(has_words, maximum, torch.zeros_like(maximum))
+    if pooling == "first_last":
+        rows = torch.arange(batch_size, device=features.device)
+        first = features[:, 0]  # (B, D)
+        last = features[rows, (lengths - 1).clamp(min=0)]  # (B, D)
+        return torch.cat([first, last], dim=-1) * has_words
+    raise ValueError(f"pooling must be 'mean', 'max' or 'first_last', got {pooling!r}.")
+
+
+__all__ = [
+    "ELMoForSequenceClassification",
+    "ELMoForTokenClassification",
+    "ELMoTaskEncoder",
+    "ELMoTaskPreTrainedModel",
+    "pool_words",
+]
