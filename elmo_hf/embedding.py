@@ -42,8 +42,9 @@ from .tokenization_elmo import ELMoTokenizer
 
 logger = logging.getLogger(__name__)
 
-# The checkpoint shipped inside the package (built by `python -m conversion.build_default_model`): what
-# `elmo-hf embed` uses when no model is named, so it runs with no network. A tiny test model, not for quality.
+# The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
+# `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
+# A small demonstration model, not for quality: see its README.md.
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
 REPRESENTATIONS = ("mix", "top", "average", "all")

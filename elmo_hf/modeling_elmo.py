@@ -379,6 +379,8 @@ class ELMoPreTrainedModel(PreTrainedModel):
     base_model_prefix = "elmo"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+    # A pre-training checkpoint (ELMoForPreTraining) also holds the LM softmax; the biLM and the task heads drop it.
+    _keys_to_ignore_on_load_unexpected = [r"(^|\.)softmax\.(weight|bias)$"]
 
     def _init_weights(self, module: nn.Module) -> None:
         """bilm-tf's initialisation for a model trained from scratch (loaded weights are never touched).

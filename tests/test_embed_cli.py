@@ -283,12 +283,8 @@ def test_dataset_output_format_equals_the_shards(tmp_path, model_dir):
     assert not (tmp_path / "out" / ".cache").exists()
 
 
-def test_default_model_is_the_packaged_fixture(tmp_path, converted_fixture_dir, capsys):
-    packaged = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR)
-    converted = ELMoModel.from_pretrained(converted_fixture_dir)
-    for (name, tensor), (_, expected) in zip(packaged.state_dict().items(), converted.state_dict().items()):
-        assert torch.equal(tensor, expected), name
-    assert "test model" in (DEFAULT_MODEL_DIR / "README.md").read_text()
+def test_default_model_is_the_shipped_demo_model(tmp_path, capsys):
+    assert "small demonstration model" in (DEFAULT_MODEL_DIR / "README.md").read_text()
 
     corpus = write_lines(tmp_path / "corpus.txt", ["No model was named ."])
     assert run_embed(corpus, "--output", tmp_path / "out") == 0
