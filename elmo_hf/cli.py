@@ -2,6 +2,7 @@
 
     elmo-hf embed corpus.txt --output vectors/ [--model DIR_OR_REPO] [--resume]
     elmo-hf similarity --model DIR --word bank "I sat on the bank ." "The bank raised rates ."
+    elmo-hf pretrain --corpus corpus.txt --output elmo-small/ [--config tiny|small|FILE] [--max-steps N] [--resume]
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import torch
 from .corpus_readers import INPUT_FORMATS, CorpusError, CorpusSource
 from .embedding import DEFAULT_MODEL_DIR, POOLINGS, REPRESENTATIONS, STORAGE_DTYPES, ELMoEmbedder, InvalidRowError
 from .modeling_elmo import ELMoModel
+from .pretraining import (
+    CONFIG_PRESETS, LR_SCHEDULERS, OPTIMIZERS, REGIMES, PretrainingError, PretrainingInterrupted, PretrainingOptions,
+    pretrain,
+)
 from .sharded_embedding import OUTPUT_FORMATS, OutputDirectoryError, embed_corpus
 from .tokenization_elmo import ELMoTokenizer
 
@@ -159,6 +164,85 @@ def add_embed_parser(commands) -> None:
     embed.set_defaults(run=embed_command)
 
 
+def pretrain_command(args: argparse.Namespace) -> int:
+    resume_hint = "rerun the same command with --resume (without --overwrite) to continue"
+    try:
+        options = PretrainingOptions(
+            corpus=args.corpus, output_dir=args.output, config=args.config, held_out=args.held_out,
+            held_out_fraction=args.held_out_fraction, word_splitter=args.word_splitter, min_count=args.min_count,
+            max_vocab_size=args.max_vocab_size, regime=args.regime, window_size=args.window_size,
+            batch_size=args.batch_size, max_steps=args.max_steps, epochs=args.epochs, optimizer=args.optimizer,
+            learning_rate=args.learning_rate, lr_scheduler=args.lr_scheduler, warmup_ratio=args.warmup_ratio,
+            max_grad_norm=args.max_grad_norm, softmax_samples=args.softmax_samples, dropout=args.dropout,
+            save_steps=args.save_steps, save_total_limit=args.save_total_limit, eval_steps=args.eval_steps,
+            logging_steps=args.logging_steps, train_eval_sentences=args.train_eval_sentences, seed=args.seed,
+            max_time_minutes=args.max_time_minutes, resume=args.resume, overwrite=args.overwrite,
+            export_hdf5=args.export_hdf5, progress=not args.no_progress, num_threads=args.threads,
+        )
+        report = pretrain(options)
+    except PretrainingInterrupted as interruption:
+        where = f"the latest checkpoint is {interruption.checkpoint}" if interruption.checkpoint else "no checkpoint was saved yet"
+        print(f"\ninterrupted: {where}; {resume_hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: checkpoints already saved in {args.output} are kept; {resume_hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (PretrainingError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE_ERROR
+    print(report.describe())
+    return 0
+
+
+def add_pretrain_parser(commands) -> None:
+    pretrain_parser = commands.add_parser(
+        "pretrain",
+        help="pre-train an ELMo biLM on text with transformers.Trainer (checkpoints, --resume, perplexity report)",
+        description="Pre-train ELMoForPreTraining on CORPUS (text: one sentence per line; or .conllu). Output: the "
+        "model (AutoModelForPreTraining; AutoModel loads the biLM), tokenizer, vocab.txt + vocab_counts.tsv, "
+        "checkpoint-N/ folders and pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
+    )
+    add = pretrain_parser.add_argument
+    add("--corpus", nargs="+", required=True, metavar="FILE", help="training files: text (one sentence per line) or .conllu")
+    add("--output", required=True, metavar="DIR", help="output directory (must be empty or absent, unless --resume / --overwrite)")
+    add("--config", default="small", help=f"architecture: {' or '.join(CONFIG_PRESETS)} (default small), or a JSON file "
+        "(config.json fields or an original options.json)")
+    held_out = pretrain_parser.add_mutually_exclusive_group()
+    held_out.add_argument("--held-out", nargs="+", metavar="FILE", help="held-out files (default: a fraction of the corpus)")
+    held_out.add_argument("--held-out-fraction", type=float, default=0.05, help="seeded random fraction of the corpus sentences held out (default 0.05)")
+    add("--word-splitter", default="moses", help="how text lines are split into words: moses (default), ptb, whitespace, bert")
+    add("--min-count", type=int, default=2, help="words seen fewer times in training are <UNK> (default 2)")
+    add("--max-vocab-size", type=int, help="largest softmax vocabulary, <S> </S> <UNK> included")
+    add("--regime", choices=REGIMES, default="windowed", help="windowed: bilm-tf's windows with the LSTM state carried "
+        "between batches (default); sentence: every sentence from the initial state")
+    add("--window-size", type=int, default=20, help="positions per window in the windowed regime (default 20, bilm-tf's)")
+    add("--batch-size", type=int, default=32, help="rows (windowed) or sentences per batch (default 32)")
+    add("--max-steps", type=int, help="optimizer steps (default: --epochs)")
+    add("--epochs", type=float, default=1.0, help="epochs when --max-steps is not given (default 1)")
+    add("--optimizer", choices=list(OPTIMIZERS), default="adam", help="adam (AdamW without weight decay, default) or adagrad (bilm-tf's)")
+    add("--learning-rate", type=float, help=f"default: {', '.join(f'{name} {rate:g}' for name, (_, rate) in OPTIMIZERS.items())}")
+    add("--lr-scheduler", choices=LR_SCHEDULERS, default="linear", help="after warm-up: linear decay to 0 (default), constant, cosine")
+    add("--warmup-ratio", type=float, default=0.02, help="linear warm-up over this fraction of the steps (default 0.02)")
+    add("--max-grad-norm", type=float, default=10.0, help="global gradient-norm clipping (default 10, bilm-tf's; 0: none)")
+    add("--softmax-samples", type=int, help="sampled softmax with this many negatives in training (default: the config's; 0: full softmax)")
+    add("--dropout", type=float, help="lm_dropout (default: the config's; small 0.1, tiny 0)")
+    add("--save-steps", type=int, default=500, help="checkpoint every N steps (default 500)")
+    add("--save-total-limit", type=int, default=2, help="checkpoints kept (default 2)")
+    add("--eval-steps", type=int, default=500, help="held-out perplexity every N steps and at step 0 (default 500; 0: only at the end)")
+    add("--logging-steps", type=int, default=50, help="log the training loss every N steps (default 50)")
+    add("--train-eval-sentences", type=int, default=2000, help="fixed sample of training sentences for the train perplexity (default 2000)")
+    add("--seed", type=int, default=0, help="initialisation, held-out split, sentence order (default 0)")
+    add("--threads", type=int, help="torch CPU threads (default: torch's); on a busy machine 1 can be much faster")
+    add("--max-time-minutes", type=float, help="stop after this much training time (checkpoint, final evaluation and save)")
+    existing = pretrain_parser.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
+    existing.add_argument("--overwrite", action="store_true", help="delete an earlier pretrain run in --output and start over")
+    add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
+        "the original layout; needs a repository checkout and h5py)")
+    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
+    pretrain_parser.set_defaults(run=pretrain_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -170,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
     similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
     similarity.set_defaults(run=similarity_command)
+    add_pretrain_parser(commands)
     return parser
 
 

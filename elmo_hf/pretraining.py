@@ -1,0 +1,825 @@
+"""Pre-train an ELMo biLM on text: the library behind ``elmo-hf pretrain``.
+
+    from elmo_hf.pretraining import PretrainingOptions, pretrain
+
+    report = pretrain(PretrainingOptions(corpus=["tinyshakespeare.txt"], output_dir="elmo-shakespeare", config="small"))
+    print(report.describe())
+
+Steps (docs/pretraining.md, "Pre-training (elmo-hf pretrain)"):
+
+1. Sentences from text files (one sentence per line, split by the tokenizer's word splitter) and/or ``.conllu``
+   files; the held-out sentences are the ``held_out`` files or a seeded random ``held_out_fraction`` of the corpus.
+2. The word vocabulary of the LM softmax is built from the TRAINING sentences only (``min_count``,
+   ``max_vocab_size``) and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
+3. ``transformers.Trainer`` trains [`ELMoForPreTraining`] in bilm-tf's regime (``"windowed"``: fixed windows over
+   one token stream per batch row, LSTM state carried between batches) or per sentence (``"sentence"``), with
+   periodic checkpoints, evaluation of the exact held-out perplexity (``bilm_perplexity_metrics``) and resumption.
+4. The final model, tokenizer, vocabulary and a report (``pretraining_report.json``: exact train / held-out
+   perplexity per direction against the unigram baseline of the vocabulary counts) are written to the output
+   directory; optionally the biLM is exported to the original ``options.json`` + ``weights.hdf5``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from datasets import Dataset, concatenate_datasets
+from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator, set_seed
+from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import logging as transformers_logging
+
+from .configuration_elmo import ELMoConfig
+from .data_elmo import DataCollatorForBiLM, WindowedBiLMStream, load_sentence_dataset
+from .modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
+from .tokenization_elmo import ELMoTokenizer
+from .vocabulary_elmo import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_word_splitter
+
+logger = logging.getLogger(__name__)
+
+# Architectures by name; every other field keeps ELMoConfig's default. word_vocab_size comes from the vocabulary.
+CONFIG_PRESETS: dict[str, dict[str, Any]] = {
+    # Seconds per hundred steps on two CPU cores: for smoke tests and CI.
+    "tiny": dict(
+        char_embedding_dim=8,
+        char_cnn_filters=[[1, 16], [2, 16], [3, 32]],
+        num_highway_layers=1,
+        projection_dim=32,
+        lstm_cell_size=64,
+        num_lstm_layers=2,
+        cell_clip=3.0,
+        projection_clip=3.0,
+        use_skip_connections=True,
+        lm_dropout=0.0,
+    ),
+    # The demo model: the released models' shape (char CNN -> highway -> projection, 2 projected LSTM layers with
+    # clipping and a skip connection), scaled down to train on a CPU.
+    "small": dict(
+        char_embedding_dim=16,
+        char_cnn_filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 128], [6, 128]],
+        num_highway_layers=1,
+        projection_dim=128,
+        lstm_cell_size=512,
+        num_lstm_layers=2,
+        cell_clip=3.0,
+        projection_clip=3.0,
+        use_skip_connections=True,
+        lm_dropout=0.1,
+    ),
+}
+REGIMES = ("windowed", "sentence")
+# Optimizer name -> (transformers `optim`, default learning rate). See docs/pretraining.md for the comparison.
+OPTIMIZERS: dict[str, tuple[str, float]] = {"adam": ("adamw_torch", 5e-3), "adagrad": ("adagrad", 0.2)}
+LR_SCHEDULERS = ("linear", "constant", "cosine")
+
+OPTIONS_FILE_NAME = "pretraining_options.json"
+REPORT_FILE_NAME = "pretraining_report.json"
+HDF5_DIRECTORY_NAME = "hdf5"
+CHECKPOINT_PREFIX = "checkpoint-"
+# Options a resumed run may change: how long and how often, not what is trained.
+OPTIONS_CHANGEABLE_ON_RESUME = frozenset(
+    {
+        "output_dir",
+        "max_steps",
+        "epochs",
+        "save_steps",
+        "save_total_limit",
+        "eval_steps",
+        "logging_steps",
+        "max_time_minutes",
+        "export_hdf5",
+        "progress",
+        "resume",
+        "overwrite",
+        "handle_interrupt",
+        "num_threads",
+        "dataset_cache_dir",
+    }
+)
+
+
+class PretrainingError(ValueError):
+    """A problem with the options, the inputs or the output directory, found before training starts."""
+
+
+class PretrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped training after the step in progress; a checkpoint was saved (``checkpoint``) to resume from."""
+
+    def __init__(self, output_dir: Path, checkpoint: Path | None):
+        self.output_dir = output_dir
+        self.checkpoint = checkpoint
+        where = f"checkpoint {checkpoint.name} saved" if checkpoint is not None else "no checkpoint saved yet"
+        super().__init__(f"pre-training interrupted ({where} in {output_dir})")
+
+
+@dataclass
+class PretrainingOptions:
+    r"""
+    Everything `pretrain` needs. Paths may be `str` or `Path`.
+
+    Args:
+        corpus (`list`): training files: text (one sentence per line) and/or `.conllu`.
+        output_dir: where the model, tokenizer, vocabulary, checkpoints and report go. It must be empty or absent
+            unless `resume` (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run
+            there; a directory without `pretraining_options.json` is never deleted).
+        config (`str`, defaults to `"small"`): `"tiny"`, `"small"` (`CONFIG_PRESETS`), or a JSON file: `ELMoConfig`
+            fields (a `config.json`) or an original `options.json` (its training keys `dropout` and
+            `n_negative_samples_batch` become `lm_dropout` and `softmax_num_samples`).
+        held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
+            (seeded random sample) is held out.
+        held_out_fraction (`float`, defaults to 0.05).
+        word_splitter (`str`, defaults to `"moses"`): how text lines become words (`ELMoTokenizer`'s splitters).
+        min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*): vocabulary of the LM softmax; rarer
+            words are `<UNK>`. `max_vocab_size` counts `<S>`, `</S>`, `<UNK>`.
+        regime (`str`, defaults to `"windowed"`): `"windowed"` (bilm-tf: windows of `window_size` positions, LSTM
+            state carried across batches) or `"sentence"` (each sentence from the initial state).
+        window_size (`int`, defaults to 20), batch_size (`int`, defaults to 32): rows per batch (sentences per batch
+            in the sentence regime).
+        max_steps (`int`, *optional*): optimizer steps; without it, `epochs` epochs.
+        epochs (`float`, defaults to 1.0).
+        optimizer (`str`, defaults to `"adam"`): `"adam"` (AdamW, no weight decay) or `"adagrad"` (bilm-tf's).
+        learning_rate (`float`, *optional*): defaults to 5e-3 (adam) or 0.2 (adagrad).
+        lr_scheduler (`str`, defaults to `"linear"`): after the warm-up, `"linear"` decay to 0, `"constant"` or
+            `"cosine"`.
+        warmup_ratio (`float`, defaults to 0.02): linear warm-up over this fraction of the steps.
+        max_grad_norm (`float`, defaults to 10.0): global gradient-norm clipping (bilm-tf's `all_clip_norm_val`).
+        softmax_samples (`int`, *optional*): sampled softmax in training with this many negatives (0: full softmax);
+            defaults to the config's `softmax_num_samples`.
+        dropout (`float`, *optional*): `lm_dropout`; defaults to the config's.
+        save_steps (`int`, defaults to 500), save_total_limit (`int`, defaults to 2): checkpoints.
+        eval_steps (`int`, defaults to 500): held-out perplexity every this many steps and before the first (0: only
+            at the end).
+        logging_steps (`int`, defaults to 50).
+        train_eval_sentences (`int`, defaults to 2000): size of the fixed (seeded) sample of training sentences
+            whose perplexity the report gives.
+        seed (`int`, defaults to 0): model initialisation, held-out split, sentence order, dropout.
+        max_time_minutes (`float`, *optional*): stop (with a checkpoint, the final evaluation and save) after
+            the first step past this wall time.
+        export_hdf5 (`bool`): also write `output_dir/hdf5/` (`options.json`, `weights.hdf5`, `vocab.txt`) with the
+            repository's `conversion` package.
+        progress (`bool`, defaults to `True`): `Trainer`'s progress bar (`False`: its logs printed as lines).
+        handle_interrupt (`bool`, defaults to `True`): the first Ctrl-C (SIGINT) finishes the step in progress,
+            saves a checkpoint and raises `PretrainingInterrupted`; a second one stops at once.
+        num_threads (`int`, *optional*): `torch.set_num_threads` for the run (process-wide, restored afterwards). On
+            a CPU shared with other jobs, 1 thread can be many times faster than oversubscribed cores.
+        dataset_cache_dir (*optional*): `datasets` cache for the loaded sentences.
+    """
+
+    corpus: Sequence[str | Path]
+    output_dir: str | Path
+    config: str = "small"
+    held_out: Sequence[str | Path] | None = None
+    held_out_fraction: float = 0.05
+    word_splitter: str = "moses"
+    min_count: int = 2
+    max_vocab_size: int | None = None
+    regime: str = "windowed"
+    window_size: int = 20
+    batch_size: int = 32
+    max_steps: int | None = None
+    epochs: float = 1.0
+    optimizer: str = "adam"
+    learning_rate: float | None = None
+    lr_scheduler: str = "linear"
+    warmup_ratio: float = 0.02
+    max_grad_norm: float = 10.0
+    softmax_samples: int | None = None
+    dropout: float | None = None
+    save_steps: int = 500
+    save_total_limit: int | None = 2
+    eval_steps: int = 500
+    logging_steps: int = 50
+    train_eval_sentences: int = 2000
+    seed: int = 0
+    max_time_minutes: float | None = None
+    resume: bool = False
+    overwrite: bool = False
+    export_hdf5: bool = False
+    progress: bool = True
+    handle_interrupt: bool = True
+    num_threads: int | None = None
+    dataset_cache_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.corpus, (str, Path)):
+            self.corpus = [self.corpus]
+        # Absolute paths, so that --resume from another directory compares the same files.
+        self.corpus = [str(Path(path).resolve()) for path in self.corpus]
+        if not self.corpus:
+            raise PretrainingError("corpus is empty: give at least one training file")
+        if self.held_out is not None:
+            held_out = [self.held_out] if isinstance(self.held_out, (str, Path)) else self.held_out
+            self.held_out = [str(Path(path).resolve()) for path in held_out]
+            if not self.held_out:
+                raise PretrainingError("held_out is an empty list: give held-out files or None (held_out_fraction)")
+        self.output_dir = str(self.output_dir)
+        self.config = str(self.config)
+        if self.resume and self.overwrite:
+            raise PretrainingError("resume and overwrite exclude each other")
+        if not isinstance(self.held_out_fraction, (int, float)) or not 0.0 < self.held_out_fraction < 1.0:
+            raise PretrainingError(f"held_out_fraction must be in (0, 1), got {self.held_out_fraction!r}")
+        try:
+            check_word_splitter(self.word_splitter)
+        except ValueError as error:
+            raise PretrainingError(str(error)) from None
+        if self.regime not in REGIMES:
+            raise PretrainingError(f"regime must be one of {list(REGIMES)}, got {self.regime!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise PretrainingError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.lr_scheduler not in LR_SCHEDULERS:
+            raise PretrainingError(f"lr_scheduler must be one of {list(LR_SCHEDULERS)}, got {self.lr_scheduler!r}")
+        for name, minimum in (
+            ("min_count", 1), ("window_size", 1), ("batch_size", 1), ("save_steps", 1), ("eval_steps", 0),
+            ("logging_steps", 1), ("train_eval_sentences", 1), ("seed", 0),
+        ):
+            _require_int(name, getattr(self, name), minimum)
+        for name, minimum in (
+            ("max_vocab_size", 4), ("max_steps", 1), ("save_total_limit", 1), ("softmax_samples", 0), ("num_threads", 1),
+        ):
+            if getattr(self, name) is not None:
+                _require_int(name, getattr(self, name), minimum)
+        for name in ("epochs", "learning_rate", "max_time_minutes"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                raise PretrainingError(f"{name} must be a number > 0, got {value!r}")
+        if not isinstance(self.max_grad_norm, (int, float)) or self.max_grad_norm < 0:
+            raise PretrainingError(f"max_grad_norm must be a number >= 0 (0: no clipping), got {self.max_grad_norm!r}")
+        if not isinstance(self.warmup_ratio, (int, float)) or not 0.0 <= self.warmup_ratio < 1.0:
+            raise PretrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        if self.dropout is not None and (not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0):
+            raise PretrainingError(f"dropout must be in [0, 1), got {self.dropout!r}")
+
+    @property
+    def resolved_learning_rate(self) -> float:
+        return self.learning_rate if self.learning_rate is not None else OPTIMIZERS[self.optimizer][1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {item.name: getattr(self, item.name) for item in fields(self)}
+
+
+def _require_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PretrainingError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+@dataclass
+class PretrainingReport:
+    """What a run produced. Perplexities are dicts as `perplexity_from_totals` returns them (forward / backward /
+    mean, exact, full softmax, eval mode); `*_unigram` the unigram baseline over the same predictions."""
+
+    output_dir: str
+    regime: str
+    steps: int
+    max_steps: int
+    epochs: float
+    tokens_seen: int
+    wall_time_seconds: float
+    train_runtime_seconds: float
+    steps_per_second: float
+    num_parameters: int
+    num_bilm_parameters: int
+    vocabulary_size: int
+    num_train_sentences: int
+    num_held_out_sentences: int
+    held_out: dict[str, float]
+    held_out_unigram: dict[str, Any]
+    train_sample: dict[str, float]
+    train_sample_unigram: dict[str, Any]
+    num_train_sample_sentences: int
+    held_out_initial: dict[str, float] | None
+    stopped_early: str | None
+    resumed_from: str | None
+    config: dict[str, Any]
+    options: dict[str, Any]
+    loss_history: list[list[float]] = field(default_factory=list)
+    eval_history: list[list[float]] = field(default_factory=list)
+    hdf5_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        def directions(metrics: dict[str, Any] | None) -> str:
+            if not metrics:
+                return "n/a"
+            return (
+                f"forward {metrics['forward_perplexity']:.2f}, backward {metrics['backward_perplexity']:.2f} "
+                f"(mean {metrics['perplexity']:.2f})"
+            )
+
+        lines = [
+            f"Pre-trained ELMo ({self.regime} regime) -> {self.output_dir}",
+            f"  steps {self.steps:,} of {self.max_steps:,}, epochs {self.epochs:.2f}, tokens seen {self.tokens_seen:,}, "
+            f"{self.wall_time_seconds:.0f} s this run ({self.steps_per_second:.2f} steps/s in training)",
+            f"  {self.num_parameters:,} parameters ({self.num_bilm_parameters:,} biLM + softmax over "
+            f"{self.vocabulary_size:,} words); {self.num_train_sentences:,} training / {self.num_held_out_sentences:,} "
+            "held-out sentences",
+            f"  held-out perplexity: {directions(self.held_out)}",
+            f"    unigram baseline:  {directions(self.held_out_unigram)}",
+        ]
+        if self.held_out_initial:
+            lines.append(f"    untrained (step 0): {directions(self.held_out_initial)}")
+        lines += [
+            f"  train perplexity ({self.num_train_sample_sentences:,} sentences): {directions(self.train_sample)}",
+            f"    unigram baseline:  {directions(self.train_sample_unigram)}",
+        ]
+        if self.stopped_early:
+            lines.append(f"  stopped early: {self.stopped_early} (continue with --resume and the same options)")
+        if self.hdf5_dir:
+            lines.append(f"  original layout (options.json + weights.hdf5, biLM only): {self.hdf5_dir}")
+        lines.append(f"  report: {Path(self.output_dir) / REPORT_FILE_NAME}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------------------------------------------
+def load_pretraining_config(spec: str | Path) -> ELMoConfig:
+    """The architecture to pre-train: a `CONFIG_PRESETS` name, or a JSON file holding `ELMoConfig` fields (a
+    `config.json`) or an original `options.json` (sections `lstm` and `char_cnn`; its training keys `dropout` and
+    `n_negative_samples_batch` set `lm_dropout` and `softmax_num_samples`). Raises `PretrainingError`."""
+    spec = str(spec)
+    if spec in CONFIG_PRESETS:
+        return ELMoConfig(**CONFIG_PRESETS[spec])
+    path = Path(spec)
+    if not path.is_file():
+        raise PretrainingError(
+            f"--config {spec!r} is neither a preset ({', '.join(CONFIG_PRESETS)}) nor an existing JSON file"
+        )
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PretrainingError(f"config file {path} is not valid JSON: {error}") from None
+    if not isinstance(values, dict):
+        raise PretrainingError(f"config file {path} must hold a JSON object, got {type(values).__name__}")
+    try:
+        if "lstm" in values and "char_cnn" in values:  # an original options.json
+            training = {}
+            if "dropout" in values:
+                training["lm_dropout"] = values["dropout"]
+            if values.get("sample_softmax", True) and "n_negative_samples_batch" in values:
+                training["softmax_num_samples"] = values["n_negative_samples_batch"]
+            return ELMoConfig.from_options_dict(values, **training)
+        model_type = values.get("model_type", ELMoConfig.model_type)
+        if model_type != ELMoConfig.model_type:
+            raise ValueError(f"model_type is {model_type!r}, expected {ELMoConfig.model_type!r}")
+        return ELMoConfig.from_dict(values)
+    except (ValueError, TypeError) as error:
+        raise PretrainingError(f"config file {path}: {error}") from None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data
+# ----------------------------------------------------------------------------------------------------------------
+def load_sentences(paths: Sequence[str | Path], word_splitter: str, cache_dir: str | Path | None = None) -> Dataset:
+    """One `Dataset` with a `words` column from text and/or `.conllu` files, in the order given."""
+    parts = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise PretrainingError(f"{path} does not exist or is not a file")
+        parts.append(load_sentence_dataset(path, word_splitter=word_splitter, cache_dir=cache_dir).select_columns(["words"]))
+    sentences = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+    if len(sentences) == 0:
+        raise PretrainingError(f"{', '.join(map(str, paths))}: no sentence with at least one word")
+    return sentences
+
+
+def split_held_out(sentences: Dataset, fraction: float, seed: int) -> tuple[Dataset, Dataset]:
+    """(train, held-out): a seeded random `fraction` of the sentences (at least one) is held out; both parts keep
+    corpus order."""
+    num_held_out = max(1, round(len(sentences) * fraction))
+    if num_held_out >= len(sentences):
+        raise PretrainingError(
+            f"the corpus has {len(sentences)} sentence(s): too few to hold out {fraction:g} of them and train on the rest"
+        )
+    held_out = np.zeros(len(sentences), dtype=bool)
+    held_out[np.random.default_rng(seed).permutation(len(sentences))[:num_held_out]] = True
+    return sentences.select(np.flatnonzero(~held_out)), sentences.select(np.flatnonzero(held_out))
+
+
+def sample_sentences(sentences: Dataset, size: int, seed: int) -> Dataset:
+    """A fixed seeded sample of `size` sentences (all of them if fewer), in corpus order."""
+    if size >= len(sentences):
+        return sentences
+    chosen = np.sort(np.random.default_rng([seed, 1]).permutation(len(sentences))[:size])
+    return sentences.select(chosen)
+
+
+def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequence[Sequence[str]]) -> dict[str, Any]:
+    """Perplexity of the unigram model of `vocabulary.counts` (docs/pretraining-data.md) over the biLM's
+    predictions of `sentences`: n + 1 per sentence of n words and direction (forward: w1 .. wn, `</S>`;
+    backward: w1 .. wn, `<S>`), unknown words as `<UNK>`. Forward: `p(w) = count[w] / (sum(counts) -
+    count[<S>])`; backward the same without `</S>`. A direction whose predictions include a class of count 0
+    (`<UNK>` when the training data had no rare word) uses add-one smoothing instead (`smoothing` says which)."""
+    if vocabulary.counts is None:
+        raise ValueError("the unigram baseline needs a vocabulary with counts (vocab_counts.tsv)")
+    column = sentences["words"] if isinstance(sentences, Dataset) else sentences
+    target_counts = np.zeros(len(vocabulary), dtype=np.int64)
+    num_sentences = 0
+    for words in column:
+        if words:
+            np.add.at(target_counts, vocabulary.encode(words), 1)
+            num_sentences += 1
+    counts = np.asarray(vocabulary.counts, dtype=np.float64)
+    result: dict[str, Any] = {}
+    mean_nll = []
+    for direction, excluded, boundary in (("forward", BOS_WORD_ID, EOS_WORD_ID), ("backward", EOS_WORD_ID, BOS_WORD_ID)):
+        predicted = target_counts.copy()
+        predicted[boundary] += num_sentences
+        class_counts = counts.copy()
+        class_counts[excluded] = 0.0
+        smoothing = "none"
+        if (class_counts[predicted > 0] == 0).any():
+            smoothing = "add-one"
+            class_counts = class_counts + 1.0
+            class_counts[excluded] = 0.0
+        probabilities = class_counts / class_counts.sum()
+        used = predicted > 0
+        nll = float(-(predicted[used] * np.log(probabilities[used])).sum() / predicted.sum())
+        mean_nll.append(nll)
+        result[f"{direction}_perplexity"] = math.exp(nll)
+        result[f"{direction}_nll"] = nll
+        result[f"num_{direction}_predictions"] = int(predicted.sum())
+        result[f"{direction}_smoothing"] = smoothing
+    result["perplexity"] = math.exp(sum(mean_nll) / 2)
+    return result
+
+
+def _evaluation_data(sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, what: str):
+    """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once."""
+    if options.regime == "sentence":
+        return sentences
+    try:
+        return WindowedBiLMStream(
+            sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=False, remainder="pad"
+        )
+    except ValueError as error:
+        raise PretrainingError(f"{what}: {error}") from None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Output directory
+# ----------------------------------------------------------------------------------------------------------------
+def _prepare_output_directory(options: PretrainingOptions) -> tuple[Path, Path | None]:
+    """(output directory, checkpoint to resume from). Refuses what it must not touch."""
+    output_dir = Path(options.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise PretrainingError(f"output {output_dir} exists and is not a directory")
+    existing = sorted(output_dir.iterdir()) if output_dir.exists() else []
+    is_pretraining_run = (output_dir / OPTIONS_FILE_NAME).is_file()
+    if options.resume:
+        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+        if checkpoint is None:
+            raise PretrainingError(
+                f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
+                "without --resume to start a new run"
+            )
+        if not is_pretraining_run:
+            raise PretrainingError(f"--resume: {output_dir} has checkpoints but no {OPTIONS_FILE_NAME}: not an elmo-hf pretrain run")
+        saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
+        differences = {
+            name: (saved.get(name), value)
+            for name, value in options.to_dict().items()
+            if name not in OPTIONS_CHANGEABLE_ON_RESUME and saved.get(name) != value
+        }
+        if differences:
+            listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
+            raise PretrainingError(
+                f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
+                f"(saved in {output_dir / OPTIONS_FILE_NAME}) or --overwrite to start over"
+            )
+        return output_dir, Path(checkpoint)
+    if existing and not options.overwrite:
+        hint = "--resume to continue it or --overwrite to start over" if is_pretraining_run else "choose another --output"
+        raise PretrainingError(f"output {output_dir} exists and is not empty; pass {hint}")
+    if existing:
+        if not is_pretraining_run:
+            raise PretrainingError(
+                f"--overwrite: {output_dir} holds no {OPTIONS_FILE_NAME}, so it is not an elmo-hf pretrain output and "
+                "is not deleted; choose another --output"
+            )
+        shutil.rmtree(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return output_dir, None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# HDF5 export (the repository's `conversion` package, imported only when asked for)
+# ----------------------------------------------------------------------------------------------------------------
+def _hdf5_exporter():
+    """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`, from the installed path or, for an editable
+    install, the repository checkout holding this package. Raises `PretrainingError` saying what to run."""
+    try:
+        from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+    except ImportError as first_error:
+        checkout = Path(__file__).resolve().parents[1]
+        if not (checkout / "conversion" / "__init__.py").is_file():
+            raise PretrainingError(_hdf5_unavailable_message(first_error)) from None
+        sys.path.append(str(checkout))
+        try:
+            from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+        except ImportError as error:
+            raise PretrainingError(_hdf5_unavailable_message(error)) from None
+    return convert_hf_to_allennlp
+
+
+def _hdf5_unavailable_message(error: ImportError) -> str:
+    return (
+        f"--export-hdf5 needs the repository's `conversion` package and h5py ({error}). From a checkout of the "
+        'elmo-hf repository, after `pip install -e ".[convert]"`, run: python -m conversion.convert_hf_to_allennlp '
+        "--model DIR --output DIR/hdf5"
+    )
+
+
+def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, overwrite: bool = True) -> Path:
+    """Write the biLM of a pre-training output directory in the original layout: `options.json` + `weights.hdf5`
+    (via `conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM softmax has no place in that
+    file) plus the vocabulary's `vocab.txt`. Default output: `model_dir/hdf5`."""
+    model_dir = Path(model_dir)
+    output_dir = Path(output_dir) if output_dir is not None else model_dir / HDF5_DIRECTORY_NAME
+    convert_hf_to_allennlp = _hdf5_exporter()
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # loading ELMoModel from ELMoForPreTraining weights lists the softmax
+    try:
+        not_exported = convert_hf_to_allennlp(model_dir, output_dir, overwrite=overwrite)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    for name in not_exported:
+        logger.info("not exported to HDF5 (the original format has no place for it): %s", name)
+    vocabulary_file = model_dir / "vocab.txt"
+    if vocabulary_file.is_file():
+        shutil.copyfile(vocabulary_file, output_dir / "vocab.txt")
+    return output_dir
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Trainer pieces
+# ----------------------------------------------------------------------------------------------------------------
+class _StopControl(TrainerCallback):
+    """Stops training at a step boundary, with a checkpoint: on the first SIGINT (a second one interrupts at once)
+    and past `max_time_seconds`."""
+
+    def __init__(self, max_time_seconds: float | None, handle_interrupt: bool):
+        self.max_time_seconds = max_time_seconds
+        self.handle_interrupt = handle_interrupt and threading.current_thread() is threading.main_thread()
+        self.stop_reason: str | None = None
+        self._interrupted = False
+        self._previous_handler = None
+        self._start = time.monotonic()
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self._interrupted:  # second Ctrl-C: stop now
+            signal.signal(signal.SIGINT, self._previous_handler or signal.default_int_handler)
+            raise KeyboardInterrupt
+        self._interrupted = True
+        print(
+            "\nCtrl-C: finishing the current step and saving a checkpoint (press Ctrl-C again to stop at once) ...",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._start = time.monotonic()
+        if self.handle_interrupt:
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._interrupted:
+            self.stop_reason = "interrupted"
+        elif self.max_time_seconds is not None and time.monotonic() - self._start >= self.max_time_seconds:
+            self.stop_reason = f"time limit ({self.max_time_seconds / 60:g} minutes)"
+        if self.stop_reason is not None and state.global_step < state.max_steps:
+            control.should_save = True
+            control.should_training_stop = True
+            if self._interrupted:
+                control.should_evaluate = False
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.restore()
+
+    def restore(self) -> None:
+        if self.handle_interrupt and self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+
+def _training_arguments(options: PretrainingOptions, output_dir: Path, evaluate: bool) -> TrainingArguments:
+    optimizer_name = OPTIMIZERS[options.optimizer][0]
+    return TrainingArguments(
+        output_dir=str(output_dir),
+        max_steps=options.max_steps if options.max_steps is not None else -1,
+        num_train_epochs=options.epochs,
+        per_device_train_batch_size=options.batch_size,
+        per_device_eval_batch_size=options.batch_size,
+        optim=optimizer_name,
+        learning_rate=options.resolved_learning_rate,
+        lr_scheduler_type=options.lr_scheduler,
+        warmup_steps=options.warmup_ratio,  # a float < 1 is a ratio of the total steps in transformers 5
+        weight_decay=0.0,
+        max_grad_norm=options.max_grad_norm,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=options.eval_steps if evaluate else None,
+        eval_on_start=evaluate,
+        save_strategy="steps",
+        save_steps=options.save_steps,
+        save_total_limit=options.save_total_limit,
+        logging_steps=options.logging_steps,
+        logging_first_step=True,
+        include_num_input_tokens_seen="non_padding",  # attention_mask sum: predictions per direction (windowed)
+        dataloader_num_workers=0,  # the windowed stream's batches must arrive in order
+        dataloader_pin_memory=torch.cuda.is_available(),
+        remove_unused_columns=False,  # the sentence collator reads `words`
+        report_to="none",
+        disable_tqdm=not options.progress,
+        seed=options.seed,
+        data_seed=options.seed,
+    )
+
+
+def _perplexity_metrics(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    keys = ("forward_perplexity", "backward_perplexity", "perplexity", "forward_nll", "backward_nll",
+            "num_forward_predictions", "num_backward_predictions")
+    return {key: metrics[f"{prefix}_{key}"] for key in keys}
+
+
+def _log_history_curves(log_history: list[dict[str, Any]]) -> tuple[list[list[float]], list[list[float]], dict | None]:
+    losses = [[entry["step"], entry["loss"]] for entry in log_history if "loss" in entry]
+    evaluations = [entry for entry in log_history if "eval_perplexity" in entry]
+    curve = [[entry["step"], entry["eval_perplexity"]] for entry in evaluations]
+    initial = next((_perplexity_metrics(entry, "eval") for entry in evaluations if entry["step"] == 0), None)
+    return losses, curve, initial
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------------------------
+def pretrain(options: PretrainingOptions) -> PretrainingReport:
+    """Run `options` (see `PretrainingOptions` and the module docstring) and return the report, also written to
+    `output_dir/pretraining_report.json`. Raises `PretrainingError` (bad options, inputs or output directory;
+    nothing trained) and `PretrainingInterrupted` (Ctrl-C; a checkpoint was saved first)."""
+    previous_num_threads = torch.get_num_threads()
+    if options.num_threads is not None:
+        torch.set_num_threads(options.num_threads)
+    try:
+        return _pretrain(options)
+    finally:
+        torch.set_num_threads(previous_num_threads)
+
+
+def _pretrain(options: PretrainingOptions) -> PretrainingReport:
+    start = time.monotonic()
+    config = load_pretraining_config(options.config)
+    if options.export_hdf5:
+        _hdf5_exporter()  # fail before training, not after it
+    for path in [*options.corpus, *(options.held_out or [])]:
+        if not Path(path).is_file():
+            raise PretrainingError(f"{path} does not exist or is not a file")
+    output_dir, checkpoint = _prepare_output_directory(options)
+
+    # Data: sentences, held-out split, vocabulary from the training sentences only.
+    sentences = load_sentences(options.corpus, options.word_splitter, options.dataset_cache_dir)
+    if options.held_out:
+        train_sentences = sentences
+        held_out_sentences = load_sentences(options.held_out, options.word_splitter, options.dataset_cache_dir)
+    else:
+        train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
+    try:
+        vocabulary = ELMoWordVocabulary.from_sentences(
+            train_sentences["words"], min_count=options.min_count, max_size=options.max_vocab_size
+        )
+    except ValueError as error:
+        raise PretrainingError(f"vocabulary: {error}") from None
+    train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
+    tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token, word_splitter=options.word_splitter)
+
+    if checkpoint is not None:
+        saved_vocabulary = ELMoWordVocabulary.load(output_dir)
+        if saved_vocabulary != vocabulary:
+            raise PretrainingError(
+                f"cannot resume {output_dir}: the corpus gives a different vocabulary ({len(vocabulary)} words) than "
+                f"the one saved there ({len(saved_vocabulary)}): the corpus files changed"
+            )
+        config = ELMoConfig.from_pretrained(checkpoint)
+    else:
+        config.word_vocab_size = len(vocabulary)
+        if options.softmax_samples is not None:
+            config.softmax_num_samples = options.softmax_samples
+        if options.dropout is not None:
+            config.lm_dropout = options.dropout
+        config.architectures = [ELMoForPreTraining.__name__]
+        config.pad_token_id = tokenizer.pad_token_id  # what Trainer would align it to, with a warning
+        vocabulary.save(output_dir)
+        tokenizer.save_pretrained(output_dir)
+        (output_dir / OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    # Model and batches.
+    set_seed(options.seed)
+    model = ELMoForPreTraining(config)
+    if options.regime == "windowed":
+        try:
+            train_data = WindowedBiLMStream(
+                train_sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size,
+                shuffle=True, seed=options.seed, remainder="drop",
+            )
+        except ValueError as error:
+            raise PretrainingError(f"training data: {error}") from None
+        collator = default_data_collator
+    else:
+        train_data = train_sentences
+        collator = DataCollatorForBiLM(vocabulary, tokenizer, label_boundary_positions=True)
+    held_out_data = _evaluation_data(held_out_sentences, vocabulary, options, "held-out data")
+    train_sample_data = _evaluation_data(train_sample, vocabulary, options, "training sample")
+
+    evaluate_periodically = options.eval_steps > 0
+    stop_control = _StopControl(
+        options.max_time_minutes * 60 if options.max_time_minutes is not None else None, options.handle_interrupt
+    )
+    trainer = Trainer(
+        model=model,
+        args=_training_arguments(options, output_dir, evaluate_periodically),
+        train_dataset=train_data,
+        eval_dataset=held_out_data if evaluate_periodically else None,
+        data_collator=collator,
+        processing_class=tokenizer,
+        compute_metrics=bilm_perplexity_metrics,
+        callbacks=[stop_control],
+    )
+    try:
+        train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    finally:
+        stop_control.restore()
+    if stop_control.stop_reason == "interrupted":
+        latest = get_last_checkpoint(str(output_dir))
+        raise PretrainingInterrupted(output_dir, Path(latest) if latest else None)
+
+    # Final evaluation (eval mode, full softmax, every prediction once), save, report.
+    held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
+    train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    trainer.save_state()
+    losses, eval_curve, initial = _log_history_curves(trainer.state.log_history)
+    state = trainer.state
+    report = PretrainingReport(
+        output_dir=str(output_dir),
+        regime=options.regime,
+        steps=state.global_step,
+        max_steps=state.max_steps,
+        epochs=float(state.epoch or 0.0),
+        tokens_seen=int(state.num_input_tokens_seen),
+        wall_time_seconds=time.monotonic() - start,
+        train_runtime_seconds=float(train_output.metrics.get("train_runtime", 0.0)),
+        steps_per_second=float(train_output.metrics.get("train_steps_per_second", 0.0)),
+        num_parameters=model.num_parameters(),
+        num_bilm_parameters=model.elmo.num_parameters(),
+        vocabulary_size=len(vocabulary),
+        num_train_sentences=len(train_sentences),
+        num_held_out_sentences=len(held_out_sentences),
+        held_out=held_out_metrics,
+        held_out_unigram=unigram_perplexity(vocabulary, held_out_sentences),
+        train_sample=train_metrics,
+        train_sample_unigram=unigram_perplexity(vocabulary, train_sample),
+        num_train_sample_sentences=len(train_sample),
+        held_out_initial=initial,
+        stopped_early=stop_control.stop_reason,
+        resumed_from=checkpoint.name if checkpoint is not None else None,
+        config=config.to_diff_dict(),
+        options=options.to_dict(),
+        loss_history=losses,
+        eval_history=eval_curve,
+    )
+    if options.export_hdf5:
+        report.hdf5_dir = str(export_hdf5(output_dir))
+    (output_dir / REPORT_FILE_NAME).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+__all__ = [
+    "CONFIG_PRESETS",
+    "OPTIMIZERS",
+    "REGIMES",
+    "PretrainingError",
+    "PretrainingInterrupted",
+    "PretrainingOptions",
+    "PretrainingReport",
+    "export_hdf5",
+    "load_pretraining_config",
+    "load_sentences",
+    "pretrain",
+    "sample_sentences",
+    "split_held_out",
+    "unigram_perplexity",
+]
