@@ -306,6 +306,7 @@ class PretrainingReport:
     loss_history: list[list[float]] = field(default_factory=list)
     eval_history: list[list[float]] = field(default_factory=list)
     hdf5_dir: str | None = None
+    learning_rate: float | None = None  # the peak learning rate used (the options may leave it to the default)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -774,6 +775,7 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     losses, eval_curve, initial = _log_history_curves(trainer.state.log_history)
     state = trainer.state
     report = PretrainingReport(
+        learning_rate=options.resolved_learning_rate,
         output_dir=str(output_dir),
         regime=options.regime,
         steps=state.global_step,
