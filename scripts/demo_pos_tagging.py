@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def train_variant(name: str, model_dir: str, train_set, test_set, tokenizer, tag
         **VARIANTS[name],
     )
     arguments = TrainingArguments(
-        output_dir=str(output / "trainer" / name),
+        output_dir=str(Path(tempfile.gettempdir()) / "elmo-hf-pos-demo" / name),  # nothing is saved there
         per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=64,
         num_train_epochs=args.epochs,

@@ -92,3 +92,35 @@ SENTENCES = [
     "Hello".split(),
     "Ein Satz mit Umlauten : Größe , Übung .".split(),
 ]
+
+
+# A repetitive toy corpus a tiny biLM learns in a few dozen steps (pre-training and LM-scoring tests).
+TOY_SENTENCES = [
+    sentence.split()
+    for sentence in (
+        "the cat sat on the mat",
+        "the dog sat on the log",
+        "a cat and a dog",
+        "the mat is red",
+        "a log is brown",
+        "the red cat sat on a brown log",
+    )
+]
+
+
+def trainer_arguments(tmp_path, **overrides):
+    """`TrainingArguments` for a short, quiet, CPU-only `Trainer` run in a test (override anything)."""
+    from transformers import TrainingArguments
+
+    values = dict(
+        output_dir=str(tmp_path / "trainer"),
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        seed=0,
+    )
+    values.update(overrides)
+    return TrainingArguments(**values)

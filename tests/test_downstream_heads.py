@@ -22,7 +22,6 @@ from transformers import (
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
     Trainer,
-    TrainingArguments,
 )
 
 from elmo_hf import (
@@ -36,6 +35,7 @@ from elmo_hf.data_elmo import load_conllu_sentences
 from elmo_hf.embedding import DEFAULT_MODEL_DIR
 
 from .helpers import SENTENCES, random_model, tiny_config
+from .helpers import trainer_arguments as shared_trainer_arguments
 
 HEADS = (ELMoForTokenClassification, ELMoForSequenceClassification)
 NUM_LABELS = 4
@@ -439,23 +439,10 @@ def write_conllu(path):
     path.write_text("\n".join(blocks) + "\n", encoding="utf-8")
 
 
-def trainer_arguments(tmp_path, **overrides) -> TrainingArguments:
-    values = dict(
-        output_dir=str(tmp_path / "trainer"),
-        learning_rate=5e-2,
-        max_steps=20,
-        per_device_train_batch_size=3,
-        per_device_eval_batch_size=6,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        seed=0,
-    )
+def trainer_arguments(tmp_path, **overrides):
+    values = dict(learning_rate=5e-2, max_steps=20, per_device_train_batch_size=3, per_device_eval_batch_size=6)
     values.update(overrides)
-    return TrainingArguments(**values)
+    return shared_trainer_arguments(tmp_path, **values)
 
 
 def assert_trained_only_the_head(trainer, model, bilm_before, mixes_before):

@@ -15,17 +15,8 @@ from elmo_hf.lm_scoring import ELMoLanguageModelScorer, LexicalSubstitute, Sente
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.vocabulary_elmo import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
 
-TOY_SENTENCES = [
-    sentence.split()
-    for sentence in (
-        "the cat sat on the mat",
-        "the dog sat on the log",
-        "a cat and a dog",
-        "the mat is red",
-        "a log is brown",
-        "the red cat sat on a brown log",
-    )
-]
+from .helpers import TOY_SENTENCES
+
 # Sentences of different lengths, one with words outside the vocabulary (zebra, purple).
 SCORED_SENTENCES = TOY_SENTENCES + [["zebra"], "the purple cat sat on a zebra".split(), ["a", "dog"]]
 

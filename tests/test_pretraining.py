@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 from torch.nn import functional as F
-from transformers import AutoModel, AutoModelForPreTraining, Trainer, TrainingArguments
+from transformers import AutoModel, AutoModelForPreTraining, Trainer
 
 from elmo_hf import ELMoForPreTraining, ELMoModel, bilm_perplexity_metrics
 from elmo_hf.data_elmo import DataCollatorForBiLM, WindowedBiLMStream
@@ -21,19 +21,8 @@ from elmo_hf.modeling_elmo_pretraining import (
 )
 from elmo_hf.vocabulary_elmo import ELMoWordVocabulary
 
-from .helpers import tiny_config
+from .helpers import TOY_SENTENCES, tiny_config, trainer_arguments
 
-TOY_SENTENCES = [
-    sentence.split()
-    for sentence in (
-        "the cat sat on the mat",
-        "the dog sat on the log",
-        "a cat and a dog",
-        "the mat is red",
-        "a log is brown",
-        "the red cat sat on a brown log",
-    )
-]
 
 
 @pytest.fixture(scope="module")
@@ -318,28 +307,11 @@ def test_train_and_eval_streams_carry_separate_states(vocabulary):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def trainer_arguments(tmp_path, **overrides) -> TrainingArguments:
-    values = dict(
-        output_dir=str(tmp_path / "trainer"),
-        learning_rate=1e-2,
-        max_steps=12,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        seed=0,
-    )
-    values.update(overrides)
-    return TrainingArguments(**values)
-
-
 def test_trainer_trains_on_windows_and_evaluates_exact_perplexity(vocabulary, tmp_path):
     model = pretraining_model(len(vocabulary))
     train_stream = WindowedBiLMStream(TOY_SENTENCES * 4, vocabulary, num_rows=4, window_size=5, seed=0)
     eval_stream = WindowedBiLMStream(TOY_SENTENCES, vocabulary, num_rows=2, window_size=5, shuffle=False, remainder="pad")
-    arguments = trainer_arguments(tmp_path, per_device_train_batch_size=4, per_device_eval_batch_size=2)
+    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=12, per_device_train_batch_size=4, per_device_eval_batch_size=2)
     trainer = Trainer(
         model=model, args=arguments, train_dataset=train_stream, eval_dataset=eval_stream, compute_metrics=bilm_perplexity_metrics
     )
@@ -363,7 +335,7 @@ def test_trainer_trains_per_sentence(vocabulary, tmp_path):
 
     model = pretraining_model(len(vocabulary))
     dataset = Dataset.from_dict({"words": TOY_SENTENCES * 4})
-    arguments = trainer_arguments(tmp_path, per_device_train_batch_size=6, remove_unused_columns=False)
+    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=12, per_device_train_batch_size=6, remove_unused_columns=False)
     trainer = Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=DataCollatorForBiLM(vocabulary))
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
