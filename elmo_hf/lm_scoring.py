@@ -52,13 +52,35 @@ _PLACEHOLDER_WORD = "."
 # ----------------------------------------------------------------------------------------------------------------
 # Results
 # ----------------------------------------------------------------------------------------------------------------
-def _joint_perplexity(forward_nll: float, backward_nll: float, num_predictions: int) -> float:
-    """bilm-tf's reported perplexity: exp of the mean of the two directions' mean NLL."""
-    return math.exp((forward_nll / num_predictions + backward_nll / num_predictions) / 2)
+class _PerplexitiesFromTotals:
+    """The perplexities of a result holding summed `forward_negative_log_likelihood`,
+    `backward_negative_log_likelihood` and `num_predictions` (per direction)."""
+
+    forward_negative_log_likelihood: float
+    backward_negative_log_likelihood: float
+    num_predictions: int
+
+    @property
+    def forward_perplexity(self) -> float:
+        """exp(forward NLL / predictions)."""
+        return math.exp(self.forward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def backward_perplexity(self) -> float:
+        """exp(backward NLL / predictions)."""
+        return math.exp(self.backward_negative_log_likelihood / self.num_predictions)
+
+    @property
+    def perplexity(self) -> float:
+        """Joint perplexity, exp of the mean of the two directions' mean NLL (bilm-tf's figure, as
+        `perplexity_from_totals` reports it); with the same count in both directions, the geometric mean of
+        `forward_perplexity` and `backward_perplexity`."""
+        mean_nll = (self.forward_negative_log_likelihood + self.backward_negative_log_likelihood) / 2
+        return math.exp(mean_nll / self.num_predictions)
 
 
 @dataclass(frozen=True)
-class SentenceScore:
+class SentenceScore(_PerplexitiesFromTotals):
     r"""
     Language-model scores of one sentence of n words (natural logarithms).
 
@@ -93,27 +115,9 @@ class SentenceScore:
         """Words scored as `<UNK>` (each is a target of both directions)."""
         return len(self.unknown_word_positions)
 
-    @property
-    def forward_perplexity(self) -> float:
-        """exp(forward NLL / (n + 1))."""
-        return math.exp(self.forward_negative_log_likelihood / self.num_predictions)
-
-    @property
-    def backward_perplexity(self) -> float:
-        """exp(backward NLL / (n + 1))."""
-        return math.exp(self.backward_negative_log_likelihood / self.num_predictions)
-
-    @property
-    def perplexity(self) -> float:
-        """Joint perplexity, exp of the mean of the two directions' mean NLL (bilm-tf's figure); with the same
-        count in both directions, the geometric mean of `forward_perplexity` and `backward_perplexity`."""
-        return _joint_perplexity(
-            self.forward_negative_log_likelihood, self.backward_negative_log_likelihood, self.num_predictions
-        )
-
 
 @dataclass(frozen=True)
-class CorpusScore:
+class CorpusScore(_PerplexitiesFromTotals):
     r"""
     Scores of a list of sentences and their exact totals (summed NLL / summed count, not a mean of sentence
     perplexities). Unknown words are scored as `<UNK>` (see [`SentenceScore`]), as bilm-tf's evaluation does.
@@ -131,21 +135,6 @@ class CorpusScore:
     backward_negative_log_likelihood: float
     num_predictions: int
     num_unknown_words: int
-
-    @property
-    def forward_perplexity(self) -> float:
-        return math.exp(self.forward_negative_log_likelihood / self.num_predictions)
-
-    @property
-    def backward_perplexity(self) -> float:
-        return math.exp(self.backward_negative_log_likelihood / self.num_predictions)
-
-    @property
-    def perplexity(self) -> float:
-        """exp of the mean of the two directions' mean NLL, as `perplexity_from_totals` and bilm-tf report it."""
-        return _joint_perplexity(
-            self.forward_negative_log_likelihood, self.backward_negative_log_likelihood, self.num_predictions
-        )
 
 
 @dataclass(frozen=True)
