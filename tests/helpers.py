@@ -124,3 +124,40 @@ def trainer_arguments(tmp_path, **overrides):
     )
     values.update(overrides)
     return TrainingArguments(**values)
+
+
+# Prepended to every script run by `run_without_elmo_hf`: with `python -S`, site-packages is put on sys.path by hand
+# WITHOUT processing its .pth files, so the editable install of elmo_hf (a .pth entry) is invisible and elmo_hf
+# truly cannot be imported. sys.argv[1] is the list of site-packages directories; the caller's arguments follow.
+_WITHOUT_ELMO_HF_PREAMBLE = """\
+import importlib.util, json, sys
+sys.path.extend(json.loads(sys.argv[1]))
+assert importlib.util.find_spec("elmo_hf") is None, "elmo_hf must not be importable here"
+"""
+
+
+def run_without_elmo_hf(script: str, tmp_path, *arguments: str):
+    """Run ``script`` in a fresh interpreter that has this interpreter's packages but not elmo_hf (remote-code
+    tests), offline, from a folder outside the repository; its arguments start at ``sys.argv[2]``. Returns the
+    ``subprocess.CompletedProcess`` (text output captured)."""
+    import json
+    import os
+    import site
+    import subprocess
+    import sys
+    import sysconfig
+
+    # Every site-packages directory of this interpreter (a venv with --system-site-packages has two).
+    site_packages = sorted({*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    work_dir = tmp_path / "elsewhere"
+    work_dir.mkdir(exist_ok=True)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
+    return subprocess.run(
+        [sys.executable, "-S", "-c", _WITHOUT_ELMO_HF_PREAMBLE + script, json.dumps(site_packages), *arguments],
+        cwd=work_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -1,11 +1,6 @@
 """Auto classes, and remote code loaded where elmo_hf is not installed."""
 
 import json
-import os
-import subprocess
-import site
-import sys
-import sysconfig
 import textwrap
 
 import numpy as np
@@ -14,7 +9,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 
-from .helpers import random_model
+from .helpers import random_model, run_without_elmo_hf
 
 TEXTS = ["The bank raised its rates .", "We sat on the river bank and did n't talk ."]
 
@@ -44,13 +39,10 @@ def test_checkpoints_carry_their_code(tmp_path):
         assert (tmp_path / module).is_file(), module
 
 
-# Runs with `python -S`: site-packages is put on sys.path by hand WITHOUT processing its .pth files, so the editable
-# install of elmo_hf (a .pth entry) is invisible and elmo_hf truly cannot be imported.
+# Runs where elmo_hf cannot be imported (tests/helpers.run_without_elmo_hf).
 REMOTE_CODE_SCRIPT = textwrap.dedent(
     """
-    import importlib.util, json, sys
-    sys.path.extend(json.loads(sys.argv[1]))
-    assert importlib.util.find_spec("elmo_hf") is None, "elmo_hf must not be importable here"
+    import json, sys
     import numpy as np
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
@@ -79,20 +71,7 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
 def test_remote_code_loads_where_elmo_hf_is_not_installed(tmp_path):
     checkpoint = tmp_path / "checkpoint"
     model = save_checkpoint(checkpoint)
-    # Every site-packages directory of this interpreter (a venv with --system-site-packages has two).
-    site_packages = sorted({*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    work_dir = tmp_path / "elsewhere"
-    work_dir.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", REMOTE_CODE_SCRIPT, json.dumps(site_packages), str(checkpoint), json.dumps(TEXTS), str(tmp_path / "out.npz")],
-        cwd=work_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_without_elmo_hf(REMOTE_CODE_SCRIPT, tmp_path, str(checkpoint), json.dumps(TEXTS), str(tmp_path / "out.npz"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split() == ["ELMoConfig", "ELMoModel", "ELMoTokenizer"]
 

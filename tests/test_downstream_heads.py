@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import site
-import subprocess
-import sys
-import sysconfig
 import textwrap
 
 import numpy as np
@@ -34,7 +29,7 @@ from elmo_hf import (
 from elmo_hf.data_elmo import load_conllu_sentences
 from elmo_hf.embedding import DEFAULT_MODEL_DIR
 
-from .helpers import SENTENCES, random_model, tiny_config
+from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config
 from .helpers import trainer_arguments as shared_trainer_arguments
 
 HEADS = (ELMoForTokenClassification, ELMoForSequenceClassification)
@@ -362,12 +357,10 @@ def test_existing_biLM_configs_get_the_task_defaults(tmp_path):
     assert (loaded.task_encoder_layers, loaded.task_encoder_hidden_size, loaded.task_pooling) == (1, 256, "mean")
 
 
-# Runs with `python -S` (see test_auto_classes_and_remote_code.py): elmo_hf cannot be imported there.
+# Runs where elmo_hf cannot be imported (tests/helpers.run_without_elmo_hf).
 REMOTE_CODE_SCRIPT = textwrap.dedent(
     """
-    import importlib.util, json, sys
-    sys.path.extend(json.loads(sys.argv[1]))
-    assert importlib.util.find_spec("elmo_hf") is None, "elmo_hf must not be importable here"
+    import json, sys
     import numpy as np
     import torch
     from transformers import AutoModelForTokenClassification, AutoTokenizer
@@ -393,19 +386,7 @@ def test_token_classification_checkpoint_loads_as_remote_code_without_elmo_hf(tm
         model.task_encoder.scalar_mixes["output"].scalar_weights.copy_(torch.tensor([0.4, 0.0, -0.4]))
     model.save_pretrained(checkpoint)
     ELMoTokenizer().save_pretrained(checkpoint)
-    site_packages = sorted({*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-    work_dir = tmp_path / "elsewhere"
-    work_dir.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
-    result = subprocess.run(
-        [sys.executable, "-S", "-c", REMOTE_CODE_SCRIPT, json.dumps(site_packages), str(checkpoint), json.dumps(SENTENCES), str(tmp_path / "logits.npy")],
-        cwd=work_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_without_elmo_hf(REMOTE_CODE_SCRIPT, tmp_path, str(checkpoint), json.dumps(SENTENCES), str(tmp_path / "logits.npy"))
     assert result.returncode == 0, result.stderr[-3000:]
     class_name, mix_weights = result.stdout.strip().splitlines()[-1].split(" ", 1)
     assert class_name == "ELMoForTokenClassification"
