@@ -24,17 +24,16 @@ from elmo_hf.data_elmo import load_sentence_dataset
 DEFAULT_CORPORA = ("tinyshakespeare.txt", "ud-english-ewt/en_ewt-ud-dev.conllu", "ud-english-ewt/en_ewt-ud-test.conllu")
 
 
-def sentences_with_word(paths: list[Path], word: str, limit: int) -> list[list[str]]:
-    """Up to ``limit`` distinct sentences (word lists) of the corpora containing ``word`` (case-sensitive)."""
+def sentences_with_word(corpus: list[list[str]], word: str, limit: int) -> list[list[str]]:
+    """Up to ``limit`` distinct sentences (word lists) of ``corpus`` containing ``word`` (case-sensitive)."""
     found, seen = [], set()
-    for path in paths:
-        for words in load_sentence_dataset([path])["words"]:
-            key = " ".join(words)
-            if word in words and key not in seen and len(words) <= 60:
-                seen.add(key)
-                found.append(list(words))
-                if len(found) == limit:
-                    return found
+    for words in corpus:
+        key = " ".join(words)
+        if word in words and key not in seen and len(words) <= 60:
+            seen.add(key)
+            found.append(words)
+            if len(found) == limit:
+                break
     return found
 
 
@@ -82,10 +81,11 @@ def run(model_dir: str, corpora: list[Path], word: str, queries: list[str], laye
     for query, words in zip(queries, split_queries):
         if word not in words:
             raise SystemExit(f"error: query {query!r} does not contain {word!r} (its words: {words})")
-    corpus = [sentence for sentence in sentences_with_word(corpora, word, max_sentences) if sentence not in split_queries]
+    all_sentences = [list(words) for path in corpora for words in load_sentence_dataset([path])["words"]]
+    corpus = [sentence for sentence in sentences_with_word(all_sentences, word, max_sentences) if sentence not in split_queries]
     if not corpus:
         raise SystemExit(f"error: no sentence of {[str(path) for path in corpora]} contains {word!r}")
-    counts = Counter(w for path in corpora for words in load_sentence_dataset([path])["words"] for w in words)
+    counts = Counter(w for words in all_sentences for w in words)
     vocabulary = [candidate for candidate, count in counts.most_common(20000) if candidate != word and count >= 3]
     return {
         "model": str(model_dir),

@@ -26,11 +26,10 @@ DEFAULT_OUTPUT = REPOSITORY_ROOT / "elmo_hf" / "default_model"
 COPIED_FILES = ("tokenizer_config.json", "vocab.txt", "vocab_counts.tsv", "pretraining_report.json", "pretraining_options.json")
 
 
-def held_out_perplexities(model_dir: Path, test_file: Path) -> dict:
+def held_out_perplexities(model_dir: Path, sentences: list[list[str]]) -> dict:
     """Per-sentence exact perplexities (n + 1 predictions per direction, each sentence from the initial state) of
-    the UD English-EWT test sentences, which the demo model never saw."""
+    ``sentences`` (the UD English-EWT test sentences, which the demo model never saw)."""
     scorer = ELMoLanguageModelScorer.from_pretrained(model_dir)
-    sentences = [list(words) for words in load_conllu_sentences([test_file])["words"]]
     corpus = scorer.score(sentences, batch_size=64)
     return {
         "sentences": len(sentences),
@@ -70,9 +69,10 @@ def package(run_dir: Path, output_dir: Path, test_file: Path, learning_rate: flo
             raise SystemExit("error: the run's report does not record its learning rate (older elmo-hf): pass --learning-rate")
         report["learning_rate"] = learning_rate
     write_json(output_dir / "pretraining_report.json", report)
+    test_sentences = [list(words) for words in load_conllu_sentences([test_file])["words"]]
     measured = {
-        "trained_float32": held_out_perplexities(run_dir, test_file),
-        "shipped_float16": held_out_perplexities(output_dir, test_file),
+        "trained_float32": held_out_perplexities(run_dir, test_sentences),
+        "shipped_float16": held_out_perplexities(output_dir, test_sentences),
     }
     write_json(output_dir / "ewt_test_perplexity.json", measured)
     (output_dir / "README.md").write_text(model_card(report, measured, model), encoding="utf-8")
