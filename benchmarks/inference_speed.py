@@ -244,7 +244,7 @@ def matmul_gflops(rows: int, inner: int, columns: int, dtype: torch.dtype, devic
     inputs = torch.randn(rows, inner, generator=generator).to(device=device, dtype=dtype)
     weight = (torch.randn(columns, inner, generator=generator) / math.sqrt(inner)).to(device=device, dtype=dtype)
     if pre_pack:
-        matmul = fast_elmo._Matmul(weight, None, pre_pack=True)
+        matmul = fast_elmo.Matmul(weight, None, pre_pack=True)
         function = lambda: matmul(inputs)  # noqa: E731
     else:
         function = lambda: F.linear(inputs, weight)  # noqa: E731
@@ -263,7 +263,7 @@ def measure_matmuls(dtypes: list[str], batch_sizes: list[int], device: torch.dev
             "square_2048": matmul_gflops(2048, 2048, 2048, dtype, device, min_seconds),
         }
         steps = {f"lstm_step_{size}x512x16384": matmul_gflops(size, 512, 16384, dtype, device, min_seconds) for size in batch_sizes}
-        if device.type == "cpu" and dtype == torch.float32 and fast_elmo._onednn_available():
+        if device.type == "cpu" and dtype == torch.float32 and fast_elmo.onednn_available():
             steps.update(
                 {
                     f"lstm_step_{size}x512x16384_prepacked": matmul_gflops(size, 512, 16384, dtype, device, min_seconds, pre_pack=True)
@@ -328,7 +328,7 @@ def benchmark_shape(shape: str, args, device: torch.device, limits: dict) -> dic
                 if path == "allennlp-style":
                     function = lambda: allennlp_style_forward(model, inputs["input_ids"], inputs["attention_mask"])  # noqa: E731
                 else:
-                    model.set_inference_path(path)
+                    model.set_inference_path(path, pre_pack=not args.no_pre_pack)
                     function = lambda: model(**inputs)  # noqa: E731
                 # Batch sizes run in increasing order: the previous batch size warmed this model and path up.
                 with torch.inference_mode():
@@ -358,7 +358,7 @@ def benchmark_shape(shape: str, args, device: torch.device, limits: dict) -> dic
     with torch.inference_mode():
         float32_model.set_inference_path("reference")
         reference = float32_model(**inputs, keep_sentence_boundaries=True).hidden_states
-        float32_model.set_inference_path("fast")
+        float32_model.set_inference_path("fast", pre_pack=not args.no_pre_pack)
         fast = float32_model(**inputs, keep_sentence_boundaries=True).hidden_states
         float32_model.set_inference_path("auto")
         equality["fast_vs_reference_max_abs_diff"] = max(float((a - b).abs().max()) for a, b in zip(reference, fast))
@@ -417,14 +417,13 @@ def main(argv: list[str] | None = None) -> dict:
     args.batch_sizes = sorted(args.batch_sizes)
 
     torch.set_num_threads(args.threads)
-    fast_elmo.PRE_PACK_WEIGHTS = not args.no_pre_pack
     device = torch.device(args.device)
     report = {
         "command": " ".join(["python", "benchmarks/inference_speed.py", *(argv if argv is not None else sys.argv[1:])]),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_description(),
-        "pre_pack": fast_elmo.PRE_PACK_WEIGHTS,
+        "pre_pack": not args.no_pre_pack,
         "words_per_sentence": args.words,
         "load_average_before": os.getloadavg(),
     }

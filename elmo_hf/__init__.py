@@ -13,7 +13,6 @@ from .configuration_elmo import ELMoConfig
 from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
 from .modeling_elmo_downstream import ELMoForSequenceClassification, ELMoForTokenClassification
 from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
-from .lm_scoring import CorpusScore, ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from .tokenization_elmo import ELMoTokenizer
 
 __version__ = "0.1.0"
@@ -36,11 +35,6 @@ __all__ = [
     "ELMoForPreTraining",
     "ELMoForPreTrainingOutput",
     "bilm_perplexity_metrics",
-    "CorpusScore",
-    "ELMoLanguageModelScorer",
-    "LexicalSubstitute",
-    "SentenceScore",
-    "WordPrediction",
     "ELMoConfig",
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",

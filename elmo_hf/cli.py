@@ -12,14 +12,14 @@ import sys
 
 import torch
 
-from .corpus_readers import INPUT_FORMATS, CorpusError, CorpusSource
-from .embedding import DEFAULT_MODEL_DIR, POOLINGS, REPRESENTATIONS, STORAGE_DTYPES, ELMoEmbedder, InvalidRowError
+from .corpus.readers import INPUT_FORMATS, CorpusError, CorpusSource, InvalidRowError
+from .embedding.embedder import DEFAULT_MODEL_DIR, POOLINGS, REPRESENTATIONS, STORAGE_DTYPES, ELMoEmbedder
 from .modeling_elmo import ELMoModel
-from .pretraining import (
+from .pretraining.run import (
     CONFIG_PRESETS, LR_SCHEDULERS, OPTIMIZERS, REGIMES, PretrainingError, PretrainingInterrupted, PretrainingOptions,
     pretrain,
 )
-from .sharded_embedding import OUTPUT_FORMATS, OutputDirectoryError, embed_corpus
+from .embedding.shards import OUTPUT_FORMATS, OutputDirectoryError, embed_corpus
 from .tokenization_elmo import ELMoTokenizer
 
 EXIT_USAGE_ERROR = 2
@@ -95,7 +95,7 @@ def embed_command(args: argparse.Namespace) -> int:
     )
     try:
         if args.engine == "ray":
-            from .ray_embedding import embed_with_ray
+            from .embedding.ray_engine import embed_with_ray
 
             summary = embed_with_ray(
                 args.input, args.output, model_name=model_name, revision=args.revision, input_format=args.input_format,

@@ -193,6 +193,8 @@ class ELMoConfig(PretrainedConfig):
     """
 
     model_type = "elmo"
+    # Outputs that Trainer's evaluation must not collect as predictions (the carried LSTM state of pre-training).
+    keys_to_ignore_at_inference = ["lstm_state"]
 
     def __init__(
         self,

@@ -3,7 +3,10 @@
 ``modeling_elmo.py`` is the definition (the *reference path*). This module computes the same vectors (float32 max abs
 difference <= 1e-4 on the original shape, tested; usually about 1e-6) and is chosen by the small dispatchers in
 ``ELMoCharacterEmbeddings.forward`` and ``ELMoEncoder.forward`` whenever no gradients are needed. Nothing here changes
-*what* is computed, only the order and the amount of redundant work:
+*what* is computed, only the order and the amount of redundant work.
+
+This module knows no model class: it works on tensors, on the token-layer function it is handed, and on the LSTM
+weights the encoder prepares with ``PreparedLstmWeights.prepare`` and keeps in its ``fast_path_weights`` attribute.
 
 Token layer (``fast_character_embeddings``)
     * every distinct word of the batch goes through the CNN once (``<S>``, ``</S>``, all-zero padding rows and
@@ -33,6 +36,7 @@ oneDNN keeps memory for every shape it has seen: without it, memory grew steadil
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -51,15 +55,15 @@ FAST_PATH_DEVICE_TYPES = ("cpu", "cuda")
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def fast_path_unavailable_reason(module: nn.Module, *inputs: torch.Tensor) -> str | None:
-    """Why the fast path cannot run ``module`` on ``inputs`` now, or None when it can."""
+def fast_path_unavailable_reason(module: nn.Module, inputs: Sequence[torch.Tensor], active_dropout: float = 0.0) -> str | None:
+    """Why the fast path cannot run ``module`` on ``inputs`` now, or None when it can. ``active_dropout``: the
+    probability of the module's training-mode dropout (the fast path has none)."""
     parameter = next(module.parameters())
     if torch.is_grad_enabled() and (
         any(p.requires_grad for p in module.parameters()) or any(t.requires_grad for t in inputs)
     ):
         return "gradients are being recorded (the fast path is inference-only: use torch.no_grad() or torch.inference_mode())"
-    dropout = getattr(module, "layer_input_dropout", None)
-    if module.training and dropout is not None and dropout.p > 0:
+    if module.training and active_dropout > 0:
         return "training-mode dropout is active (call model.eval() for inference)"
     if parameter.device.type not in FAST_PATH_DEVICE_TYPES:
         return f"it supports devices {FAST_PATH_DEVICE_TYPES}, not {parameter.device.type!r}"
@@ -68,18 +72,20 @@ def fast_path_unavailable_reason(module: nn.Module, *inputs: torch.Tensor) -> st
     return None
 
 
-def use_fast_path(module: nn.Module, *inputs: torch.Tensor) -> bool:
-    """The dispatcher's decision for one call, following ``module.inference_path``:
+def use_fast_path(
+    module: nn.Module, inputs: Sequence[torch.Tensor], inference_path: str, active_dropout: float = 0.0
+) -> bool:
+    """The dispatcher's decision for one call of ``module`` on ``inputs``:
 
-    ``"reference"``: never; ``"fast"``: always (raises when it cannot run); ``"auto"``: whenever it can, otherwise the
-    reference path, with the reason logged once.
+    ``inference_path="reference"``: never; ``"fast"``: always (raises when it cannot run); ``"auto"``: whenever it can,
+    otherwise the reference path, with the reason logged once.
     """
-    if module.inference_path == "reference":
+    if inference_path == "reference":
         return False
-    reason = fast_path_unavailable_reason(module, *inputs)
+    reason = fast_path_unavailable_reason(module, inputs, active_dropout)
     if reason is None:
         return True
-    if module.inference_path == "fast":
+    if inference_path == "fast":
         raise RuntimeError(f"{type(module).__name__}: the fast inference path was requested but cannot run: {reason}.")
     message = f"{type(module).__name__}: using the reference path because {reason}."
     # Training is expected to run the reference path: say so quietly; anything else deserves a warning.
@@ -88,6 +94,12 @@ def use_fast_path(module: nn.Module, *inputs: torch.Tensor) -> bool:
     else:
         logger.warning_once(message)
     return False
+
+
+def parameter_key(module: nn.Module) -> tuple:
+    """Changes whenever a parameter of ``module`` is replaced, moved, cast or modified in place (the key of the
+    fast path's derived data: cached token vectors, prepared LSTM weights)."""
+    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in module.parameters())
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -134,28 +146,37 @@ def _cnn_rows(num_rows: int) -> int:
     return 1 << max(num_rows - 1, 0).bit_length()
 
 
-def character_cnn_trimmed(char_embeddings: nn.Module, character_ids: torch.LongTensor) -> torch.Tensor:
-    """The reference token layer run on the trimmed character slots, rows padded to ``_cnn_rows``: equal to the
-    reference on all 50 slots up to float32 rounding (the trimming alone is bit-identical). (N, C) -> (N, P)."""
-    widest_filter = max(convolution.kernel_size[0] for convolution in char_embeddings.convolutions)
-    total_slots = character_ids.shape[-1]
-    num_slots = min(total_slots, _round_up(needed_character_slots(character_ids, widest_filter), CNN_SLOT_MULTIPLE))
+def trim_character_slots(character_ids: torch.LongTensor, widest_filter: int) -> torch.LongTensor:
+    """The leading character slots that give every distinct convolution window (``needed_character_slots``), rounded
+    up to a multiple of ``CNN_SLOT_MULTIPLE``: (..., C) -> (..., C') with C' <= C. The max-pooled CNN features of the
+    result equal those of all C slots up to float32 rounding (the same windows; a convolution of another width may
+    sum them in another order)."""
+    num_slots = character_ids.shape[-1]
+    needed = needed_character_slots(character_ids.reshape(-1, num_slots), widest_filter)
+    return character_ids[..., : min(num_slots, _round_up(needed, CNN_SLOT_MULTIPLE))]
+
+
+# The token layer as the fast path receives it: (N, C) character ids -> (N, P) token vectors, the reference
+# computation (``ELMoCharacterEmbeddings.reference_forward``).
+TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
+
+
+def token_layer_on_rows(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:
+    """``token_layer`` on the trimmed character slots, its rows padded to ``_cnn_rows``: equal to the token layer on
+    all slots up to float32 rounding. (N, C) -> (N, P)."""
+    trimmed = trim_character_slots(character_ids, widest_filter)
     num_rows = character_ids.shape[0]
-    padded = character_ids.new_zeros(_cnn_rows(num_rows), num_slots)
-    padded[:num_rows] = character_ids[:, :num_slots]
-    return char_embeddings.reference_forward(padded)[:num_rows]
-
-
-def _parameter_key(module: nn.Module) -> tuple:
-    """Changes whenever a parameter is replaced, moved, cast or modified in place (used to invalidate caches)."""
-    return tuple((p.data_ptr(), p._version, p.dtype, p.device) for p in module.parameters())
+    padded = trimmed.new_zeros(_cnn_rows(num_rows), trimmed.shape[1])
+    padded[:num_rows] = trimmed
+    return token_layer(padded)[:num_rows]
 
 
 class TokenEmbeddingCache:
     """Token-layer vectors of a fixed set of words, looked up by their character-id rows.
 
-    The vectors are computed by the same CNN (``character_cnn_trimmed``), so a hit returns what the CNN would. When
-    the token layer's weights change (in place, by ``.to()``, by loading), the vectors are recomputed on next use.
+    The vectors are computed by the token layer itself (``token_layer_on_rows``), so a hit returns what the CNN would.
+    ``refresh`` recomputes them when the token layer's ``parameter_key`` changed (weights modified in place, moved by
+    ``.to()``, reloaded).
     """
 
     def __init__(self, character_ids: torch.LongTensor):
@@ -169,17 +190,14 @@ class TokenEmbeddingCache:
         return len(self.row_of)
 
     @torch.no_grad()
-    def refresh(self, char_embeddings: nn.Module, batch_size: int = 4096) -> None:
-        """(Re)compute the vectors if the token layer changed since they were computed."""
-        key = _parameter_key(char_embeddings)
+    def refresh(
+        self, token_layer: TokenLayer, widest_filter: int, key: tuple, device: torch.device, batch_size: int = 4096
+    ) -> None:
+        """(Re)compute the vectors with ``token_layer`` on ``device`` unless they were computed under ``key``."""
         if key == self.parameter_key:
             return
-        device = next(char_embeddings.parameters()).device
         self.vectors = torch.cat(
-            [
-                character_cnn_trimmed(char_embeddings, rows.to(device))
-                for rows in self.character_ids.split(batch_size)
-            ]
+            [token_layer_on_rows(token_layer, rows.to(device), widest_filter) for rows in self.character_ids.split(batch_size)]
         )
         self.parameter_key = key
 
@@ -190,22 +208,23 @@ class TokenEmbeddingCache:
         return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
 
 
-def fast_character_embeddings(char_embeddings: nn.Module, character_ids: torch.LongTensor) -> torch.Tensor:
-    """Same as ``ELMoCharacterEmbeddings.reference_forward``: (..., C) character ids -> (..., P) token vectors."""
+def fast_character_embeddings(
+    character_ids: torch.LongTensor, token_layer: TokenLayer, widest_filter: int, cache: TokenEmbeddingCache | None
+) -> torch.Tensor:
+    """What ``token_layer`` computes on (..., C) character ids -> (..., P) token vectors, with each distinct word
+    computed once and cached words (``cache``, already refreshed) looked up."""
     leading_shape, num_slots = character_ids.shape[:-1], character_ids.shape[-1]
     # Each distinct word once: boundaries, padding rows and repeated words cost one CNN row each.
     words, word_of_row = torch.unique(character_ids.reshape(-1, num_slots), dim=0, return_inverse=True)  # (U, C), (N,)
-    cache = char_embeddings.token_embedding_cache
     if cache is None:
-        vectors = character_cnn_trimmed(char_embeddings, words)  # (U, P)
+        vectors = token_layer_on_rows(token_layer, words, widest_filter)  # (U, P)
     else:
-        cache.refresh(char_embeddings)
         cached_row = cache.lookup(words)  # (U,)
         is_cached = cached_row >= 0
         vectors = cache.vectors.new_empty(words.shape[0], cache.vectors.shape[1])
         vectors[is_cached] = cache.vectors[cached_row[is_cached]]
         if not bool(is_cached.all()):
-            vectors[~is_cached] = character_cnn_trimmed(char_embeddings, words[~is_cached])
+            vectors[~is_cached] = token_layer_on_rows(token_layer, words[~is_cached], widest_filter)
     return vectors[word_of_row].reshape(*leading_shape, vectors.shape[-1])
 
 
@@ -284,25 +303,20 @@ class PackedBatch:
         return torch.empty_like(state).index_copy_(1, self.order, state)
 
 
-# Pre-pack the LSTM's weights for oneDNN on CPU in float32: a copy of 80% of the parameters of the original shape
-# (302 MB next to the model's 374 MB), made on the first fast call, for about 1.5x the speed at batch 32
-# (benchmarks/inference_speed.py --no-pre-pack measures the difference). Set to False to save the memory.
-PRE_PACK_WEIGHTS = True
-
-
-def _onednn_available() -> bool:
+def onednn_available() -> bool:
+    """Whether this torch build can pre-pack linear weights for oneDNN (the CPU fast path's per-step matmuls)."""
     return hasattr(torch.ops, "mkldnn") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight") and hasattr(
         torch.ops.mkldnn, "_linear_pointwise"
     ) and torch.backends.mkldnn.is_available()
 
 
-class _Matmul:
+class Matmul:
     """``x @ weight.T (+ bias)`` for one weight matrix (out_features, in_features), the fastest way this device offers.
 
-    On CPU in float32 with oneDNN the weight is pre-packed once into oneDNN's blocked layout (a copy held by the fast
-    path's weight cache) and the bias is added inside the matmul: the small per-step matmuls of the LSTM
-    (batch x 512 @ 512 x 16384 for the original model) then skip re-packing the whole weight on every call, which
-    makes them about twice as fast at batch 32. Everywhere else it is a plain matmul on the weight itself.
+    With ``pre_pack`` (CPU, float32, oneDNN) the weight is pre-packed once into oneDNN's blocked layout (a copy) and
+    the bias is added inside the matmul: the small per-step matmuls of the LSTM (batch x 512 @ 512 x 16384 for the
+    original model) then skip re-packing the whole weight on every call, which makes them about twice as fast at
+    batch 32. Otherwise it is a plain matmul on the weight itself.
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pre_pack: bool):
@@ -326,56 +340,65 @@ class _Matmul:
         return target.add_(self(inputs))
 
 
+@dataclass(frozen=True)
+class LstmDirectionWeights:
+    """One direction of one biLM layer as the fast path reads it (``ELMoLstmLayer.fast_path_weights``)."""
+
+    input_weight: torch.Tensor  # (4D, P_in), gate blocks (input, forget, candidate, output)
+    recurrent_weight: torch.Tensor  # (4D, P)
+    projection_weight: torch.Tensor | None  # (P, D); None when P == D
+    gate_bias: torch.Tensor  # (4D,) float32: the only bias, TF's run-time forget bias already added
+    cell_clip: float | None
+    projection_clip: float | None
+
+
 @dataclass
 class _LayerWeights:
     """One biLM layer, both directions (index 0 forward, 1 backward), ready for the fast loop."""
 
     cell_size: int
-    input_projection: list[_Matmul]  # x (n, P_in) -> (n, 4D); carries the gate bias unless `recurrent` does
-    recurrent: list[_Matmul]  # h (n, P) -> (n, 4D)
-    projection: list[_Matmul] | None  # o * tanh(c) (n, D) -> (n, P); None when P == D
+    input_projection: list[Matmul]  # x (n, P_in) -> (n, 4D); carries the gate bias unless `recurrent` does
+    recurrent: list[Matmul]  # h (n, P) -> (n, 4D)
+    projection: list[Matmul] | None  # o * tanh(c) (n, D) -> (n, P); None when P == D
     cell_clip: float | None
     projection_clip: float | None
 
 
-def _prepare_weights(encoder: nn.Module, forget_gate_bias: float) -> list[_LayerWeights]:
-    """Per-layer weights for the fast loop, cached on the encoder until a parameter changes."""
-    key = (_parameter_key(encoder), PRE_PACK_WEIGHTS)
-    cached = getattr(encoder, "_fast_path_weights", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    first = encoder.forward_layers[0].input_to_gates.weight
-    pre_pack = PRE_PACK_WEIGHTS and first.device.type == "cpu" and first.dtype == torch.float32 and _onednn_available()
-    prepared = []
-    for layers in zip(encoder.forward_layers, encoder.backward_layers):
-        cell_size = layers[0].cell_size
-        gate_biases = []
-        for layer in layers:
-            gate_bias = layer.input_to_gates.bias.detach().float().clone()  # (4D,)
-            # Gate blocks are (input, forget, candidate, output); TF adds 1.0 to the forget gate at run time.
-            gate_bias[cell_size : 2 * cell_size] += forget_gate_bias
-            gate_biases.append(gate_bias)
+class PreparedLstmWeights:
+    """The biLM's LSTM weights ready for the fast loop, derived from the parameters identified by ``key``.
+
+    With ``pre_pack`` (honoured on CPU in float32 where oneDNN is available) the weights are pre-packed copies: 80% of
+    the parameters of the original shape (302 MB next to the model's 374 MB) for about 1.5x the speed at batch 32.
+    Derived data, never saved: a deep copy or a pickle of the model holds none and prepares its own on first use.
+    """
+
+    def __init__(self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool):
+        first = layers[0][0].input_weight
+        self.key = key
+        self.pre_packed = pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available()
+        self.layers = [self._prepare_layer(directions, self.pre_packed) for directions in layers]
+
+    @staticmethod
+    def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool) -> _LayerWeights:
         # The gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
-        prepared.append(
-            _LayerWeights(
-                cell_size=cell_size,
-                input_projection=[
-                    _Matmul(layer.input_to_gates.weight.detach(), None if pre_pack else bias, pre_pack)
-                    for layer, bias in zip(layers, gate_biases)
-                ],
-                recurrent=[
-                    _Matmul(layer.state_to_gates.weight.detach(), bias if pre_pack else None, pre_pack)
-                    for layer, bias in zip(layers, gate_biases)
-                ],
-                projection=None
-                if layers[0].state_projection is None
-                else [_Matmul(layer.state_projection.weight.detach(), None, pre_pack) for layer in layers],
-                cell_clip=layers[0].cell_clip,
-                projection_clip=layers[0].projection_clip,
-            )
+        return _LayerWeights(
+            cell_size=directions[0].recurrent_weight.shape[0] // 4,
+            input_projection=[Matmul(d.input_weight, None if pre_pack else d.gate_bias, pre_pack) for d in directions],
+            recurrent=[Matmul(d.recurrent_weight, d.gate_bias if pre_pack else None, pre_pack) for d in directions],
+            projection=None
+            if directions[0].projection_weight is None
+            else [Matmul(d.projection_weight, None, pre_pack) for d in directions],
+            cell_clip=directions[0].cell_clip,
+            projection_clip=directions[0].projection_clip,
         )
-    encoder._fast_path_weights = (key, prepared)
-    return prepared
+
+    def __reduce__(self):
+        # Pre-packed oneDNN tensors can be neither deep-copied nor pickled; the copy prepares its own weights.
+        return _no_prepared_weights, ()
+
+
+def _no_prepared_weights() -> None:
+    return None
 
 
 # Gate inputs are computed for a block of consecutive steps at a time, at most this many bytes per direction (but at
@@ -477,34 +500,33 @@ def _run_layer(
 
 
 def fast_encoder_forward(
-    encoder: nn.Module,
+    weights: PreparedLstmWeights,
     token_embeddings: torch.Tensor,
     lengths: torch.LongTensor,
     state: tuple[torch.Tensor, torch.Tensor],
-    forget_gate_bias: float,
+    use_skip_connections: bool,
     backward_token_embeddings: torch.Tensor | None = None,
 ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes)."""
     batch_size, time, _ = token_embeddings.shape
     hidden_state, cell_state = state  # (L, 2, B, P), (L, 2, B, D)
-    layer_weights = _prepare_weights(encoder, forget_gate_bias)
-    compute_dtype = layer_weights[0].input_projection[0].weight.dtype
+    compute_dtype = weights.layers[0].input_projection[0].weight.dtype
     packing = PackedBatch.build(lengths, time)
     backward_reading_order = backward_token_embeddings is not None
     if backward_reading_order:
         backward_token_embeddings = backward_token_embeddings.to(compute_dtype)
     layer_inputs = packing.pack(token_embeddings.to(compute_dtype), backward_token_embeddings)  # (2, N, P)
     layer_outputs, final_hidden, final_cell = [], [], []
-    for layer_index, weights in enumerate(layer_weights):
+    for layer_index, layer_weights in enumerate(weights.layers):
         outputs, hidden, cell = _run_layer(
-            weights,
+            layer_weights,
             layer_inputs,
             packing,
             packing.sort(hidden_state[layer_index]),
             packing.sort(cell_state[layer_index]),
         )
         # Residual from the second layer on, added to the output only (never to the recurrent state).
-        if encoder.use_skip_connections and layer_index > 0:
+        if use_skip_connections and layer_index > 0:
             outputs += layer_inputs
         layer_outputs.append(packing.unpack(outputs, batch_size, time, backward_reading_order))
         final_hidden.append(packing.unsort(hidden))
@@ -515,11 +537,18 @@ def fast_encoder_forward(
 
 __all__ = [
     "INFERENCE_PATHS",
+    "LstmDirectionWeights",
+    "Matmul",
     "PackedBatch",
+    "PreparedLstmWeights",
     "TokenEmbeddingCache",
     "fast_character_embeddings",
     "fast_encoder_forward",
     "fast_path_unavailable_reason",
     "needed_character_slots",
+    "onednn_available",
+    "parameter_key",
+    "token_layer_on_rows",
+    "trim_character_slots",
     "use_fast_path",
 ]

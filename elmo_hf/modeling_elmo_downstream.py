@@ -23,6 +23,9 @@ runs (config fields in brackets, see [`ELMoConfig`]):
 
 Loss: the task loss plus ``task_mix_l2 * sum over the head's mixes of ||w||^2``. The head's mixes are its own
 (``task_encoder.scalar_mixes``), not the biLM's ``scalar_mixes``, which the heads never use (they stay frozen).
+
+Both heads subclass [`ELMoPreTrainedModel`] and hold the biLM as ``self.elmo`` (the base model prefix, so a saved
+biLM loads into a head); a frozen biLM is one of their ``frozen_submodules``.
 """
 
 from __future__ import annotations
@@ -36,10 +39,7 @@ from torch.nn import functional as F
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 
 from .configuration_elmo import ELMoConfig
-from .modeling_elmo import ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
-
-# Label value ignored by the token-classification loss (PyTorch's and transformers' convention).
-IGNORED_LABEL_ID = -100
+from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
@@ -111,6 +111,22 @@ class ELMoTaskEncoder(nn.Module):
             features = torch.cat([features, output_mix], dim=-1)
         return features * mask
 
+    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
+        """The learned mixes, readable: ``{"input": {"layer_weights": [softmax(w)_0, ..., softmax(w)_L], "gamma":
+        gamma}, "output": {...}}``, one entry per position in ``task_mix_positions`` (none without ELMo). Layer 0 is
+        the token layer, layer l the biLSTM's layer l; the weights add up to 1."""
+        return {
+            position: {"layer_weights": mix.layer_weights.detach().cpu().tolist(), "gamma": float(mix.gamma.detach())}
+            for position, mix in self.scalar_mixes.items()
+        }
+
+    def mix_l2_penalty(self, l2: float) -> torch.Tensor:
+        """``l2 * sum over the mixes of ||w||^2``, a scalar tensor (0 without mixes)."""
+        squared_norms = [mix.scalar_weights.pow(2).sum() for mix in self.scalar_mixes.values()]
+        if not squared_norms:
+            return torch.zeros(())
+        return l2 * torch.stack(squared_norms).sum()
+
     def _run_lstm(self, inputs: torch.Tensor, word_mask: torch.BoolTensor) -> torch.Tensor:
         """(B, T, Din) -> (B, T, 2H), each sentence read over its own words only (packed), zero at padding."""
         batch_size, num_words, _ = inputs.shape
@@ -124,89 +140,52 @@ class ELMoTaskEncoder(nn.Module):
         return outputs * word_mask.unsqueeze(-1)
 
 
-class ELMoTaskPreTrainedModel(ELMoPreTrainedModel):
-    """What the two heads share: the biLM (``self.elmo``, frozen by default), the task encoder, the mix weights'
-    read-out and penalty. Not a model on its own; use [`ELMoForTokenClassification`] or
-    [`ELMoForSequenceClassification`]."""
-
-    def __init__(self, config: ELMoConfig):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.elmo = ELMoModel(config)
-        self.task_encoder = ELMoTaskEncoder(config)
-
-    def _apply_elmo_freezing(self) -> None:
-        """Called at the end of each head's ``__init__``, after ``post_init``."""
-        self.elmo.requires_grad_(not self.config.task_freeze_elmo)
-        self.elmo.scalar_mixes.requires_grad_(False)  # the biLM's own mixes: never used by the heads
-        if self.config.task_freeze_elmo:
-            self.elmo.eval()
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        """``PreTrainedModel.from_pretrained``, then the biLM frozen again: loading replaces the parameters, and the
-        loaded ones have ``requires_grad=True``."""
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
-        model._apply_elmo_freezing()
-        return loaded
-
-    def train(self, mode: bool = True) -> "ELMoTaskPreTrainedModel":
-        """``nn.Module.train``, except that a frozen biLM (``task_freeze_elmo``) always stays in eval mode."""
-        super().train(mode)
-        if self.config.task_freeze_elmo:
-            self.elmo.eval()
-        return self
-
-    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
-        """The head's learned mixes, readable: ``{"input": {"layer_weights": [softmax(w)_0, ..., softmax(w)_L],
-        "gamma": gamma}, "output": {...}}``, one entry per position in ``task_mix_positions`` (none without ELMo).
-        Layer 0 is the token layer, layer l the biLSTM's layer l; the weights add up to 1."""
-        return {
-            position: {"layer_weights": mix.layer_weights.detach().cpu().tolist(), "gamma": float(mix.gamma.detach())}
-            for position, mix in self.task_encoder.scalar_mixes.items()
-        }
-
-    def mix_l2_penalty(self) -> torch.Tensor:
-        """``task_mix_l2 * sum over the head's mixes of ||w||^2`` (a scalar tensor; 0 without mixes), the term the
-        heads add to the task loss."""
-        penalty = torch.zeros((), device=self.device, dtype=self.dtype)
-        for mix in self.task_encoder.scalar_mixes.values():
-            penalty = penalty + mix.scalar_weights.pow(2).sum()
-        return self.config.task_mix_l2 * penalty
-
-    def _word_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.BoolTensor, tuple[torch.Tensor, ...] | None]:
-        """Steps 1-5: (batch, words, output_size) features, the (batch, words) word mask, and the biLM's
-        ``hidden_states`` (None without ELMo)."""
-        projection_dim = self.config.projection_dim
-        # A frozen biLM records no graph: its fast inference path runs and nothing of it is kept for backward.
-        elmo_context = torch.no_grad() if self.config.task_freeze_elmo else contextlib.nullcontext()
-        with elmo_context:
-            if self.config.task_use_elmo:
-                elmo_output = self.elmo(
-                    input_ids, attention_mask=attention_mask, keep_sentence_boundaries=False, return_dict=True
-                )
-                word_mask, layers = elmo_output.mask, elmo_output.hidden_states
-                token_layer = layers[0][..., :projection_dim]  # layer 0 is [token; token]
-            else:
-                # Baseline without ELMo: only the character CNN runs, never the biLSTM.
-                word_mask, layers = self.elmo._validated_word_mask(input_ids, attention_mask), None
-                token_layer = self.elmo.char_embeddings(input_ids) * word_mask.unsqueeze(-1)  # (B, T, P)
-        return self.task_encoder(token_layer, layers, word_mask), word_mask, layers
+def run_bilm(
+    elmo: ELMoModel, config: ELMoConfig, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, torch.BoolTensor]:
+    """Step 1 of the module docstring: the biLM's token layer (batch, words, P), its L + 1 ``hidden_states``
+    (batch, words, 2P) (None without ELMo: only the character CNN runs) and the word mask (batch, words)."""
+    # A frozen biLM records no graph: its fast inference path runs and nothing of it is kept for backward.
+    elmo_context = torch.no_grad() if config.task_freeze_elmo else contextlib.nullcontext()
+    with elmo_context:
+        if not config.task_use_elmo:
+            token_layer, word_mask = elmo.token_layer(input_ids, attention_mask)
+            return token_layer, None, word_mask
+        output = elmo(input_ids, attention_mask=attention_mask, keep_sentence_boundaries=False, return_dict=True)
+    token_layer = output.hidden_states[0][..., : config.projection_dim]  # layer 0 is [token; token]
+    return token_layer, output.hidden_states, output.mask
 
 
-class ELMoForTokenClassification(ELMoTaskPreTrainedModel):
+def frozen_bilm_parts(elmo: ELMoModel, config: ELMoConfig) -> list[nn.Module]:
+    """What a head keeps frozen: the whole biLM (``task_freeze_elmo``, the paper's recipe), or else only its own
+    ``scalar_mixes``, which the heads never use (they learn their own)."""
+    return [elmo] if config.task_freeze_elmo else [elmo.scalar_mixes]
+
+
+class ELMoForTokenClassification(ELMoPreTrainedModel):
     """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
     module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
     num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ELMoModel(config)
+        self.task_encoder = ELMoTaskEncoder(config)
         self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
         self.post_init()
-        self._apply_elmo_freezing()
+        self.freeze_submodules()
+
+    def frozen_submodules(self) -> list[nn.Module]:
+        return frozen_bilm_parts(self.elmo, self.config)
+
+    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
+        """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
+        return self.task_encoder.mix_layer_weights()
+
+    def mix_l2_penalty(self) -> torch.Tensor:
+        """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
+        return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
     def forward(
         self,
@@ -233,13 +212,14 @@ class ELMoForTokenClassification(ELMoTaskPreTrainedModel):
             plus the mix penalty, see `mix_l2_penalty`), `logits` `(batch, words, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        features, word_mask, layers = self._word_features(input_ids, attention_mask)
+        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
+        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
         logits = self.classifier(features)  # (B, T, num_labels)
 
         loss = None
         if labels is not None:
             labels = self._validated_labels(labels, word_mask)
-            is_labelled = labels != IGNORED_LABEL_ID  # (B, T)
+            is_labelled = labels != IGNORE_INDEX  # (B, T)
             task_loss = F.cross_entropy(logits[is_labelled], labels[is_labelled], reduction="sum")
             # Mean over the labelled words; a batch without any gives 0, not NaN.
             task_loss = task_loss / is_labelled.sum().clamp(min=1)
@@ -266,7 +246,7 @@ class ELMoForTokenClassification(ELMoTaskPreTrainedModel):
                 f"{tuple(labels.shape)} (pad labels with -100, e.g. with DataCollatorForTokenClassification)."
             )
         labels = labels.to(device=word_mask.device, dtype=torch.long)
-        is_labelled = labels != IGNORED_LABEL_ID
+        is_labelled = labels != IGNORE_INDEX
         out_of_range = is_labelled & ((labels < 0) | (labels >= self.num_labels))
         if out_of_range.any():
             batch_index, word_index = out_of_range.nonzero()[0].tolist()
@@ -284,7 +264,7 @@ class ELMoForTokenClassification(ELMoTaskPreTrainedModel):
         return labels
 
 
-class ELMoForSequenceClassification(ELMoTaskPreTrainedModel):
+class ELMoForSequenceClassification(ELMoPreTrainedModel):
     """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
     module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
     transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
@@ -293,10 +273,24 @@ class ELMoForSequenceClassification(ELMoTaskPreTrainedModel):
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ELMoModel(config)
+        self.task_encoder = ELMoTaskEncoder(config)
         pooled_size = self.task_encoder.output_size * (2 if config.task_pooling == "first_last" else 1)
         self.classifier = nn.Linear(pooled_size, config.num_labels)
         self.post_init()
-        self._apply_elmo_freezing()
+        self.freeze_submodules()
+
+    def frozen_submodules(self) -> list[nn.Module]:
+        return frozen_bilm_parts(self.elmo, self.config)
+
+    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
+        """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
+        return self.task_encoder.mix_layer_weights()
+
+    def mix_l2_penalty(self) -> torch.Tensor:
+        """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
+        return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
     def forward(
         self,
@@ -324,7 +318,8 @@ class ELMoForSequenceClassification(ELMoTaskPreTrainedModel):
             `mix_l2_penalty`), `logits` `(batch, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        features, word_mask, layers = self._word_features(input_ids, attention_mask)
+        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
+        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
         logits = self.classifier(pool_words(features, word_mask, self.config.task_pooling))  # (B, num_labels)
 
         loss = None
@@ -428,6 +423,6 @@ __all__ = [
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
-    "ELMoTaskPreTrainedModel",
     "pool_words",
+    "run_bilm",
 ]

@@ -12,9 +12,9 @@ Two regimes, chosen by the batch (see docs/pretraining.md and docs/pretraining-d
   (B, T + 2) (the collator's ``label_boundary_positions=True``: also ``<S>`` -> w1 and ``</S>`` -> wn, as bilm-tf).
 - **Windows with state carried across batches** (``WindowedBiLMStream``, the original's regime): the batch also has
   ``backward_input_ids`` (bilm-tf's reversed stream, read left to right by the backward stack), ``window_index`` and
-  ``row_index``. Nothing is added around the windows (the stream holds the boundaries) and the LSTM state of each
-  row is carried to the next batch. The state is the caller's when ``lstm_state`` is passed; otherwise the model
-  carries it itself from one call to the next, keyed by train/eval mode, restarting at ``window_index == 0``.
+  ``row_index``. Nothing is added around the windows (the stream holds the boundaries). The model keeps no state
+  between calls: the caller passes the previous window's ``lstm_state`` and asks for the next one
+  (``return_lstm_state=True``); ``elmo_hf.pretraining.trainer.ELMoPreTrainingTrainer`` does this for ``Trainer``.
 
 Training with ``config.softmax_num_samples > 0`` uses a sampled softmax (``sampled_softmax_negative_log_likelihood``);
 in eval mode the full softmax always runs, so the reported per-direction perplexity is exact.
@@ -32,13 +32,9 @@ from transformers import initialization as init
 from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ELMoConfig
-from .fast_elmo import needed_character_slots
-from .modeling_elmo import ELMoModel, ELMoPreTrainedModel, LstmState
+from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, LstmState
 
 logger = logging.get_logger(__name__)
-
-IGNORE_INDEX = -100
-DIRECTIONS = ("forward", "backward")
 
 
 @dataclass
@@ -171,8 +167,6 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         # bilm-tf's dropout on the top LSTM output before the softmax (training only).
         self.output_dropout = nn.Dropout(config.lm_dropout)
         self.softmax = nn.Linear(config.projection_dim, config.word_vocab_size)
-        # State carried between windowed batches when the caller passes none: {"train"|"eval": (next window, state)}.
-        self._carried_state: dict[str, tuple[int, LstmState]] = {}
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -184,10 +178,6 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.softmax
-
-    def reset_carried_state(self) -> None:
-        """Forget the LSTM state carried between windowed batches (it also restarts at every ``window_index`` 0)."""
-        self._carried_state = {}
 
     def forward(
         self,
@@ -220,12 +210,14 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
                 Windowed regime: the backward stream, read left to right by the backward stack. Its presence selects
                 the windowed regime.
             window_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
-                Windowed regime: the batch's window number in the epoch (same in every row). When `lstm_state` is
-                not passed, the model carries the state from window k to k + 1 itself and restarts at 0.
+                Windowed regime: the batch's window number in the epoch (same in every row). Checked only: a window
+                after the first should come with the previous window's `lstm_state` (without it, it starts from the
+                initial state and a warning says so once).
             row_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
                 Windowed regime: must be `0 .. batch - 1` (a check that batches are not split or shuffled).
             lstm_state (`tuple(torch.FloatTensor)`, *optional*):
-                Explicit initial state `(hidden (L, 2, S, P), cell (L, 2, S, D))`, as for [`ELMoModel`].
+                Initial state `(hidden (L, 2, S, P), cell (L, 2, S, D))`, as for [`ELMoModel`]; in the windowed
+                regime, the previous window's `lstm_state` output.
             return_lstm_state (`bool`, defaults to `False`):
                 Return the state after the batch.
             return_logits (`bool`, defaults to `False`):
@@ -308,45 +300,28 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         lstm_state: LstmState | None,
     ) -> tuple[torch.Tensor, torch.Tensor, LstmState]:
         """Windowed regime: top forward layer (B, W, P) over ``input_ids``, top backward layer (B, W, P) over
-        ``backward_input_ids`` in its reading order, and the state after the window (carried when asked)."""
-        elmo = self.elmo
-        word_mask = elmo._validated_word_mask(input_ids, attention_mask)  # (B, W)
-        if not isinstance(backward_input_ids, torch.Tensor) or backward_input_ids.shape != input_ids.shape:
-            found = tuple(backward_input_ids.shape) if isinstance(backward_input_ids, torch.Tensor) else type(backward_input_ids).__name__
-            raise ValueError(f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got {found}.")
-        backward_mask = elmo._validated_word_mask(backward_input_ids, attention_mask)
-        batch_size = input_ids.shape[0]
-        window = self._validated_window_index(window_index, row_index, batch_size)
-
-        if lstm_state is None and window is not None:
-            lstm_state = self._state_carried_into(window, batch_size)
-        initial_state = elmo._initial_state_for_batch(lstm_state, batch_size)
-
-        # The character CNN runs once over both streams (they hold different tokens, as in bilm-tf). Character slots
-        # after the longest word's padding tail (plus the widest filter) only repeat windows the max-pool has seen,
-        # so they are dropped: the same features and gradients for about a third of the CNN's cost on real text.
-        both_streams = torch.cat([input_ids, backward_input_ids], dim=0)  # (2B, W, C)
-        num_slots = needed_character_slots(both_streams.reshape(-1, both_streams.shape[-1]), self.config.widest_char_filter)
-        both_streams = both_streams[..., : min(both_streams.shape[-1], -(-num_slots // 8) * 8)]  # (2B, W, C')
-        token_embeddings = elmo.char_embeddings(both_streams) * torch.cat([word_mask, backward_mask]).unsqueeze(-1)
-        forward_tokens, backward_tokens = token_embeddings.split(batch_size, dim=0)  # (B, W, P) each
-        lengths = word_mask.sum(dim=1)  # (B,)
-        layer_outputs, final_state = elmo.encoder(forward_tokens, lengths, initial_state, backward_token_embeddings=backward_tokens)
-        final_state = elmo._merge_state(lstm_state, final_state, batch_size)
-        if window is not None:
-            # Truncated backpropagation through time: the carried state is a constant for the next window.
-            self._carried_state[self._mode] = (window + 1, tuple(part.detach() for part in final_state))
-
-        top_layer = self.output_dropout(layer_outputs[-1])  # (B, W, 2P)
+        ``backward_input_ids`` in its reading order, and the state after the window."""
+        window = self._validated_window_index(window_index, row_index, input_ids.shape[0] if isinstance(input_ids, torch.Tensor) else 0)
+        if window is not None and window > 0 and lstm_state is None:
+            logger.warning_once(
+                f"ELMoForPreTraining: window {window} comes without lstm_state and starts from the initial state. To "
+                "carry the state from window to window as bilm-tf does, pass the previous window's lstm_state "
+                "(return_lstm_state=True), or train with elmo_hf.pretraining.trainer.ELMoPreTrainingTrainer."
+            )
+        elmo_output = self.elmo(
+            input_ids,
+            attention_mask=attention_mask,
+            backward_input_ids=backward_input_ids,
+            lstm_state=lstm_state,
+            return_lstm_state=True,
+        )
+        top_layer = self.output_dropout(elmo_output.last_hidden_state)  # (B, W, 2P)
         forward_hidden, backward_hidden = top_layer.chunk(2, dim=-1)
-        return forward_hidden, backward_hidden, final_state
+        return forward_hidden, backward_hidden, elmo_output.lstm_state
 
-    @property
-    def _mode(self) -> str:
-        return "train" if self.training else "eval"
-
+    @staticmethod
     def _validated_window_index(
-        self, window_index: torch.Tensor | None, row_index: torch.Tensor | None, batch_size: int
+        window_index: torch.Tensor | None, row_index: torch.Tensor | None, batch_size: int
     ) -> int | None:
         if row_index is not None:
             expected = torch.arange(batch_size, device=row_index.device)
@@ -360,28 +335,6 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         if window_index.shape != (batch_size,) or (window_index != window_index[0]).any():
             raise ValueError(f"window_index must hold one window number for all {batch_size} rows, got {window_index.tolist()}.")
         return int(window_index[0])
-
-    def _state_carried_into(self, window: int, batch_size: int) -> LstmState | None:
-        """The state the previous window of this mode left, or None (initial state) at window 0."""
-        if window == 0:
-            self._carried_state.pop(self._mode, None)
-            return None
-        expected_window, state = self._carried_state.get(self._mode, (None, None))
-        if expected_window is None:
-            # E.g. Trainer resuming mid-epoch skips batches without running them: their state is lost.
-            logger.warning(
-                f"ELMoForPreTraining: window {window} arrives without a carried state ({self._mode} mode); starting "
-                "it from the initial state (expected after resuming in the middle of an epoch)."
-            )
-            return None
-        if window != expected_window:
-            raise ValueError(
-                f"window_index {window} does not follow window {expected_window - 1} ({self._mode} mode): windowed "
-                "batches must arrive in order (dataloader_num_workers=0, no shuffling), or call reset_carried_state()."
-            )
-        if state[0].shape[2] != batch_size:
-            raise ValueError(f"This window has {batch_size} rows but the carried state has {state[0].shape[2]}.")
-        return state
 
     def _direction_negative_log_likelihood(
         self, direction: str, hidden: torch.Tensor, labels: torch.Tensor

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from elmo_hf import ELMoModel, ELMoTokenizer
-from elmo_hf.data_elmo import load_sentence_dataset
+from elmo_hf.pretraining.data import load_sentence_dataset
 
 DEFAULT_CORPORA = ("tinyshakespeare.txt", "ud-english-ewt/en_ewt-ud-dev.conllu", "ud-english-ewt/en_ewt-ud-test.conllu")
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from elmo_hf import ELMoForPreTraining
-from elmo_hf.data_elmo import load_conllu_sentences
-from elmo_hf.lm_scoring import ELMoLanguageModelScorer
+from elmo_hf.pretraining.data import load_conllu_sentences
+from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPOSITORY_ROOT / "elmo_hf" / "default_model"
@@ -120,7 +120,7 @@ Every word gets {config.num_representation_layers} representations of {config.ou
 ```python
 from transformers import AutoModel, AutoModelForPreTraining
 from elmo_hf import ELMoTokenizer
-from elmo_hf.embedding import DEFAULT_MODEL_DIR
+from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR
 biLM = AutoModel.from_pretrained(DEFAULT_MODEL_DIR)                  # ELMoModel (the softmax is dropped)
 lm = AutoModelForPreTraining.from_pretrained(DEFAULT_MODEL_DIR)      # ELMoForPreTraining (with the softmax)
 ```

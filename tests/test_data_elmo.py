@@ -1,4 +1,4 @@
-"""biLM training data (elmo_hf.data_elmo): per-sentence collator alignment, the windowed stream of the original
+"""biLM training data (elmo_hf.pretraining.data): per-sentence collator alignment, the windowed stream of the original
 (row streams, shifts across windows, determinism, nothing lost), and the sentence dataset readers."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import default_data_collator
 
-from elmo_hf.data_elmo import (
+from elmo_hf.pretraining.data import (
     IGNORE_INDEX,
     DataCollatorForBiLM,
     WindowedBiLMStream,
@@ -24,7 +24,7 @@ from elmo_hf.data_elmo import (
 )
 from elmo_hf.modeling_elmo import add_sentence_boundaries
 from elmo_hf.tokenization_elmo import ELMoTokenizer, character_ids_to_word
-from elmo_hf.vocabulary_elmo import ELMoWordVocabulary
+from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
 from .conftest import shared_path
 

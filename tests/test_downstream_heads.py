@@ -26,8 +26,8 @@ from elmo_hf import (
     ELMoModel,
     ELMoTokenizer,
 )
-from elmo_hf.data_elmo import load_conllu_sentences
-from elmo_hf.embedding import DEFAULT_MODEL_DIR
+from elmo_hf.pretraining.data import load_conllu_sentences
+from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR
 
 from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config
 from .helpers import trainer_arguments as shared_trainer_arguments

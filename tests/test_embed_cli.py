@@ -22,7 +22,7 @@ from datasets import Array2D, Dataset, load_dataset, load_from_disk
 
 from elmo_hf import ELMoModel, ELMoTokenizer
 from elmo_hf.cli import main
-from elmo_hf.embedding import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_texts
+from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_texts
 
 from .conftest import REPOSITORY_ROOT
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from datasets import Array2D, Array3D, Dataset, IterableDataset, List, Value
 
-from elmo_hf.embedding import (
+from elmo_hf.embedding.embedder import (
     ELMoEmbedder,
     InvalidRowError,
     embed_dataset,

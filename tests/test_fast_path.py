@@ -10,7 +10,7 @@ from transformers.utils import logging as transformers_logging
 from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf import fast_elmo, modeling_elmo
-from elmo_hf.fast_elmo import PackedBatch, character_cnn_trimmed, needed_character_slots
+from elmo_hf.fast_elmo import PackedBatch, needed_character_slots, token_layer_on_rows
 from elmo_hf.tokenization_elmo import word_to_character_ids
 
 from .conftest import shared_path
@@ -149,7 +149,9 @@ def test_encoder_fast_path_handles_empty_rows_and_extra_padding_columns(tiny_mod
     state = (torch.randn(2, 2, 4, 8, generator=generator), torch.randn(2, 2, 4, 16, generator=generator))
     with torch.no_grad():
         reference_layers, reference_state = encoder.reference_forward(inputs, lengths, state)
-        fast_layers, fast_state = fast_elmo.fast_encoder_forward(encoder, inputs, lengths, state, modeling_elmo.FORGET_GATE_BIAS)
+        fast_layers, fast_state = fast_elmo.fast_encoder_forward(
+            encoder.prepared_fast_path_weights(), inputs, lengths, state, encoder.use_skip_connections
+        )
     for reference, fast in zip((*reference_layers, *reference_state), (*fast_layers, *fast_state)):
         torch.testing.assert_close(fast, reference, rtol=0, atol=1e-6)
     assert torch.equal(fast_state[0][:, :, 1], state[0][:, :, 1]) and torch.equal(fast_state[1][:, :, 1], state[1][:, :, 1])
@@ -261,7 +263,7 @@ def test_trimmed_character_slots_are_bit_identical_and_one_fewer_is_not(original
     rows = torch.tensor([word_to_character_ids(word) for word in words] + [[0] * 50])
     for subset in (rows[:2], rows[:4], rows[4:6], rows[8:], rows):
         full, full_pooled = max_pooled_features(char_embeddings, lambda: char_embeddings.reference_forward(subset))
-        trimmed, trimmed_pooled = max_pooled_features(char_embeddings, lambda: character_cnn_trimmed(char_embeddings, subset))
+        trimmed, trimmed_pooled = max_pooled_features(char_embeddings, lambda: token_layer_on_rows(char_embeddings.reference_forward, subset, char_embeddings.widest_filter))
         # Bit-identical features (the fast CNN pads the rows, see fast_elmo._cnn_rows: compare the real ones).
         assert all(torch.equal(a[: len(b)], b) for a, b in zip(trimmed_pooled, full_pooled))
         # The vectors after the highway matmuls differ in the last bits (other row count: float32 rounding).

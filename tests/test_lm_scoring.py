@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, ELMoTokenizer
-from elmo_hf.data_elmo import DataCollatorForBiLM
-from elmo_hf.lm_scoring import ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
+from elmo_hf.pretraining.data import DataCollatorForBiLM
+from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
-from elmo_hf.vocabulary_elmo import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
+from elmo_hf.pretraining.vocabulary import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
 
 from .helpers import TOY_SENTENCES
 

@@ -19,9 +19,9 @@ from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf.cli import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, main
-from elmo_hf.data_elmo import WindowedBiLMStream
+from elmo_hf.pretraining.data import WindowedBiLMStream
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
-from elmo_hf.pretraining import (
+from elmo_hf.pretraining.run import (
     CONFIG_PRESETS,
     OPTIONS_FILE_NAME,
     REPORT_FILE_NAME,
@@ -31,7 +31,7 @@ from elmo_hf.pretraining import (
     split_held_out,
     unigram_perplexity,
 )
-from elmo_hf.vocabulary_elmo import ELMoWordVocabulary
+from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
 from .conftest import REPOSITORY_ROOT, shared_path
 from .helpers import tiny_options
@@ -114,9 +114,11 @@ def test_trainer_perplexity_equals_a_hand_written_evaluation(trained, corpus):
     assert len(held_out) == report["num_held_out_sentences"]
     stream = WindowedBiLMStream(held_out, vocabulary, num_rows=ROWS, window_size=WINDOW, shuffle=False, remainder="pad")
     totals, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.long)
+    state = None  # carried from window to window, as bilm-tf does
     with torch.no_grad():
         for batch in stream.batches():
-            result = model(**batch)
+            result = model(**batch, lstm_state=state, return_lstm_state=True)
+            state = result.lstm_state
             totals += result.negative_log_likelihood.double()
             counts += result.num_predictions
     expected = perplexity_from_totals(totals, counts)

@@ -3,8 +3,10 @@ Trainer, save / load."""
 
 from __future__ import annotations
 
+import logging
 import math
 import random
+import shutil
 
 import pytest
 import torch
@@ -12,14 +14,15 @@ from torch.nn import functional as F
 from transformers import AutoModel, AutoModelForPreTraining, Trainer
 
 from elmo_hf import ELMoForPreTraining, ELMoModel, bilm_perplexity_metrics
-from elmo_hf.data_elmo import DataCollatorForBiLM, WindowedBiLMStream
+from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream
+from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, ELMoPreTrainingTrainer
 from elmo_hf.modeling_elmo_pretraining import (
     log_uniform_log_probabilities,
     perplexity_from_totals,
     sample_log_uniform,
     sampled_softmax_negative_log_likelihood,
 )
-from elmo_hf.vocabulary_elmo import ELMoWordVocabulary
+from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
 from .helpers import TOY_SENTENCES, tiny_config, trainer_arguments
 
@@ -188,14 +191,24 @@ def test_training_with_sampled_softmax_lowers_the_exact_full_softmax_perplexity(
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def stream_totals(model, stream, **forward_options) -> tuple[torch.Tensor, torch.Tensor]:
+def stream_totals(model, stream, carried: CarriedLstmState | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL and counts of a whole stream, the LSTM state carried from window to window (in ``carried``, under
+    the model's mode) as ELMoPreTrainingTrainer does."""
+    carried = carried if carried is not None else CarriedLstmState()
+    mode = "train" if model.training else "eval"
     nll, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.long)
     with torch.no_grad():
         for batch in stream.batches():
-            output = model(**batch, **forward_options)
+            state = carried.state_for(mode, int(batch["window_index"][0]), stream.num_rows)
+            output = model(**batch, lstm_state=state, return_lstm_state=True)
+            carried.keep(mode, int(batch["window_index"][0]), output.lstm_state)
             nll += output.negative_log_likelihood.double()
             counts += output.num_predictions
     return nll, counts
+
+
+def without_window_keys(batch: dict) -> dict:
+    return {key: value for key, value in batch.items() if key not in ("window_index", "row_index")}
 
 
 @pytest.mark.parametrize("path", ["fast", "reference"])
@@ -226,13 +239,26 @@ def test_carried_state_makes_short_windows_equal_one_long_window(vocabulary, pat
     assert carried[1].tolist() == whole[1].tolist()
     torch.testing.assert_close(carried[0], whole[0], rtol=1e-5, atol=1e-4)
     # Without the carried state (every window from the initial state) the result is different.
-    model.reset_carried_state()
     cold = torch.zeros(2, dtype=torch.float64)
     with torch.no_grad():
         for batch in short.batches():
-            batch = {key: value for key, value in batch.items() if key not in ("window_index", "row_index")}
-            cold += model(**batch).negative_log_likelihood.double()
+            cold += model(**without_window_keys(batch)).negative_log_likelihood.double()
     assert not torch.allclose(cold, whole[0], rtol=1e-3)
+
+
+def test_the_model_keeps_no_state_between_calls(vocabulary):
+    """Calling the model twice on one windowed batch gives the same outputs: the state is the caller's."""
+    model = pretraining_model(len(vocabulary)).eval()
+    stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
+    first, second = list(stream.batches())[:2]
+    with torch.no_grad():
+        state = model(**first, return_lstm_state=True).lstm_state
+        once = model(**second, lstm_state=state, return_lstm_state=True, return_logits=True)
+        twice = model(**second, lstm_state=state, return_lstm_state=True, return_logits=True)
+    for name in ("negative_log_likelihood", "forward_logits", "backward_logits"):
+        assert torch.equal(getattr(once, name), getattr(twice, name)), name
+    assert all(torch.equal(a, b) for a, b in zip(once.lstm_state, twice.lstm_state))
+    assert "_carried_state" not in vars(model)
 
 
 def test_explicit_state_threading_equals_the_carried_state(vocabulary):
@@ -242,8 +268,7 @@ def test_explicit_state_threading_equals_the_carried_state(vocabulary):
     state, total = None, torch.zeros(2, dtype=torch.float64)
     with torch.no_grad():
         for batch in stream.batches():
-            batch = {key: value for key, value in batch.items() if key not in ("window_index", "row_index")}
-            output = model(**batch, lstm_state=state, return_lstm_state=True)
+            output = model(**without_window_keys(batch), lstm_state=state, return_lstm_state=True)
             state = output.lstm_state
             total += output.negative_log_likelihood.double()
     torch.testing.assert_close(total, carried[0])
@@ -257,9 +282,12 @@ def test_windowed_fast_path_equals_reference_with_padded_rows(vocabulary):
     results = {}
     for path in ("fast", "reference"):
         model.elmo.set_inference_path(path)
-        model.reset_carried_state()
+        state, results[path] = None, []
         with torch.no_grad():
-            results[path] = [model(**batch, return_logits=True) for batch in stream.batches()]
+            for batch in stream.batches():
+                output = model(**batch, lstm_state=state, return_lstm_state=True, return_logits=True)
+                state = output.lstm_state
+                results[path].append(output)
     for fast, reference in zip(results["fast"], results["reference"]):
         torch.testing.assert_close(fast.forward_logits, reference.forward_logits, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(fast.backward_logits, reference.backward_logits, rtol=1e-5, atol=1e-5)
@@ -269,24 +297,32 @@ def test_windows_out_of_order_or_split_are_refused(vocabulary):
     model = pretraining_model(len(vocabulary)).eval()
     stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
     batches = list(stream.batches())
+    carried = CarriedLstmState()
     with torch.no_grad():
-        model(**batches[0])
+        carried.keep("eval", 0, model(**batches[0], return_lstm_state=True).lstm_state)
         with pytest.raises(ValueError, match="window_index 2 does not follow window 0"):
-            model(**batches[2])
+            carried.state_for("eval", 2, num_rows=2)
+        with pytest.raises(ValueError, match="This window has 1 rows but the carried state has 2"):
+            carried.state_for("eval", 1, num_rows=1)
         with pytest.raises(ValueError, match=r"row_index must be 0 \.\. 0"):
             model(**{key: value[1:] for key, value in batches[0].items()})
-        model(**batches[0])  # window 0 restarts the stream
-        model(**batches[1])
+        assert carried.state_for("eval", 0, num_rows=2) is None  # window 0 restarts the stream
+        carried.keep("eval", 0, model(**batches[0], return_lstm_state=True).lstm_state)
+        model(**batches[1], lstm_state=carried.state_for("eval", 1, num_rows=2))
 
 
 def test_a_window_without_carried_state_starts_from_the_initial_state(vocabulary, caplog):
-    """Trainer resuming mid-epoch skips batches without running them; the model restarts the state and says so."""
+    """Resuming from a checkpoint without a saved state: the window starts cold, and both the carrier and the model
+    say so."""
     model = pretraining_model(len(vocabulary)).eval()
     stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
     batch = list(stream.batches())[2]
+    with caplog.at_level(logging.WARNING):
+        assert CarriedLstmState().state_for("train", 2, num_rows=2) is None
+    assert "window 2 of the train stream arrives without a carried LSTM state" in caplog.text
     with torch.no_grad():
         resumed = model(**batch)
-        cold = model(**{key: value for key, value in batch.items() if key not in ("window_index", "row_index")})
+        cold = model(**without_window_keys(batch))
     torch.testing.assert_close(resumed.negative_log_likelihood, cold.negative_log_likelihood)
 
 
@@ -294,10 +330,11 @@ def test_train_and_eval_streams_carry_separate_states(vocabulary):
     model = pretraining_model(len(vocabulary))
     stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
     batches = list(stream.batches())
+    carried = CarriedLstmState()
     with torch.no_grad():
-        model.train()(**batches[0])
-        eval_totals = stream_totals(model.eval(), stream)  # a whole evaluation between two training windows
-        model.train()(**batches[1])  # still follows training window 0
+        carried.keep("train", 0, model.train()(**batches[0], return_lstm_state=True).lstm_state)
+        eval_totals = stream_totals(model.eval(), stream, carried)  # a whole evaluation between two training windows
+        model.train()(**batches[1], lstm_state=carried.state_for("train", 1, num_rows=2))  # still follows window 0
     fresh = pretraining_model(len(vocabulary)).eval()
     torch.testing.assert_close(eval_totals[0], stream_totals(fresh, stream)[0])
 
@@ -312,7 +349,7 @@ def test_trainer_trains_on_windows_and_evaluates_exact_perplexity(vocabulary, tm
     train_stream = WindowedBiLMStream(TOY_SENTENCES * 4, vocabulary, num_rows=4, window_size=5, seed=0)
     eval_stream = WindowedBiLMStream(TOY_SENTENCES, vocabulary, num_rows=2, window_size=5, shuffle=False, remainder="pad")
     arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=12, per_device_train_batch_size=4, per_device_eval_batch_size=2)
-    trainer = Trainer(
+    trainer = ELMoPreTrainingTrainer(
         model=model, args=arguments, train_dataset=train_stream, eval_dataset=eval_stream, compute_metrics=bilm_perplexity_metrics
     )
     before = trainer.evaluate()
@@ -322,12 +359,42 @@ def test_trainer_trains_on_windows_and_evaluates_exact_perplexity(vocabulary, tm
     assert losses[-1] < losses[0]
     assert after["eval_perplexity"] < before["eval_perplexity"]
     # Trainer's metric is the exact perplexity of the whole evaluation stream.
-    model.eval().reset_carried_state()
-    nll, counts = stream_totals(model, eval_stream)
+    nll, counts = stream_totals(model.eval(), eval_stream)
     exact = perplexity_from_totals(nll, counts)
     assert after["eval_forward_perplexity"] == pytest.approx(exact["forward_perplexity"], rel=1e-5)
     assert after["eval_backward_perplexity"] == pytest.approx(exact["backward_perplexity"], rel=1e-5)
     assert after["eval_num_forward_predictions"] == sum(len(words) + 1 for words in TOY_SENTENCES)
+
+
+def test_resuming_from_a_checkpoint_continues_the_carried_state_exactly(vocabulary, tmp_path):
+    """A run stopped at a checkpoint and resumed ends with the same weights as one run straight through: the
+    checkpoint records the carried LSTM state of the training stream, so the next window continues where it was."""
+    stream = WindowedBiLMStream(TOY_SENTENCES * 6, vocabulary, num_rows=3, window_size=4, seed=0)
+    assert stream.num_batches >= 6
+
+    def run(output_dir, max_steps, resume=False):
+        model = pretraining_model(len(vocabulary))
+        arguments = trainer_arguments(
+            output_dir, learning_rate=1e-2, max_steps=max_steps, per_device_train_batch_size=3, save_strategy="steps",
+            save_steps=3, num_train_epochs=1, lr_scheduler_type="constant",
+        )
+        trainer = ELMoPreTrainingTrainer(model=model, args=arguments, train_dataset=stream)
+        trainer.train(resume_from_checkpoint=True if resume else None)
+        return model, trainer
+
+    straight, _ = run(tmp_path / "straight", max_steps=6)
+    run(tmp_path / "stopped", max_steps=3)
+    checkpoint = tmp_path / "stopped" / "trainer" / "checkpoint-3"
+    assert (checkpoint / CARRIED_STATE_FILE_NAME).is_file()
+    resumed, trainer = run(tmp_path / "stopped", max_steps=6, resume=True)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=name)
+    # Without the saved state the resumed windows start cold and the weights differ.
+    (checkpoint / CARRIED_STATE_FILE_NAME).unlink()
+    for later in (tmp_path / "stopped" / "trainer").glob("checkpoint-6"):
+        shutil.rmtree(later)
+    cold, _ = run(tmp_path / "stopped", max_steps=6, resume=True)
+    assert not torch.equal(cold.softmax.weight, straight.softmax.weight)
 
 
 def test_trainer_trains_per_sentence(vocabulary, tmp_path):

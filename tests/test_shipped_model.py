@@ -14,8 +14,8 @@ from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoModelForPreTraining
 
 from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
-from elmo_hf.embedding import DEFAULT_MODEL_DIR, ELMoEmbedder
-from elmo_hf.vocabulary_elmo import ELMoWordVocabulary
+from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder
+from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
 REPORT = json.loads((DEFAULT_MODEL_DIR / "pretraining_report.json").read_text(encoding="utf-8"))
 EWT_TEST = json.loads((DEFAULT_MODEL_DIR / "ewt_test_perplexity.json").read_text(encoding="utf-8"))
@@ -24,7 +24,7 @@ EWT_TEST = json.loads((DEFAULT_MODEL_DIR / "ewt_test_perplexity.json").read_text
 def test_loads_offline_in_a_fresh_process_and_embeds(tmp_path):
     script = (
         "import torch\n"
-        "from elmo_hf.embedding import DEFAULT_MODEL_DIR, embed_texts\n"
+        "from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, embed_texts\n"
         "from elmo_hf import ELMoModel, ELMoTokenizer\n"
         "model = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR)\n"
         "assert next(model.parameters()).dtype == torch.float32\n"

@@ -30,10 +30,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from .data_elmo import IGNORE_INDEX, sentence_bilm_labels
-from .modeling_elmo_pretraining import ELMoForPreTraining
-from .tokenization_elmo import ELMoTokenizer
-from .vocabulary_elmo import (
+from ..modeling_elmo import IGNORE_INDEX
+from ..modeling_elmo_pretraining import ELMoForPreTraining
+from ..tokenization_elmo import ELMoTokenizer
+from .data import sentence_bilm_labels
+from .vocabulary import (
     BOS_WORD_ID,
     EOS_WORD_ID,
     UNK_WORD_ID,

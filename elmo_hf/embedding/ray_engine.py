@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .corpus_readers import EXTENSION_FORMATS
-from .embedding import NUM_WORDS_COLUMN, ELMoEmbedder
-from .sharded_embedding import EmbeddingRunSummary, OutputDirectoryError
+from ..corpus.readers import EXTENSION_FORMATS
+from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
+from .shards import EmbeddingRunSummary, OutputDirectoryError
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 

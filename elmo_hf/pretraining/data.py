@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from datasets import Dataset, Features, IterableDataset, List, Value, load_dataset
 
-from .tokenization_elmo import (
+from ..modeling_elmo import IGNORE_INDEX
+from ..tokenization_elmo import (
     BOS_TOKEN,
     EOS_TOKEN,
     MAX_CHARACTERS_PER_TOKEN,
@@ -37,7 +38,7 @@ from .tokenization_elmo import (
     build_word_splitter,
     word_to_character_ids,
 )
-from .vocabulary_elmo import (
+from .vocabulary import (
     BOS_WORD_ID,
     EOS_WORD_ID,
     ELMoWordVocabulary,
@@ -47,8 +48,6 @@ from .vocabulary_elmo import (
 )
 
 logger = logging.getLogger(__name__)
-
-IGNORE_INDEX = -100  # label of positions without a target (torch.nn.CrossEntropyLoss's default ignore_index)
 REMAINDER_CHOICES = ("drop", "pad")
 
 

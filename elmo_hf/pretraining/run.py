@@ -37,15 +37,16 @@ from typing import Any
 import numpy as np
 import torch
 from datasets import Dataset, concatenate_datasets
-from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator, set_seed
+from transformers import TrainerCallback, TrainingArguments, default_data_collator, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
-from .configuration_elmo import ELMoConfig
-from .data_elmo import DataCollatorForBiLM, WindowedBiLMStream, load_sentence_dataset
-from .modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
-from .tokenization_elmo import ELMoTokenizer
-from .vocabulary_elmo import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_word_splitter
+from ..configuration_elmo import ELMoConfig
+from .data import DataCollatorForBiLM, WindowedBiLMStream, load_sentence_dataset
+from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
+from ..tokenization_elmo import ELMoTokenizer
+from .trainer import ELMoPreTrainingTrainer
+from .vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_word_splitter
 
 logger = logging.getLogger(__name__)
 
@@ -525,7 +526,7 @@ def _hdf5_exporter():
     try:
         from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     except ImportError as first_error:
-        checkout = Path(__file__).resolve().parents[1]
+        checkout = Path(__file__).resolve().parents[2]
         if not (checkout / "conversion" / "__init__.py").is_file():
             raise PretrainingError(_hdf5_unavailable_message(first_error)) from None
         sys.path.append(str(checkout))
@@ -748,7 +749,7 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     stop_control = _StopControl(
         options.max_time_minutes * 60 if options.max_time_minutes is not None else None, options.handle_interrupt
     )
-    trainer = Trainer(
+    trainer = ELMoPreTrainingTrainer(
         model=model,
         args=_training_arguments(options, output_dir, evaluate_periodically),
         train_dataset=train_data,

@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 import torch
 from datasets import Dataset, Features, Value
 
-from .corpus_readers import CorpusSource
-from .embedding import ELMoEmbedder, InvalidRowError
+from ..corpus.readers import CorpusSource, InvalidRowError
+from .embedder import ELMoEmbedder
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "elmo-hf-embeddings"

@@ -37,15 +37,16 @@ import numpy as np
 import torch
 from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
 
-from .modeling_elmo import ELMoModel
-from .tokenization_elmo import ELMoTokenizer
+from ..corpus.readers import InvalidRowError
+from ..modeling_elmo import ELMoModel
+from ..tokenization_elmo import ELMoTokenizer
 
 logger = logging.getLogger(__name__)
 
 # The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
 # `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
 # A small demonstration model, not for quality: see its README.md.
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
 
 REPRESENTATIONS = ("mix", "top", "average", "all")
 POOLINGS = ("none", "mean")
@@ -57,10 +58,6 @@ ProgressCallback = Callable[[int, int], None]
 
 NUM_WORDS_COLUMN = "num_words"
 WORDS_COLUMN = "words"
-
-
-class InvalidRowError(ValueError):
-    """A row whose text (or words) cannot be embedded; the message names the row."""
 
 
 @dataclass(frozen=True)

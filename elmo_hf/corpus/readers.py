@@ -16,7 +16,6 @@ from typing import Iterator
 import pyarrow.parquet as pq
 from datasets import Dataset, DatasetDict, Features, IterableDataset, Value, load_dataset, load_from_disk
 
-from .embedding import InvalidRowError
 
 INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset")
 # File extension -> input format (the Ray engine reads the same files).
@@ -27,6 +26,10 @@ _READ_BATCH_ROWS = 1000
 
 class CorpusError(ValueError):
     """The input corpus cannot be read as the format it claims to be."""
+
+
+class InvalidRowError(ValueError):
+    """A row whose text (or words) cannot be read or embedded; the message names the row."""
 
 
 def infer_input_format(path: Path) -> str:
@@ -162,4 +165,4 @@ def _count_lines(path: Path) -> int:
     return count + (last != b"\n")
 
 
-__all__ = ["CorpusError", "CorpusSource", "INPUT_FORMATS", "infer_input_format"]
+__all__ = ["CorpusError", "CorpusSource", "EXTENSION_FORMATS", "INPUT_FORMATS", "InvalidRowError", "infer_input_format"]

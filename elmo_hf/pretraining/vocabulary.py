@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .tokenization_elmo import BOS_TOKEN, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
+from ..tokenization_elmo import BOS_TOKEN, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
 BOS_WORD_ID = 0
