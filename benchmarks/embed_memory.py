@@ -60,7 +60,7 @@ def small_shape_model(directory: Path) -> Path:
 
 def measure_run(model_dir: Path, corpus: Path, output_dir: Path, extra_args: list[str]) -> dict:
     """Run `elmo-hf embed` in a fresh process: peak RSS (MB), seconds, sentences, words, words/s."""
-    command = [sys.executable, "-m", "elmo_hf.cli", "embed", str(corpus), "--model", str(model_dir), "--output", str(output_dir), "--no-progress", *extra_args]
+    command = [sys.executable, "-m", "elmo_hf_cli", "embed", str(corpus), "--model", str(model_dir), "--output", str(output_dir), "--no-progress", *extra_args]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)

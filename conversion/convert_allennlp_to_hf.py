@@ -1,23 +1,22 @@
 """Convert an original ELMo (bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``) to a Hugging Face directory.
 
-    python -m conversion.convert_allennlp_to_hf \\
-        --options elmo_2x1024_128_2048cnn_1xhighway_options.json \\
+    elmo-hf convert --options elmo_2x1024_128_2048cnn_1xhighway_options.json \\
         --weights elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 \\
         --output elmo-small [--verify REFERENCE_DIR] [--overwrite] [--push-to-hub REPO_ID [--private] [--revision REV]]
 
-The output directory holds ``config.json``, ``model.safetensors``, the tokenizer files, the module files (remote
-code), a model card (``README.md``) and the original options as ``original_options.json``, and loads with
-``AutoModel.from_pretrained`` / ``AutoTokenizer.from_pretrained``. The sha256 of the weight file is checked against
-the known hashes of the released files. Any problem with the inputs raises
+(``python -m conversion.convert_allennlp_to_hf`` takes the same flags.) The output directory holds ``config.json``,
+``model.safetensors``, the tokenizer files, the module files (remote code), a model card (``README.md``) and the
+original options as ``original_options.json``, and loads with ``AutoModel.from_pretrained`` /
+``AutoTokenizer.from_pretrained``. The sha256 of the weight file is checked against the known hashes of the released
+files, and weights that are NaN or infinite are refused unless explicitly allowed. Any problem with the inputs raises
 ``ConversionError`` before anything is written; the directory appears only once the conversion (and the optional
-verification) has succeeded.
+verification) has succeeded, under elmo-hf's output policy (``elmo_hf.storage``: locked while written, replaced by
+``--overwrite`` only if it is an earlier conversion).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -27,16 +26,29 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+from elmo_hf.storage.files import sha256_of_file
+from elmo_hf.storage.output_directory import MARKER_NAME, OutputKind, staged_output_directory
+from elmo_hf.validation_elmo import is_close
 
-from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
-from .model_cards import ORIGINAL_OPTIONS_FILE_NAME, check_known_hash, conversion_card, conversion_command, sha256_of
-from .output_directory import check_output_directory, staged_output_directory
+from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, VerificationError, model_state_not_in_hdf5, weight_mappings
+from .model_cards import ORIGINAL_OPTIONS_FILE_NAME, check_known_hash, conversion_card, conversion_command
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 
 try:
     import h5py
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError("The converter needs h5py: pip install 'elmo-hf[convert]'.") from error
+
+
+CONVERTED_MODEL_OUTPUT = OutputKind(
+    name="converted-model",
+    description="an elmo-hf converted model",
+    entries=("config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME),
+)
+
+
+class HubPushError(OSError):
+    """The conversion was written, but uploading it to the Hub failed."""
 
 
 @dataclass
@@ -47,6 +59,7 @@ class ConversionReport:
     unused_datasets: list[str] = field(default_factory=list)
     comparisons: list[ReferenceComparison] = field(default_factory=list)
     weights_hash_message: str = ""
+    tolerance: float = DEFAULT_TOLERANCE
     pushed_to: str | None = None
 
 
@@ -70,8 +83,11 @@ def list_datasets(weights: h5py.File) -> list[str]:
     return names
 
 
-def read_dataset(weights: h5py.File, name: str, expected_shape: tuple[int, ...], weight_file: Path) -> np.ndarray:
-    """One dataset as float32, checked against the shape options.json implies."""
+def read_dataset(
+    weights: h5py.File, name: str, expected_shape: tuple[int, ...], weight_file: Path, allow_non_finite: bool = False
+) -> np.ndarray:
+    """One dataset as float32, checked against the shape options.json implies and, unless ``allow_non_finite``,
+    refused when it holds NaN or infinite values."""
     if name not in weights or not isinstance(weights[name], h5py.Dataset):
         raise ConversionError(f"{weight_file}: missing dataset {name!r} (expected shape {expected_shape} from options.json).")
     dataset = weights[name]
@@ -82,23 +98,35 @@ def read_dataset(weights: h5py.File, name: str, expected_shape: tuple[int, ...],
         )
     if dataset.dtype != np.float32:
         raise ConversionError(f"{weight_file}: dataset {name!r} has dtype {dataset.dtype}, expected float32.")
-    return dataset[...]
+    array = dataset[...]
+    non_finite = int(np.count_nonzero(~np.isfinite(array)))
+    if non_finite and not allow_non_finite:
+        raise ConversionError(
+            f"{weight_file}: dataset {name!r} holds {non_finite:,} NaN or infinite value(s) of {array.size:,}: a damaged "
+            "or diverged model. Pass --allow-non-finite to convert it anyway."
+        )
+    return array
 
 
-def read_state_dict(weight_file: Path, config: ELMoConfig) -> tuple[dict[str, torch.Tensor], list[str]]:
+def read_state_dict(
+    weight_file: Path, config: ELMoConfig, allow_non_finite: bool = False
+) -> tuple[dict[str, torch.Tensor], list[str]]:
     """weights.hdf5 -> (model state dict, names of datasets the model does not use)."""
     if not weight_file.is_file():
         raise ConversionError(f"weight file not found: {weight_file}")
     if not h5py.is_hdf5(weight_file):
         raise ConversionError(f"{weight_file} is not an HDF5 file (expected the original ELMo weights.hdf5).")
     state: dict[str, np.ndarray] = {}
-    with h5py.File(weight_file, "r") as weights:
-        mappings = weight_mappings(config)
-        for mapping in mappings:
-            array = read_dataset(weights, mapping.hdf5_name, mapping.hdf5_shape, weight_file)
-            state.update(zip(mapping.parameter_names, mapping.to_model(array)))
-        used = {mapping.hdf5_name for mapping in mappings}
-        unused = [name for name in list_datasets(weights) if name not in used]
+    mappings = weight_mappings(config)
+    try:
+        with h5py.File(weight_file, "r") as weights:
+            for mapping in mappings:
+                array = read_dataset(weights, mapping.hdf5_name, mapping.hdf5_shape, weight_file, allow_non_finite)
+                state.update(zip(mapping.parameter_names, mapping.to_model(array)))
+            used = {mapping.hdf5_name for mapping in mappings}
+            unused = [name for name in list_datasets(weights) if name not in used]
+    except OSError as error:  # h5py reports truncated or damaged files as OSError
+        raise ConversionError(f"{weight_file} cannot be read as HDF5 (truncated or damaged?): {error}") from None
     mismatched = [name for name in unused if ARCHITECTURE_DATASET_PATTERN.match(name)]
     if mismatched:
         raise ConversionError(
@@ -118,16 +146,21 @@ def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMo
 def push_directory_to_hub(
     directory: Path, repo_id: str, private: bool = False, revision: str | None = None, token: str | None = None
 ) -> str:
-    """Create the repo (and branch) if needed and upload the directory in one commit; returns the commit URL."""
+    """Create the repo (and branch) if needed and upload the directory in one commit (without elmo-hf's local
+    ownership marker); returns the commit URL. Failures raise ``HubPushError`` naming the repository."""
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    if revision is not None:
-        api.create_branch(repo_id, branch=revision, exist_ok=True)
-    commit = api.upload_folder(
-        repo_id=repo_id, folder_path=directory, revision=revision, commit_message=f"Convert ELMo with elmo-hf ({directory.name})"
-    )
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id, folder_path=directory, revision=revision, ignore_patterns=[MARKER_NAME],
+            commit_message=f"Convert ELMo with elmo-hf ({directory.name})",
+        )
+    except OSError as error:  # huggingface_hub's HTTP errors are OSErrors
+        raise HubPushError(f"converted to {directory}, but the push to the Hub repository {repo_id} failed: {error}") from error
     return str(commit.commit_url)
 
 
@@ -137,57 +170,58 @@ def convert_allennlp_to_hf(
     output_dir: str | Path,
     overwrite: bool = False,
     verify_dir: str | Path | None = None,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: float | None = None,
     push_to_hub: str | None = None,
     private: bool = False,
     revision: str | None = None,
     token: str | None = None,
-    command: str | None = None,
+    allow_non_finite: bool = False,
 ) -> ConversionReport:
     """Convert, optionally verify against reference outputs, write ``output_dir`` (atomically), optionally push it
-    to the Hub repo ``push_to_hub``."""
+    to the Hub repo ``push_to_hub``. Raises ``ConversionError`` (nothing written) or ``HubPushError`` (written, not
+    pushed)."""
     options_file, weight_file, output_dir = Path(options_file), Path(weight_file), Path(output_dir)
     verify_dir = Path(verify_dir) if verify_dir is not None else None
-    check_output_directory(output_dir, overwrite)
-    config = read_options(options_file)
-    state_dict, unused = read_state_dict(weight_file, config)
-    weights_hash_message = check_known_hash(weight_file, sha256_of(weight_file))
-    model = build_model(config, state_dict)
-    tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
-    comparisons = []
-    if verify_dir is not None:
-        comparisons = compare_with_reference_outputs(model, tokenizer, verify_dir)
-        failed = [comparison for comparison in comparisons if comparison.max_abs_difference > tolerance]
-        if failed:
-            raise ConversionError(
-                "verification failed, nothing written: "
-                + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
-            )
-    command = command or conversion_command(options_file, weight_file, output_dir, push_to_hub)
-    card = conversion_card(
-        config,
-        model.num_parameters(),
-        options_file,
-        weight_file,
-        push_to_hub or output_dir.name,
-        weights_hash_message,
-        comparisons,
-        verify_dir,
-        command,
-    )
-    with staged_output_directory(output_dir) as staging_dir:
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
+    inputs = [options_file, weight_file] + ([verify_dir] if verify_dir is not None else [])
+    with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=inputs) as staging_dir:
+        config = read_options(options_file)
+        state_dict, unused = read_state_dict(weight_file, config, allow_non_finite)
+        weights_hash_message = check_known_hash(weight_file, sha256_of_file(weight_file))
+        model = build_model(config, state_dict)
+        tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
+        comparisons = []
+        if verify_dir is not None:
+            comparisons = compare_with_reference_outputs(model, tokenizer, verify_dir)
+            failed = [comparison for comparison in comparisons if not is_close(comparison.max_abs_difference, tolerance)]
+            if failed:
+                raise VerificationError(
+                    "verification failed, nothing written: "
+                    + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
+                )
+        card = conversion_card(
+            config,
+            model.num_parameters(),
+            options_file,
+            weight_file,
+            push_to_hub or output_dir.name,
+            weights_hash_message,
+            comparisons,
+            verify_dir,
+            conversion_command(options_file, weight_file, output_dir, push_to_hub, verify_dir),
+        )
         model.save_pretrained(staging_dir)
         tokenizer.save_pretrained(staging_dir)
         (staging_dir / "README.md").write_text(card, encoding="utf-8")
         shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-    report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message)
+    report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message, tolerance)
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
     return report
 
 
-def print_report(report: ConversionReport, tolerance: float) -> None:
-    config = report.config
+def print_report(report: ConversionReport) -> None:
+    config, tolerance = report.config, report.tolerance
     print(
         f"Converted ELMo: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection "
         f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
@@ -197,7 +231,7 @@ def print_report(report: ConversionReport, tolerance: float) -> None:
     for name in report.unused_datasets:
         print(f"  unused dataset (not part of the biLM, not converted): {name}")
     for comparison in report.comparisons:
-        status = "ok" if comparison.max_abs_difference <= tolerance else "FAIL"
+        status = "ok" if is_close(comparison.max_abs_difference, tolerance) else "FAIL"
         print(
             f"  verify {comparison.name}: max |actual - expected| = {comparison.max_abs_difference:.3g} "
             f"(tolerance {tolerance:g}) {status}\n"
@@ -207,53 +241,25 @@ def print_report(report: ConversionReport, tolerance: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--options", required=True, type=Path, help="the original options.json")
-    parser.add_argument("--weights", required=True, type=Path, help="the original weights.hdf5")
-    parser.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    parser.add_argument(
-        "--verify",
-        type=Path,
-        metavar="DIR",
-        help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt + "
-        "elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
-    )
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max abs difference for --verify")
-    parser.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted directory to this Hub repo (token: HF_TOKEN or `hf auth login`)")
-    parser.add_argument("--private", action="store_true", help="create the Hub repo as private")
-    parser.add_argument("--revision", help="push to this branch (created if missing) instead of main")
-    args = parser.parse_args(argv)
-    if (args.private or args.revision) and not args.push_to_hub:
-        parser.error("--private and --revision only apply with --push-to-hub")
-    command = shlex.join(["python", "-m", "conversion.convert_allennlp_to_hf", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        report = convert_allennlp_to_hf(
-            args.options,
-            args.weights,
-            args.output,
-            args.overwrite,
-            args.verify,
-            args.tolerance,
-            push_to_hub=args.push_to_hub,
-            private=args.private,
-            revision=args.revision,
-            command=command,
-        )
-    except ConversionError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except OSError as error:  # huggingface_hub's HTTP errors are OSErrors; the directory is already written
-        print(f"error: converted to {args.output}, but the push to the Hub failed: {error}", file=sys.stderr)
-        return 1
-    print_report(report, args.tolerance)
-    if report.pushed_to:
-        print(f"  pushed: {report.pushed_to}")
-    return 0
+    """``python -m conversion.convert_allennlp_to_hf``: the same as ``elmo-hf convert``."""
+    from elmo_hf_cli import main as elmo_hf_main
+
+    return elmo_hf_main(["convert", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["ConversionError", "ConversionReport", "convert_allennlp_to_hf", "read_options", "read_state_dict", "main"]
+__all__ = [
+    "CONVERTED_MODEL_OUTPUT",
+    "ConversionError",
+    "ConversionReport",
+    "HubPushError",
+    "VerificationError",
+    "convert_allennlp_to_hf",
+    "main",
+    "print_report",
+    "read_options",
+    "read_state_dict",
+]

@@ -1,16 +1,17 @@
-"""Export an ELMo Hugging Face directory back to the original layout (``options.json`` + ``weights.hdf5``), usable by
-bilm-tf and AllenNLP.
+"""Export an ELMo Hugging Face directory back to the original layout (``options.json`` + ``weights.hdf5``, and the
+word vocabulary ``vocab.txt`` when the directory has one), usable by bilm-tf and AllenNLP.
 
-    python -m conversion.convert_hf_to_allennlp --model elmo-small --output elmo-small-original [--overwrite]
+    elmo-hf export --model elmo-small --output elmo-small-original [--overwrite]
 
-HDF5 -> HF -> HDF5 is bit-exact: every dataset is written back with the same shape, dtype and bytes. State the
-original format cannot hold (a stored warm initial LSTM state, trained scalar-mix weights) is reported, not written.
+(``python -m conversion.convert_hf_to_allennlp`` takes the same flags.) HDF5 -> HF -> HDF5 is bit-exact: every
+dataset is written back with the same shape, dtype and bytes. State the original format cannot hold (a stored warm
+initial LSTM state, trained scalar-mix weights, a pre-training model's softmax) is reported, not written.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -19,12 +20,19 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoModel
+from elmo_hf.storage.output_directory import OutputKind, staged_output_directory
 
 from .hdf5_layout import ConversionError, model_state_not_in_hdf5, weight_mappings
-from .output_directory import check_output_directory, staged_output_directory
 
 OPTIONS_FILE_NAME = "options.json"
 WEIGHTS_FILE_NAME = "weights.hdf5"
+VOCABULARY_FILE_NAME = "vocab.txt"  # bilm-tf's word vocabulary, as elmo-hf pretrain writes it
+
+HDF5_EXPORT_OUTPUT = OutputKind(
+    name="hdf5-export",
+    description="an elmo-hf export in the original layout",
+    entries=(OPTIONS_FILE_NAME, WEIGHTS_FILE_NAME, VOCABULARY_FILE_NAME),
+)
 
 
 def load_model(model_dir: Path) -> ELMoModel:
@@ -58,35 +66,27 @@ def write_weights(model: ELMoModel, weight_file: Path) -> None:
 
 
 def convert_hf_to_allennlp(model_dir: str | Path, output_dir: str | Path, overwrite: bool = False) -> list[str]:
-    """Write ``options.json`` and ``weights.hdf5`` into ``output_dir``; returns the names of state not exported."""
+    """Write ``options.json``, ``weights.hdf5`` (and the model directory's ``vocab.txt``, if any) into ``output_dir``,
+    atomically; returns the names of state not exported."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
-    check_output_directory(output_dir, overwrite)
-    model = load_model(model_dir)
-    with staged_output_directory(output_dir) as staging_dir:
+    with staged_output_directory(output_dir, HDF5_EXPORT_OUTPUT, overwrite=overwrite, inputs=[model_dir]) as staging_dir:
+        model = load_model(model_dir)
         (staging_dir / OPTIONS_FILE_NAME).write_text(json.dumps(model.config.to_options_dict(), indent=2) + "\n", encoding="utf-8")
         write_weights(model, staging_dir / WEIGHTS_FILE_NAME)
+        if (model_dir / VOCABULARY_FILE_NAME).is_file():
+            shutil.copyfile(model_dir / VOCABULARY_FILE_NAME, staging_dir / VOCABULARY_FILE_NAME)
     return state_not_exported(model)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, type=Path, help="an ELMo Hugging Face directory (config.json + weights)")
-    parser.add_argument("--output", required=True, type=Path, help="directory to write options.json and weights.hdf5 into")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    args = parser.parse_args(argv)
-    try:
-        not_exported = convert_hf_to_allennlp(args.model, args.output, args.overwrite)
-    except ConversionError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"Wrote {args.output / OPTIONS_FILE_NAME} and {args.output / WEIGHTS_FILE_NAME}")
-    for name in not_exported:
-        print(f"  not exported (the original format has no place for it): {name}")
-    return 0
+    """``python -m conversion.convert_hf_to_allennlp``: the same as ``elmo-hf export``."""
+    from elmo_hf_cli import main as elmo_hf_main
+
+    return elmo_hf_main(["export", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["convert_hf_to_allennlp", "main"]
+__all__ = ["HDF5_EXPORT_OUTPUT", "convert_hf_to_allennlp", "main"]

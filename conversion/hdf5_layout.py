@@ -34,6 +34,10 @@ class ConversionError(ValueError):
     """Bad converter input: the message names the file, dataset or option and what was expected."""
 
 
+class VerificationError(ConversionError):
+    """The converted model does not reproduce the reference outputs (``--verify``); nothing was written."""
+
+
 @dataclass(frozen=True)
 class WeightMapping:
     """One HDF5 dataset, the model parameter(s) it fills, and the transforms between the two layouts."""
@@ -225,4 +229,4 @@ def model_state_not_in_hdf5(config: ELMoConfig) -> dict[str, np.ndarray]:
     return state
 
 
-__all__ = ["ConversionError", "WeightMapping", "weight_mappings", "model_state_not_in_hdf5", "ARCHITECTURE_DATASET_PATTERN"]
+__all__ = ["ConversionError", "VerificationError", "WeightMapping", "weight_mappings", "model_state_not_in_hdf5", "ARCHITECTURE_DATASET_PATTERN"]

@@ -9,7 +9,6 @@ it produces, with the sha256 of its inputs, the exact command and the parity it 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shlex
 from collections.abc import Sequence
@@ -20,11 +19,12 @@ import torch
 from huggingface_hub import ModelCard, ModelCardData
 
 from elmo_hf import ELMoConfig, ELMoModel
+from elmo_hf.storage.files import sha256_of_file
 
 from .hdf5_layout import ConversionError
 from .reference_outputs import ReferenceComparison
 
-TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "model_cards" / "template.md"
+TEMPLATE_FILE = Path(__file__).resolve().parent / "model_card_template.md"  # packaged with the converter
 RELEASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/{name}/elmo_{name}_{kind}"
 HUB_NAMESPACE = "elmo-hf"
 ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"  # the input options.json, kept next to converted weights
@@ -83,14 +83,6 @@ RELEASED_MODELS = (
 
 def released_model_for_file(weight_file: Path) -> ReleasedModel | None:
     return next((model for model in RELEASED_MODELS if model.weights_file_name == weight_file.name), None)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_known_hash(weight_file: Path, sha256: str) -> str:
@@ -212,7 +204,7 @@ def conversion_card(
         [
             f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}:",
             "",
-            f"- options: `{options_file.name}` (sha256 `{sha256_of(options_file)}`)",
+            f"- options: `{options_file.name}` (sha256 `{sha256_of_file(options_file)}`)",
             f"- weights: `{weight_file.name}`: {weights_hash_message}",
             "",
             f"The original options are kept next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
@@ -237,9 +229,14 @@ def conversion_card(
     )
 
 
-def conversion_command(options_file: Path, weight_file: Path, output_dir: Path, repo_id: str | None = None) -> str:
-    arguments = ["python", "-m", "conversion.convert_allennlp_to_hf", "--options", str(options_file), "--weights", str(weight_file)]
-    arguments += ["--output", str(output_dir)]
+def conversion_command(
+    options_file: Path, weight_file: Path, output_dir: Path, repo_id: str | None = None, verify_dir: Path | None = None
+) -> str:
+    """The command that made a conversion, for its card. File names only: the card is published, and local paths
+    (user names, directory layouts) do not belong in it."""
+    arguments = ["elmo-hf", "convert", "--options", options_file.name, "--weights", weight_file.name, "--output", output_dir.name]
+    if verify_dir is not None:
+        arguments += ["--verify", verify_dir.name]
     if repo_id:
         arguments += ["--push-to-hub", repo_id]
     return shlex.join(arguments)
@@ -262,7 +259,7 @@ def write_released_model_cards(options_dir: Path, output_dir: Path) -> list[Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate the model cards of the released ELMo models.")
     parser.add_argument("--options-dir", type=Path, default=Path("../shared/fixtures/pretrained-options"))
-    parser.add_argument("--output", type=Path, default=TEMPLATE_FILE.parent)
+    parser.add_argument("--output", type=Path, default=Path("model_cards"), help="default: ./model_cards (the repository's)")
     args = parser.parse_args(argv)
     for path in write_released_model_cards(args.options_dir, args.output):
         print(f"wrote {path}")
@@ -273,4 +270,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["ORIGINAL_OPTIONS_FILE_NAME", "RELEASED_MODELS", "check_known_hash", "conversion_card", "render_model_card", "sha256_of", "write_released_model_cards"]
+__all__ = ["ORIGINAL_OPTIONS_FILE_NAME", "RELEASED_MODELS", "check_known_hash", "conversion_card", "render_model_card", "write_released_model_cards"]

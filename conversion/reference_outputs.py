@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoModel, ELMoTokenizer
+from elmo_hf.validation_elmo import largest, max_abs_difference
 
 from .hdf5_layout import ConversionError
 
@@ -32,6 +33,8 @@ DEFAULT_TOLERANCE = 5e-6
 
 @dataclass
 class ReferenceComparison:
+    """One comparison with the original's outputs; ``max_abs_difference`` is NaN when either side has a NaN."""
+
     name: str
     max_abs_difference: float
     actual_sample: np.ndarray
@@ -76,10 +79,10 @@ def compare_top_layer_stateful(model: ELMoModel, tokenizer: ELMoTokenizer, refer
                         f"{expected_file.filename} dataset {batch_index!r}: expected shape {expected.shape} but the model "
                         f"produced {actual.shape} for the sentence of {len(batch[row])} words."
                     )
-                differences.append(float(np.abs(actual - expected).max()))
+                differences.append(max_abs_difference(actual, expected))
                 if actual_sample is None:
                     actual_sample, expected_sample = actual[0, :4], expected[0, :4]
-            comparisons.append(ReferenceComparison(f"top layer, batch {batch_index}", max(differences), actual_sample, expected_sample))
+            comparisons.append(ReferenceComparison(f"top layer, batch {batch_index}", largest(differences), actual_sample, expected_sample))
     finally:
         for expected_file in expected_files:
             expected_file.close()
@@ -99,7 +102,7 @@ def compare_token_layer(model: ELMoModel, tokenizer: ELMoTokenizer, reference_di
     character_ids = tokenizer([words], is_split_into_words=True, return_tensors="pt")["input_ids"][0]  # (words, C)
     with torch.no_grad():
         actual = model.char_embeddings(character_ids).numpy()
-    return [ReferenceComparison("token layer", float(np.abs(actual - expected).max()), actual[0, :4], expected[0, :4])]
+    return [ReferenceComparison("token layer", max_abs_difference(actual, expected), actual[0, :4], expected[0, :4])]
 
 
 def compare_with_reference_outputs(model: ELMoModel, tokenizer: ELMoTokenizer, reference_dir: Path) -> list[ReferenceComparison]:

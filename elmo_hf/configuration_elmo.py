@@ -12,6 +12,9 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from .tokenization_elmo import MAX_CHARACTERS_PER_TOKEN, NUM_CHARACTERS
+from .validation_elmo import check_bool, check_choice, check_int, check_number, is_int
+
 # Keys found in options files written for *training* (bilm-tf's train_elmo.py). They do not change the network
 # computed at inference time, so they are accepted and ignored.
 TRAINING_ONLY_OPTION_KEYS = frozenset(
@@ -50,10 +53,9 @@ OPTIONS_FIELDS = (
     ("lstm", "use_skip_connections", "use_skip_connections"),
 )
 
-# The original trains with 261 characters (no padding-token row) and runs inference with 262: ids are shifted by
-# +1 and id 0 is the all-zero padding token. This package always uses the inference layout.
-TRAINING_NUM_CHARACTERS = 261
-INFERENCE_NUM_CHARACTERS = 262
+# The original trains with 261 characters (no padding-token row) and runs inference with 262 (NUM_CHARACTERS): ids
+# are shifted by +1 and id 0 is the all-zero padding token. This package always uses the inference layout.
+TRAINING_NUM_CHARACTERS = NUM_CHARACTERS - 1
 
 CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
 
@@ -64,18 +66,6 @@ TASK_POOLINGS = ("mean", "max", "first_last")
 
 # The 2048-filter character CNN shared by all four released models.
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-
-
-def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"ELMoConfig.{name} must be an integer >= {minimum}, got {value!r}.")
-
-
-def _require_clip(name: str, value: Any) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"ELMoConfig.{name} must be None or a number >= 0 (0 or None = no clipping), got {value!r}.")
 
 
 class ELMoConfig(PretrainedConfig):
@@ -202,8 +192,8 @@ class ELMoConfig(PretrainedConfig):
         char_cnn_filters: list[list[int]] | None = None,
         num_highway_layers: int = 2,
         char_cnn_activation: str = "relu",
-        num_characters: int = INFERENCE_NUM_CHARACTERS,
-        max_characters_per_token: int = 50,
+        num_characters: int = NUM_CHARACTERS,
+        max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
         projection_dim: int = 512,
         lstm_cell_size: int = 4096,
         num_lstm_layers: int = 2,
@@ -270,65 +260,51 @@ class ELMoConfig(PretrainedConfig):
         super().__init__(**kwargs)
 
     def _validate(self) -> None:
-        _require_int("char_embedding_dim", self.char_embedding_dim, 1)
-        _require_int("num_highway_layers", self.num_highway_layers, 0)
-        if self.char_cnn_activation not in CHAR_CNN_ACTIVATIONS:
+        field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
+        check_int(field("char_embedding_dim"), self.char_embedding_dim, 1)
+        check_int(field("num_highway_layers"), self.num_highway_layers, 0)
+        check_choice(field("char_cnn_activation"), self.char_cnn_activation, CHAR_CNN_ACTIVATIONS)
+        if self.num_characters != NUM_CHARACTERS:
             raise ValueError(
-                f"ELMoConfig.char_cnn_activation must be one of {CHAR_CNN_ACTIVATIONS}, got {self.char_cnn_activation!r}."
-            )
-        if self.num_characters != INFERENCE_NUM_CHARACTERS:
-            raise ValueError(
-                f"ELMoConfig.num_characters must be {INFERENCE_NUM_CHARACTERS} (256 bytes + 5 special characters + "
-                f"the padding token 0), got {self.num_characters!r}."
+                f"ELMoConfig.num_characters must be {NUM_CHARACTERS} (256 bytes + 5 special characters + the padding "
+                f"token 0), got {self.num_characters!r}."
             )
         widest_filter = max(width for width, _ in self.char_cnn_filters)
-        _require_int("max_characters_per_token", self.max_characters_per_token, 3)
+        check_int(field("max_characters_per_token"), self.max_characters_per_token, 3)
         if self.max_characters_per_token < widest_filter:
             raise ValueError(
                 f"ELMoConfig.max_characters_per_token ({self.max_characters_per_token}) must be >= the widest "
                 f"character filter ({widest_filter})."
             )
-        _require_int("projection_dim", self.projection_dim, 1)
-        _require_int("lstm_cell_size", self.lstm_cell_size, 1)
+        check_int(field("projection_dim"), self.projection_dim, 1)
+        check_int(field("lstm_cell_size"), self.lstm_cell_size, 1)
         if self.projection_dim > self.lstm_cell_size:
             raise ValueError(
                 f"ELMoConfig.projection_dim ({self.projection_dim}) must be <= lstm_cell_size ({self.lstm_cell_size}): "
                 "the LSTM output would be lstm_cell_size wide and could not be stacked with the token layer."
             )
-        _require_int("num_lstm_layers", self.num_lstm_layers, 1)
-        _require_clip("cell_clip", self.cell_clip)
-        _require_clip("projection_clip", self.projection_clip)
-        if not isinstance(self.use_skip_connections, bool):
-            raise ValueError(f"ELMoConfig.use_skip_connections must be a bool, got {self.use_skip_connections!r}.")
-        _require_int("num_output_representations", self.num_output_representations, 0)
-        for name in ("scalar_mix_layer_norm", "keep_sentence_boundaries"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ELMoConfig.{name} must be a bool, got {getattr(self, name)!r}.")
+        check_int(field("num_lstm_layers"), self.num_lstm_layers, 1)
+        for name in ("cell_clip", "projection_clip"):
+            check_number(field(name), getattr(self, name), 0, allow_none=True, hint="0 or None = no clipping")
+        for name in ("use_skip_connections", "scalar_mix_layer_norm", "keep_sentence_boundaries"):
+            check_bool(field(name), getattr(self, name))
+        check_int(field("num_output_representations"), self.num_output_representations, 0)
         for name in ("representation_dropout", "lm_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"ELMoConfig.{name} must be a number in [0, 1), got {value!r}.")
-        _require_int("word_vocab_size", self.word_vocab_size, 0)
-        _require_int("softmax_num_samples", self.softmax_num_samples, 0)
+            check_number(field(name), getattr(self, name), 0.0, 1.0, maximum_inclusive=False)
+        check_int(field("word_vocab_size"), self.word_vocab_size, 0)
+        check_int(field("softmax_num_samples"), self.softmax_num_samples, 0)
 
     def _validate_task_fields(self) -> None:
+        field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
         for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ELMoConfig.{name} must be a bool, got {getattr(self, name)!r}.")
-        if self.task_input_embeddings not in TASK_INPUT_EMBEDDINGS:
-            raise ValueError(
-                f"ELMoConfig.task_input_embeddings must be one of {TASK_INPUT_EMBEDDINGS}, got {self.task_input_embeddings!r}."
-            )
+            check_bool(field(name), getattr(self, name))
+        check_choice(field("task_input_embeddings"), self.task_input_embeddings, TASK_INPUT_EMBEDDINGS)
         for name in ("task_mix_dropout", "task_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"ELMoConfig.{name} must be a number in [0, 1), got {value!r}.")
-        if isinstance(self.task_mix_l2, bool) or not isinstance(self.task_mix_l2, (int, float)) or not self.task_mix_l2 >= 0:
-            raise ValueError(f"ELMoConfig.task_mix_l2 must be a number >= 0 (0 disables the penalty), got {self.task_mix_l2!r}.")
-        _require_int("task_encoder_layers", self.task_encoder_layers, 0)
-        _require_int("task_encoder_hidden_size", self.task_encoder_hidden_size, 1)
-        if self.task_pooling not in TASK_POOLINGS:
-            raise ValueError(f"ELMoConfig.task_pooling must be one of {TASK_POOLINGS}, got {self.task_pooling!r}.")
+            check_number(field(name), getattr(self, name), 0.0, 1.0, maximum_inclusive=False)
+        check_number(field("task_mix_l2"), self.task_mix_l2, 0.0, hint="0 disables the penalty")
+        check_int(field("task_encoder_layers"), self.task_encoder_layers, 0)
+        check_int(field("task_encoder_hidden_size"), self.task_encoder_hidden_size, 1)
+        check_choice(field("task_pooling"), self.task_pooling, TASK_POOLINGS)
         if not self.task_use_elmo and self.task_input_embeddings == "none":
             raise ValueError(
                 "ELMoConfig.task_use_elmo=False with task_input_embeddings='none' leaves the task model no input: use "
@@ -400,8 +376,11 @@ class ELMoConfig(PretrainedConfig):
         if not isinstance(options["char_cnn"]["embedding"], dict) or set(options["char_cnn"]["embedding"]) != {"dim"}:
             raise ValueError(f"options.json: char_cnn.embedding must be {{'dim': int}}, got {options['char_cnn']['embedding']!r}.")
         if fields["num_characters"] == TRAINING_NUM_CHARACTERS:
-            fields["num_characters"] = INFERENCE_NUM_CHARACTERS
-        fields["use_skip_connections"] = bool(fields["use_skip_connections"])
+            fields["num_characters"] = NUM_CHARACTERS
+        # Absent means no skip connections (bilm-tf's default); anything but a JSON bool is refused: "false" is truthy.
+        if fields["use_skip_connections"] is None:
+            fields["use_skip_connections"] = False
+        check_bool("options.json: lstm.use_skip_connections", fields["use_skip_connections"])
         for clip in ("cell_clip", "projection_clip"):
             if fields[clip] == 0:
                 fields[clip] = None
@@ -444,11 +423,7 @@ def _validated_filters(filters: Any) -> list[list[int]]:
     if not isinstance(filters, (list, tuple)) or not filters:
         raise ValueError(f"ELMoConfig.char_cnn_filters must be a non-empty list of [width, count] pairs, got {filters!r}.")
     for index, pair in enumerate(filters):
-        if (
-            not isinstance(pair, (list, tuple))
-            or len(pair) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in pair)
-        ):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(is_int(v) and v >= 1 for v in pair):
             raise ValueError(
                 f"ELMoConfig.char_cnn_filters[{index}] must be a [width, count] pair of positive integers, got {pair!r}."
             )

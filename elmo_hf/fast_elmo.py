@@ -13,7 +13,8 @@ Token layer (``fast_character_embeddings``)
       repeated words cost one row each);
     * the 50 character slots are trimmed to (start of the longest row's constant tail) + widest filter width:
       every convolution window that reads a real character is kept, plus one window made only of padding, so the
-      max-pool sees the same values (bit-identical, tested);
+      max-pool sees the same windows (equal up to float32 rounding: a convolution of another width may sum in another
+      order; tested at 1 and 2 threads);
     * an optional cache of token vectors for a known vocabulary (``ELMoModel.cache_token_embeddings``) replaces the
       CNN for the words it holds; other words still go through the CNN.
 
@@ -129,7 +130,7 @@ def needed_character_slots(character_ids: torch.LongTensor, widest_filter: int) 
 # a multiple of it above, more character slots kept): oneDNN keeps memory for every convolution shape it has seen,
 # so unrounded shapes made the peak RSS of a long run grow steadily (~10 MB per 1000 sentences); a few shapes keep
 # it flat, and powers of two keep a single sentence cheap (21 words -> 32 rows, not 64). Extra slots only repeat
-# windows the max-pool has already seen (bit-identical); extra rows are dropped, but change the highway matmuls'
+# windows the max-pool has already seen (the same windows); extra rows are dropped, but change the highway matmuls'
 # row count, which moves the last bits (float32 rounding, ~1e-7).
 CNN_ROW_MULTIPLE = 64
 CNN_SLOT_MULTIPLE = 8

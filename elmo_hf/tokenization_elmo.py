@@ -41,8 +41,8 @@ Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`wo
 - `"whitespace"`: split on whitespace only, for text that is already tokenised.
 - `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
 
-This file imports only `numpy`, `tokenizers` and `transformers` (no sibling module), so it can be copied next to a
-checkpoint and loaded with `trust_remote_code=True`.
+This file imports only `numpy`, `tokenizers`, `transformers` and `validation_elmo.py` (argument checks, no imports of
+its own), so the two can be copied next to a checkpoint and loaded with `trust_remote_code=True`.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ from transformers.tokenization_utils_base import (
     TruncationStrategy,
 )
 from transformers.utils import PaddingStrategy, TensorType, to_py_obj
+
+from .validation_elmo import check_choice, check_int
 
 # ----------------------------------------------------------------------------------------------------------------
 # Character ids. Raw ids come from bilm-tf's `UnicodeCharsVocabulary` (bytes 0..255, then five markers 256..260);
@@ -101,20 +103,16 @@ EOS_CHARACTER_IDS: tuple[int, ...] = tuple(_boundary_character_ids(END_SENTENCE_
 
 
 def _check_max_characters_per_token(max_characters_per_token: Any) -> None:
-    if (
-        not isinstance(max_characters_per_token, int)
-        or isinstance(max_characters_per_token, bool)
-        or max_characters_per_token < 3
-    ):
-        raise ValueError(
-            "max_characters_per_token must be an int >= 3 (begin-of-word, at least one character, end-of-word; "
-            f"every released ELMo uses {MAX_CHARACTERS_PER_TOKEN}), got {max_characters_per_token!r}"
-        )
+    check_int(
+        "max_characters_per_token",
+        max_characters_per_token,
+        3,
+        hint=f"begin-of-word, at least one character, end-of-word; every released ELMo uses {MAX_CHARACTERS_PER_TOKEN}",
+    )
 
 
 def _check_unicode_errors(unicode_errors: Any) -> None:
-    if unicode_errors not in UNICODE_ERRORS_CHOICES:
-        raise ValueError(f"unicode_errors must be one of {list(UNICODE_ERRORS_CHOICES)}, got {unicode_errors!r}")
+    check_choice("unicode_errors", unicode_errors, UNICODE_ERRORS_CHOICES)
 
 
 def _lone_surrogate_error(text: str, error: UnicodeEncodeError, what: str) -> ValueError:
@@ -307,7 +305,8 @@ def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer:
         return pre_tokenizers.Sequence(
             [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
         )
-    raise ValueError(f"Unknown word_splitter {name!r}; valid names are {list(WORD_SPLITTERS)}")
+    check_choice("word_splitter", name, WORD_SPLITTERS)
+    raise AssertionError(f"no splitter built for {name!r}")  # unreachable: every name of WORD_SPLITTERS is built above
 
 
 # ----------------------------------------------------------------------------------------------------------------

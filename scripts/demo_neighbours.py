@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from elmo_hf import ELMoModel, ELMoTokenizer
-from elmo_hf.pretraining.data import load_sentence_dataset
+from elmo_hf.corpus.sentences import load_sentences
 
 DEFAULT_CORPORA = ("tinyshakespeare.txt", "ud-english-ewt/en_ewt-ud-dev.conllu", "ud-english-ewt/en_ewt-ud-test.conllu")
 
@@ -81,7 +81,7 @@ def run(model_dir: str, corpora: list[Path], word: str, queries: list[str], laye
     for query, words in zip(queries, split_queries):
         if word not in words:
             raise SystemExit(f"error: query {query!r} does not contain {word!r} (its words: {words})")
-    all_sentences = [list(words) for path in corpora for words in load_sentence_dataset([path])["words"]]
+    all_sentences = [list(words) for path in corpora for words in load_sentences([path])["words"]]
     corpus = [sentence for sentence in sentences_with_word(all_sentences, word, max_sentences) if sentence not in split_queries]
     if not corpus:
         raise SystemExit(f"error: no sentence of {[str(path) for path in corpora]} contains {word!r}")

@@ -21,7 +21,7 @@ import torch
 from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
 
 from elmo_hf import ELMoForTokenClassification, ELMoTokenizer
-from elmo_hf.pretraining.data import load_conllu_sentences
+from elmo_hf.corpus.sentences import load_conllu_sentences
 
 VARIANTS = {
     "char_cnn_only": {"task_use_elmo": False},

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from elmo_hf import ELMoForPreTraining
-from elmo_hf.pretraining.data import load_conllu_sentences
+from elmo_hf.corpus.sentences import load_conllu_sentences
 from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]

@@ -91,14 +91,14 @@ def test_bad_options_name_the_problem(options, message):
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("char_embedding_dim", 0, r"char_embedding_dim must be an integer >= 1"),
+        ("char_embedding_dim", 0, r"char_embedding_dim must be an int >= 1"),
         ("char_cnn_filters", [[1, 4], [0, 8]], r"char_cnn_filters\[1\]"),
         ("char_cnn_filters", [], r"char_cnn_filters must be a non-empty list"),
         ("char_cnn_activation", "gelu", r"char_cnn_activation must be one of"),
         ("num_characters", 300, r"num_characters must be 262"),
         ("max_characters_per_token", 2, r"max_characters_per_token"),
         ("projection_dim", 128, r"projection_dim \(128\) must be <= lstm_cell_size \(64\)"),
-        ("num_lstm_layers", 0, r"num_lstm_layers must be an integer >= 1"),
+        ("num_lstm_layers", 0, r"num_lstm_layers must be an int >= 1"),
         ("cell_clip", -1.0, r"cell_clip must be None or a number >= 0"),
         ("projection_clip", "3", r"projection_clip must be None or a number >= 0"),
         ("use_skip_connections", 1, r"use_skip_connections must be a bool"),

@@ -234,7 +234,7 @@ def test_offsets_with_ignored_lone_surrogates_still_index_the_original_text():
 
 def test_build_word_splitter_unknown_name():
     with pytest.raises(
-        ValueError, match=r"Unknown word_splitter 'spacy'; valid names are \['ptb', 'moses', 'whitespace', 'bert'\]"
+        ValueError, match=r"word_splitter must be one of \['ptb', 'moses', 'whitespace', 'bert'\], got 'spacy'"
     ):
         build_word_splitter("spacy")
 
@@ -601,7 +601,7 @@ def test_pickle_round_trip():
         (lambda t: t.convert_ids_to_tokens([[259, 260]]), TypeError, r"use decode\(\) for rows of words"),
         (lambda t: t.add_tokens(["hello"]), ValueError, r"character vocabulary is fixed.*\['hello'\]"),
         (lambda t: t.decode([[[[259]]]]), ValueError, r"got 4 levels of nesting"),
-        (lambda t: ELMoTokenizer(word_splitter="spacy"), ValueError, r"Unknown word_splitter 'spacy'; valid names are"),
+        (lambda t: ELMoTokenizer(word_splitter="spacy"), ValueError, r"word_splitter must be one of .*, got 'spacy'"),
         (
             lambda t: ELMoTokenizer(unicode_errors="replace"),
             ValueError,

@@ -1,25 +1,37 @@
-"""Streaming readers for the corpora `elmo-hf embed` takes: a text file (one sentence per line), JSON lines, CSV,
-Parquet, or a directory written by `Dataset.save_to_disk`.
+"""The one reader of corpora: every input format elmo-hf takes, for `elmo-hf embed` and `elmo-hf pretrain` alike.
 
-Every reader yields ``(input_row, record)`` from a given row on, never holding the corpus in memory. ``record`` is a
-dict of column values, or an `InvalidRowError` for a row that cannot be read (a text-file line that is not UTF-8);
-the caller decides whether that raises or is skipped. Text files are read here (so errors name the line); the other
-formats are streamed by `datasets`.
+Formats (``INPUT_FORMATS``, told by the extension or given): a text file (one sentence per line, UTF-8), JSON lines,
+CSV, Parquet, a directory written by `Dataset.save_to_disk`, and CoNLL-U treebanks (one row per sentence: ``sent_id``,
+``words``, ``upos``). ``CorpusSource.rows(start)`` yields ``(input_row, record)`` from a given row on, streaming,
+never holding the corpus in memory; ``record`` is a dict of column values, or an ``InvalidRowError`` for a row that
+cannot be read (a text line that is not UTF-8); the caller decides whether that raises or is skipped. Text and
+CoNLL-U files are read here (so errors name the line); the other formats are streamed by `datasets`.
+
+Lines (``read_lines``): a line ends at ``"\\n"``; a ``"\\r\\n"`` ending loses its ``"\\r"`` too; a last line without
+a line break is a line. This is the only line reader of the package (vocabulary files and CoNLL-U use it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
-import pyarrow.parquet as pq
-from datasets import Dataset, DatasetDict, Features, IterableDataset, Value, load_dataset, load_from_disk
-
-
-INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset")
+INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
 # File extension -> input format (the Ray engine reads the same files).
-EXTENSION_FORMATS = {".txt": "txt", ".text": "txt", ".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+EXTENSION_FORMATS = {
+    ".txt": "txt",
+    ".text": "txt",
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".conllu": "conllu",
+}
+# The column each format's sentences are in when the caller names none, and whether it holds text or words.
+DEFAULT_TEXT_COLUMN = "text"
+CONLLU_WORDS_COLUMN = "words"
 _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 
@@ -30,6 +42,112 @@ class CorpusError(ValueError):
 
 class InvalidRowError(ValueError):
     """A row whose text (or words) cannot be read or embedded; the message names the row."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Lines
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | InvalidRowError]]:
+    """``(row, line)`` for every line of a text file from 0-based row ``start`` on, without the line break; a line
+    that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong."""
+    with open(path, "rb") as file:
+        for row, line in enumerate(file):
+            if row < start:
+                continue
+            line = line[:-1] if line.endswith(b"\n") else line
+            line = line[:-1] if line.endswith(b"\r") else line
+            try:
+                yield row, line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                yield row, InvalidRowError(
+                    f"not valid UTF-8 ({error.reason}: byte 0x{line[error.start]:02x} at byte offset {error.start} of the line)"
+                )
+
+
+def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line_number, line)`` for every line of a UTF-8 text file, 1-based; raises ``FileNotFoundError`` for a
+    missing path and ``ValueError`` naming the file and line for bytes that are not UTF-8."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"text file {path} does not exist or is not a file")
+    for row, line in read_lines(path):
+        if isinstance(line, InvalidRowError):
+            raise ValueError(f"{path} line {row + 1} is {line}")
+        yield row + 1, line
+
+
+def count_lines(path: Path) -> int:
+    """Lines as ``read_lines`` counts them."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# CoNLL-U
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
+    """
+    The sentences of a CoNLL-U file: ``{"sent_id": str | None, "words": [...], "upos": [...]}`` each.
+
+    `words` is the FORM column (2) and `upos` the UPOS column (4) of the syntactic words: lines whose ID is a
+    range (`1-2`, a multiword token such as "don't", whose parts `do` and `n't` follow as words) or a decimal
+    (`8.1`, an empty node) are skipped, as are comment lines (`# ...`), except `# sent_id = ...`. Sentences end at
+    an empty line (or at the end of the file).
+
+    Raises:
+        `ValueError` naming the file and line for a token line without 10 tab-separated fields or with an ID out
+        of sequence; `FileNotFoundError` for a missing file.
+    """
+    path = Path(path)
+    sent_id: str | None = None
+    words: list[str] = []
+    upos: list[str] = []
+    for line_number, line in read_text_lines(path):
+        if not line.strip():
+            if words:
+                yield {"sent_id": sent_id, "words": words, "upos": upos}
+            sent_id, words, upos = None, [], []
+            continue
+        if line.startswith("#"):
+            key, separator, value = line[1:].partition("=")
+            if separator and key.strip() == "sent_id":
+                sent_id = value.strip()
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            raise ValueError(f"{path} line {line_number}: expected 10 tab-separated CoNLL-U fields, got {len(fields)}")
+        token_id = fields[0]
+        if "-" in token_id or "." in token_id:  # multiword token range, empty node
+            continue
+        if not token_id.isdigit() or int(token_id) != len(words) + 1:
+            raise ValueError(
+                f"{path} line {line_number}: expected word ID {len(words) + 1} (IDs count 1, 2, ... in each sentence), "
+                f"got {token_id!r}"
+            )
+        words.append(fields[1])
+        upos.append(fields[3])
+    if words:
+        yield {"sent_id": sent_id, "words": words, "upos": upos}
+
+
+def conllu_features():
+    """The `datasets` features of CoNLL-U rows."""
+    from datasets import Features, List, Value
+
+    return Features({"sent_id": Value("string"), "words": List(Value("string")), "upos": List(Value("string"))})
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Corpora
+# ----------------------------------------------------------------------------------------------------------------------
 
 
 def infer_input_format(path: Path) -> str:
@@ -47,7 +165,7 @@ def infer_input_format(path: Path) -> str:
 
 @dataclass(frozen=True)
 class CorpusSource:
-    """A corpus on disk in one of `INPUT_FORMATS`."""
+    """A corpus on disk in one of ``INPUT_FORMATS``."""
 
     path: Path
     input_format: str
@@ -65,6 +183,12 @@ class CorpusSource:
             raise CorpusError(f"input {path} given as {input_format!r} must be {expected}")
         return cls(path, input_format)
 
+    @property
+    def default_columns(self) -> tuple[str | None, str | None]:
+        """``(text_column, words_column)`` holding the sentences when the caller names neither: the words of a
+        CoNLL-U file, the ``text`` column of everything else."""
+        return (None, CONLLU_WORDS_COLUMN) if self.input_format == "conllu" else (DEFAULT_TEXT_COLUMN, None)
+
     def identity(self) -> dict:
         """What a resumed run checks to be sure it reads the same input: path, format, size and modification time."""
         files = sorted(self.path.rglob("*")) if self.path.is_dir() else [self.path]
@@ -77,13 +201,22 @@ class CorpusSource:
         }
 
     def row_name(self, input_row: int) -> str:
-        """How errors name a row: the line for text files, the 0-based row otherwise."""
-        return f"{self.path} line {input_row + 1}" if self.input_format == "txt" else f"{self.path} row {input_row}"
-
-    def features(self) -> Features:
-        """The input's columns and their types (read from the first rows where the format does not store them)."""
+        """How errors name a row: the line for text files, the sentence for CoNLL-U, the 0-based row otherwise."""
         if self.input_format == "txt":
-            return Features({"text": Value("string")})
+            return f"{self.path} line {input_row + 1}"
+        if self.input_format == "conllu":
+            return f"{self.path} sentence {input_row + 1}"
+        return f"{self.path} row {input_row}"
+
+    def features(self):
+        """The input's columns and their types (`datasets.Features`; read from the first rows where the format does
+        not store them)."""
+        from datasets import Features, Value
+
+        if self.input_format == "txt":
+            return Features({DEFAULT_TEXT_COLUMN: Value("string")})
+        if self.input_format == "conllu":
+            return conllu_features()
         if self.input_format == "dataset":
             return self._saved_dataset().features
         try:
@@ -92,10 +225,13 @@ class CorpusSource:
             raise CorpusError(f"cannot read {self.path} as {self.input_format}: {error}") from error
 
     def num_rows(self) -> int | None:
-        """Number of rows when it is cheap to know (text files are counted by newlines; JSON lines and CSV are not)."""
+        """Number of rows when it is cheap to know (text files are counted by newlines; JSON lines, CSV and CoNLL-U
+        are not)."""
         if self.input_format == "txt":
-            return _count_lines(self.path)
+            return count_lines(self.path)
         if self.input_format == "parquet":
+            import pyarrow.parquet as pq
+
             return pq.ParquetFile(self.path).metadata.num_rows
         if self.input_format == "dataset":
             return len(self._saved_dataset())
@@ -104,10 +240,17 @@ class CorpusSource:
     def rows(self, start: int = 0) -> Iterator[tuple[int, dict | InvalidRowError]]:
         """``(input_row, record)`` for every row from ``start`` on, in order."""
         if self.input_format == "txt":
-            yield from self._text_lines(start)
+            for row, line in read_lines(self.path, start):
+                yield row, line if isinstance(line, InvalidRowError) else {DEFAULT_TEXT_COLUMN: line}
             return
         input_row = start
         try:
+            if self.input_format == "conllu":
+                for row, sentence in enumerate(read_conllu_sentences(self.path)):
+                    if row >= start:
+                        input_row = row
+                        yield row, sentence
+                return
             for batch in self._batches(start):
                 columns = list(batch)
                 for values in zip(*batch.values()):
@@ -124,29 +267,18 @@ class CorpusSource:
             return dataset.select(range(start, len(dataset))).iter(batch_size=_READ_BATCH_ROWS)
         return self._streamed().skip(start).iter(batch_size=_READ_BATCH_ROWS)
 
-    def _streamed(self) -> IterableDataset:
+    def _streamed(self):
+        from datasets import load_dataset
+
         # CSV: an empty field, "NA" or "null" is text (an empty sentence, the word "NA"), not a missing value.
         options = {"keep_default_na": False} if self.input_format == "csv" else {}
         return load_dataset(
             _DATASETS_BUILDERS[self.input_format], data_files=str(self.path), split="train", streaming=True, **options
         )
 
-    def _text_lines(self, start: int) -> Iterator[tuple[int, dict | InvalidRowError]]:
-        with open(self.path, "rb") as file:
-            for input_row, line in enumerate(file):
-                if input_row < start:
-                    continue
-                # A trailing "\n" (or "\r\n") ends the line; a last line without one is a row too.
-                line = line[:-1] if line.endswith(b"\n") else line
-                line = line[:-1] if line.endswith(b"\r") else line
-                try:
-                    yield input_row, {"text": line.decode("utf-8")}
-                except UnicodeDecodeError as error:
-                    yield input_row, InvalidRowError(
-                        f"not valid UTF-8 ({error.reason}: byte 0x{line[error.start]:02x} at byte offset {error.start} of the line)"
-                    )
+    def _saved_dataset(self):
+        from datasets import DatasetDict, load_from_disk
 
-    def _saved_dataset(self) -> Dataset:
         dataset = load_from_disk(str(self.path))
         if isinstance(dataset, DatasetDict):
             raise CorpusError(
@@ -156,13 +288,15 @@ class CorpusSource:
         return dataset
 
 
-def _count_lines(path: Path) -> int:
-    count, last = 0, b"\n"
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
-
-
-__all__ = ["CorpusError", "CorpusSource", "EXTENSION_FORMATS", "INPUT_FORMATS", "InvalidRowError", "infer_input_format"]
+__all__ = [
+    "CorpusError",
+    "CorpusSource",
+    "EXTENSION_FORMATS",
+    "INPUT_FORMATS",
+    "InvalidRowError",
+    "count_lines",
+    "infer_input_format",
+    "read_conllu_sentences",
+    "read_lines",
+    "read_text_lines",
+]

@@ -40,6 +40,7 @@ from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List,
 from ..corpus.readers import InvalidRowError
 from ..modeling_elmo import ELMoModel
 from ..tokenization_elmo import ELMoTokenizer
+from ..validation_elmo import check_bool, check_choice, check_int, is_int
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,24 @@ class SentencePiece:
     @property
     def num_words(self) -> int:
         return self.end - self.start
+
+
+class NonFiniteVectorsError(ValueError):
+    """The model returned NaN or infinite vectors; the message names the sentence."""
+
+
+def checked_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device`` this torch can use; ``ValueError`` saying why not (a CPU-only build, no GPU)."""
+    try:
+        device = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device {device!r} is not a torch device name ({error}); e.g. cpu, cuda, cuda:1") from None
+    if device.type == "cuda":
+        if not torch.backends.cuda.is_built():
+            raise ValueError(f"device {str(device)!r}: this torch ({torch.__version__}) is built without CUDA; install a CUDA build of torch")
+        if not torch.cuda.is_available() or (device.index is not None and device.index >= torch.cuda.device_count()):
+            raise ValueError(f"device {str(device)!r}: no such CUDA device is visible ({torch.cuda.device_count()} found)")
+    return device
 
 
 def split_into_windows(num_words: int, max_window_words: int, window_context: int) -> list[tuple[int, int, int, int]]:
@@ -140,6 +159,8 @@ class ELMoEmbedder:
         words_column (`str`, *optional*): column of pre-split sentences (lists of words); no `words` column is added.
         output_column (`str`, defaults to `"elmo"`): name of the vectors column.
         on_invalid (`str`, defaults to `"raise"`): `"raise"` on a `None`/non-string text, `"skip"` to drop the row.
+        check_finite (`bool`, defaults to `True`): raise `NonFiniteVectorsError` naming the sentence when the model
+            returns NaN or infinite vectors (a damaged model or a dtype overflow) instead of storing them.
         device (`str` or `torch.device`, *optional*): where the model runs, e.g. `"cuda"`.
 
     Example:
@@ -169,6 +190,7 @@ class ELMoEmbedder:
         words_column: str | None = None,
         output_column: str = "elmo",
         on_invalid: str = "raise",
+        check_finite: bool = True,
         device: str | torch.device | None = None,
     ):
         config = model.config
@@ -176,7 +198,7 @@ class ELMoEmbedder:
             config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
             window_context, on_invalid,
         )
-        self.model = model.eval() if device is None else model.to(device).eval()
+        self.model = model.eval() if device is None else model.to(checked_device(device)).eval()
         self.tokenizer = tokenizer or ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
         if self.tokenizer.max_characters_per_token != config.max_characters_per_token:
             raise ValueError(
@@ -195,12 +217,17 @@ class ELMoEmbedder:
         self.words_column = words_column
         self.output_column = output_column
         self.on_invalid = on_invalid
+        self.check_finite = check_bool("check_finite", check_finite)
 
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str, *, revision: str | None = None, device: str | torch.device | None = None, **options
+        cls, name_or_path: str | Path, *, revision: str | None = None, device: str | torch.device | None = None, **options
     ) -> "ELMoEmbedder":
-        """Load model and tokenizer from a directory or Hub repo id; ``options`` are the constructor's."""
+        """Load model and tokenizer from a directory or Hub repo id; ``options`` are the constructor's. The device is
+        checked before anything is loaded."""
+        if device is not None:
+            checked_device(device)
+        name_or_path = str(name_or_path)
         model = ELMoModel.from_pretrained(name_or_path, revision=revision)
         tokenizer = ELMoTokenizer.from_pretrained(name_or_path, revision=revision)
         return cls(model, tokenizer, device=device, **options)
@@ -212,32 +239,26 @@ class ELMoEmbedder:
     ) -> None:
         num_layers = config.num_representation_layers
         if isinstance(representation, bool) or not (
-            representation in REPRESENTATIONS or (isinstance(representation, int) and 0 <= representation < num_layers)
+            representation in REPRESENTATIONS or (is_int(representation) and 0 <= representation < num_layers)
         ):
             raise ValueError(
                 f"representation must be one of {list(REPRESENTATIONS)} or a layer index in [0, {num_layers}), "
                 f"got {representation!r}"
             )
-        if representation == "mix" and not 0 <= mix_index < config.num_output_representations:
-            raise ValueError(
-                f"mix_index must be in [0, {config.num_output_representations}) (config.num_output_representations), "
-                f"got {mix_index!r}"
-            )
-        for name, value, choices in (("pooling", pooling, POOLINGS), ("dtype", dtype, STORAGE_DTYPES), ("on_invalid", on_invalid, ON_INVALID_CHOICES)):
-            if value not in choices:
-                raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-        for name, value in (("batch_size", batch_size), ("max_words_per_batch", max_words_per_batch)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if representation == "mix":
+            check_int("mix_index", mix_index, 0, config.num_output_representations, hint="config.num_output_representations")
+        check_choice("pooling", pooling, POOLINGS)
+        check_choice("dtype", dtype, STORAGE_DTYPES)
+        check_choice("on_invalid", on_invalid, ON_INVALID_CHOICES)
+        check_int("batch_size", batch_size, 1, allow_none=True)
+        check_int("max_words_per_batch", max_words_per_batch, 1, allow_none=True)
         if batch_size is None and max_words_per_batch is None:
             raise ValueError("set batch_size, max_words_per_batch or both: without either a model batch is unbounded")
-        if not isinstance(window_context, int) or window_context < 0:
-            raise ValueError(f"window_context must be an int >= 0, got {window_context!r}")
-        if not isinstance(max_window_words, int) or max_window_words <= 2 * window_context:
-            raise ValueError(
-                f"max_window_words must be an int larger than 2 * window_context = {2 * window_context} (each window "
-                f"needs at least one word of its own), got {max_window_words!r}"
-            )
+        check_int("window_context", window_context, 0)
+        check_int(
+            "max_window_words", max_window_words, 2 * window_context + 1,
+            hint=f"larger than 2 * window_context = {2 * window_context}: each window needs at least one word of its own",
+        )
 
     def options(self) -> dict[str, Any]:
         """Every option that changes the output (batching too: it changes the last bits), as plain JSON values."""
@@ -386,7 +407,14 @@ class ELMoEmbedder:
         encoding = self.tokenizer([list(words) for words in sentences], is_split_into_words=True, padding=True, return_tensors="pt")
         device = self.model.device
         output = self.model(input_ids=encoding["input_ids"].to(device), attention_mask=encoding["attention_mask"].to(device))
-        selected = self._select(output).float().cpu().numpy()  # (B, T, *vector_shape)
+        selected = self._select(output).float()  # (B, T, *vector_shape)
+        if self.check_finite and not bool(torch.isfinite(selected).all()):
+            row = int((~torch.isfinite(selected)).flatten(1).any(dim=1).nonzero()[0])
+            raise NonFiniteVectorsError(
+                f"the model returned NaN or infinite vectors for the sentence {' '.join(sentences[row])[:80]!r}: a "
+                "damaged model or a dtype overflow (pass check_finite=False / --allow-non-finite to store them anyway)"
+            )
+        selected = selected.cpu().numpy()
         return [selected[row, : len(words)] for row, words in enumerate(sentences)]
 
     def _select(self, output) -> torch.Tensor:
@@ -457,6 +485,8 @@ __all__ = [
     "DEFAULT_MODEL_DIR",
     "ELMoEmbedder",
     "InvalidRowError",
+    "NonFiniteVectorsError",
+    "checked_device",
     "embed_dataset",
     "embed_texts",
     "length_grouped_batches",

@@ -2,15 +2,20 @@
 
 Output directory layout::
 
+    OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage.output_directory)
     OUT/shard-00000.parquet   rows [0, shard_size) of the input, in input order
     OUT/shard-00001.parquet   ...
     OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard
     OUT/dataset/              only with output_format="dataset": the shards as a `save_to_disk` directory
 
+The directory follows elmo-hf's output policy (``elmo_hf.storage``): a run holds its lock, ``overwrite`` deletes only
+an embedding output, and a run that fails before its first shard leaves nothing behind.
+
 Nothing is lost: a shard is written to a temporary name, flushed and renamed, and only then listed in the manifest
-(itself replaced atomically). After an interruption at any point (Ctrl-C, SIGKILL, power loss), ``resume=True``
-drops whatever is not in the manifest, skips the input rows the manifest covers and goes on; a shard's content
-depends only on its input rows, so the result is byte-identical to an uninterrupted run.
+(itself replaced atomically), with its size and sha256. ``resume=True`` trusts nothing it has not checked: it drops
+whatever the manifest does not list, verifies every listed shard (size and sha256) and redoes any that is missing or
+damaged, then continues after the last one. A shard's content depends only on its input rows, so the result is
+byte-identical to an uninterrupted run. ``verify_embedding_output`` checks a finished output the same way.
 
 Each shard has the columns ``input_row`` (0-based row of the input; line - 1 for text files), the input's columns,
 then the embedder's (``words``, ``num_words``, vectors). Load them with
@@ -21,32 +26,49 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import logging
 import shutil
 import time
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow.parquet as pq
 import torch
 from datasets import Dataset, Features, Value
 
 from ..corpus.readers import CorpusSource, InvalidRowError
+from ..storage.files import sha256_of_file, write_atomically
+from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, OutputKind, open_output_directory, read_marker
 from .embedder import ELMoEmbedder
+
+logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "elmo-hf-embeddings"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 INPUT_ROW_COLUMN = "input_row"
 OUTPUT_FORMATS = ("parquet", "dataset")
 SAVED_DATASET_DIR = "dataset"
+SAVED_DATASET_CACHE_DIR = ".cache"
 # Skipped rows are counted exactly; only the first ones are listed with their reason.
 MAX_LISTED_SKIPPED_ROWS = 100
 
+EMBEDDINGS_OUTPUT = OutputKind(
+    name="embeddings",
+    description="an elmo-hf embedding output",
+    entries=("shard-[0-9]*.parquet", MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
+)
 
-class OutputDirectoryError(FileExistsError):
-    """The output directory holds something this run must not overwrite or cannot resume."""
+
+class EmbeddingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``embed_corpus``; ``shards`` finished shards are kept in ``output_dir`` (none: nothing was kept)."""
+
+    def __init__(self, output_dir: Path, shards: int):
+        self.output_dir = output_dir
+        self.shards = shards
+        super().__init__(f"embedding interrupted with {shards} finished shard(s) in {output_dir}")
 
 
 def shard_file_name(index: int) -> str:
@@ -63,6 +85,11 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 sentence``, ``2 sentences``, with thousands separators."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 @dataclass
 class EmbeddingRunSummary:
     """What a run did. Counts cover the whole output (resumed shards included); ``seconds`` and the rates cover
@@ -77,6 +104,7 @@ class EmbeddingRunSummary:
     words_this_run: int
     resumed_from_row: int = 0
     already_complete: bool = False
+    redone_shards: int = 0
 
     @property
     def words_per_second(self) -> float:
@@ -84,13 +112,17 @@ class EmbeddingRunSummary:
 
     def describe(self) -> str:
         resumed = f", resumed at input row {self.resumed_from_row:,}" if self.resumed_from_row else ""
-        skipped = f", {self.skipped_rows:,} invalid rows skipped" if self.skipped_rows else ""
+        redone = f", {plural(self.redone_shards, 'damaged shard')} redone" if self.redone_shards else ""
+        skipped = f", {plural(self.skipped_rows, 'invalid row')} skipped" if self.skipped_rows else ""
         if self.already_complete:
-            return f"{self.output_dir} is already complete: {self.sentences:,} sentences, {self.words:,} words{skipped}"
+            return (
+                f"{self.output_dir} is already complete: {plural(self.sentences, 'sentence')}, "
+                f"{plural(self.words, 'word')}{skipped}{redone}"
+            )
         return (
-            f"embedded {self.sentences:,} sentences ({self.words:,} words{skipped}) into {self.shards} shard(s) in "
-            f"{self.output_dir}; this run: {self.words_this_run:,} words in {self.seconds:.1f} s = "
-            f"{self.words_per_second:,.0f} words/s{resumed}"
+            f"embedded {plural(self.sentences, 'sentence')} ({plural(self.words, 'word')}{skipped}) into "
+            f"{plural(self.shards, 'shard')} in {self.output_dir}; this run: {plural(self.words_this_run, 'word')} in "
+            f"{self.seconds:.1f} s = {self.words_per_second:,.0f} words/s{resumed}{redone}"
         )
 
 
@@ -131,104 +163,104 @@ class Manifest:
     def read(cls, path: Path) -> "Manifest":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise OutputDirectoryError(f"cannot read the manifest {path}: {error}") from error
-        if data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
-            raise OutputDirectoryError(
-                f"{path} is not an elmo-hf embedding manifest (version {MANIFEST_VERSION}): format "
-                f"{data.get('format')!r}, version {data.get('version')!r}"
-            )
-        return cls(data["input"], data["model"], data["options"], data["shards"], data["complete"])
+        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
+            found = (data.get("format"), data.get("version")) if isinstance(data, dict) else type(data).__name__
+            raise OutputDirectoryError(f"{path} is not an elmo-hf embedding manifest (version {MANIFEST_VERSION}): {found}")
+        try:
+            return cls(data["input"], data["model"], data["options"], data["shards"], data["complete"])
+        except KeyError as error:
+            raise OutputDirectoryError(f"{path} lacks the manifest field {error}") from None
 
     def write(self, path: Path) -> None:
         content = (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
         write_atomically(path, lambda temporary: temporary.write_bytes(content))
 
 
-def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(temporary)`` writes the file under a temporary name beside ``path``; it is then flushed to disk and
-    renamed to ``path``, and the directory entry flushed: after a crash ``path`` is either complete or absent/old."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    write(temporary)
-    with open(temporary, "rb+") as file:
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    _fsync_directory(path.parent)
+def _manifest_if_any(output_dir: Path) -> Manifest | None:
+    return Manifest.read(output_dir / MANIFEST_NAME) if (output_dir / MANIFEST_NAME).is_file() else None
 
 
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
+def _has_finished_shards(output_dir: Path) -> bool:
+    """Worth keeping after a failure: at least one finished shard is listed."""
     try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+        manifest = _manifest_if_any(output_dir)
+    except OutputDirectoryError:
+        return True  # not ours to judge: keep it
+    return manifest is not None and bool(manifest.shards)
 
 
-def _sha256_of_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+def _describe_run(output_dir: Path) -> str:
+    try:
+        manifest = _manifest_if_any(output_dir)
+    except OutputDirectoryError:
+        return "an embedding run with an unreadable manifest"
+    if manifest is None:
+        return "an embedding run interrupted before its first shard"
+    state = "complete" if manifest.complete else f"interrupted after {manifest.rows_done:,} input rows"
+    return f"an embedding run ({state})"
 
 
-def prepare_output_directory(output_dir: Path, manifest: Manifest, resume: bool, overwrite: bool) -> Manifest:
-    """The manifest to continue from (a fresh one unless resuming). Refuses to touch what it should not."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise OutputDirectoryError(f"output {output_dir} exists and is not a directory")
-    manifest_path = output_dir / MANIFEST_NAME
-    existing = sorted(output_dir.iterdir()) if output_dir.exists() else []
-    if existing and not manifest_path.exists():
-        raise OutputDirectoryError(
-            f"output {output_dir} is not empty and holds no {MANIFEST_NAME}: it is not an elmo-hf embedding output, so "
-            "it is neither resumed nor overwritten; choose another --output"
-        )
-    if existing and overwrite:
-        shutil.rmtree(output_dir)
-        existing = []
-    if existing and not resume:
-        previous = Manifest.read(manifest_path)
-        state = "complete" if previous.complete else f"interrupted after {previous.rows_done:,} input rows"
-        raise OutputDirectoryError(
-            f"output {output_dir} already holds an embedding run ({state}); pass --resume to continue it or "
-            "--overwrite to start over"
-        )
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if not existing:
-        return manifest
-    previous = Manifest.read(manifest_path)
-    # The model's name is informational (a path may be spelled differently); its weights must be the same.
-    for what, was, now in (
-        ("input", previous.input, manifest.input),
-        ("model weights", {"sha256": previous.model["sha256"]}, {"sha256": manifest.model["sha256"]}),
-        ("options", previous.options, manifest.options),
-    ):
-        differences = {name: (was.get(name), value) for name, value in now.items() if was.get(name) != value}
-        if differences:
-            raise OutputDirectoryError(
-                f"cannot resume {output_dir}: it was started with different {what} ({_describe_differences(differences)}); "
-                "rerun with the same input, model and options, or pass --overwrite to start over"
-            )
-    _remove_unlisted_files(output_dir, previous)
-    return previous
+# ----------------------------------------------------------------------------------------------------------------------
+# Checking what is on disk
+# ----------------------------------------------------------------------------------------------------------------------
 
 
-def _describe_differences(differences: dict[str, tuple[Any, Any]]) -> str:
-    return "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
+def shard_problem(output_dir: Path, entry: dict[str, Any]) -> str | None:
+    """Why a listed shard cannot be trusted (missing, another size, another sha256, unreadable rows), or None."""
+    path = output_dir / entry["file"]
+    if not path.is_file():
+        return f"{entry['file']} is missing"
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        return f"{entry['file']} has {size:,} bytes, the manifest says {entry['bytes']:,}"
+    if sha256_of_file(path) != entry["sha256"]:
+        return f"{entry['file']} has another sha256 than the manifest records"
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except Exception as error:  # pyarrow raises several types for damaged files
+        return f"{entry['file']} is not a readable Parquet file ({error})"
+    if rows != entry["rows"]:
+        return f"{entry['file']} has {rows} rows, the manifest says {entry['rows']}"
+    return None
 
 
-def _remove_unlisted_files(output_dir: Path, manifest: Manifest) -> None:
-    """Shards written after the last manifest update (and temporary files) are redone from scratch."""
-    listed = {shard["file"] for shard in manifest.shards} | {MANIFEST_NAME}
-    for path in output_dir.iterdir():
-        if path.name not in listed:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-    for shard in manifest.shards:
-        if not (output_dir / shard["file"]).exists():
-            raise OutputDirectoryError(
-                f"{output_dir / shard['file']} is listed in the manifest but missing; the output is damaged: pass "
-                "--overwrite to start over"
-            )
+def verify_embedding_output(output_dir: str | Path) -> list[str]:
+    """Every problem with a finished ``elmo-hf embed`` output: the marker, the manifest, each shard (size, sha256,
+    rows) and files the manifest does not list. An empty list means the output is complete and intact."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return [f"{output_dir} is not a directory"]
+    marker = read_marker(output_dir)
+    if marker is None or marker.get("kind") != EMBEDDINGS_OUTPUT.name:
+        return [f"{output_dir} is not {EMBEDDINGS_OUTPUT.description} (no valid {MARKER_NAME})"]
+    try:
+        manifest = _manifest_if_any(output_dir)
+    except OutputDirectoryError as error:
+        return [str(error)]
+    if manifest is None:
+        return [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]
+    problems = [] if manifest.complete else [f"the run is not complete ({manifest.rows_done:,} input rows done): resume it"]
+    problems += [problem for entry in manifest.shards if (problem := shard_problem(output_dir, entry))]
+    listed = {entry["file"] for entry in manifest.shards}
+    problems += [
+        f"{path.name} is not listed in the manifest"
+        for path in sorted(output_dir.glob("shard-*.parquet"))
+        if path.name not in listed
+    ]
+    problems += [f"{name} is not written by elmo-hf embed" for name in EMBEDDINGS_OUTPUT.foreign_entries(output_dir)]
+    expected_first_row = 0
+    for entry in manifest.shards:
+        if entry["first_row"] != expected_first_row:
+            problems.append(f"{entry['file']} starts at input row {entry['first_row']}, expected {expected_first_row}")
+        expected_first_row = entry["first_row"] + entry["input_rows"]
+    return problems
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Writing shards
+# ----------------------------------------------------------------------------------------------------------------------
 
 
 class ShardWriter:
@@ -254,7 +286,7 @@ class ShardWriter:
         self.features = Features({INPUT_ROW_COLUMN: Value("int64"), **self.input_features, **embedder.features})
 
     def write(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> dict[str, Any]:
-        """Embed ``rows`` and write them to ``path`` atomically; return the manifest entry (without the file name)."""
+        """Embed ``rows`` and write them to ``path`` atomically; return the manifest entry."""
         kept_rows, sentences, skipped = [], [], []
         for input_row, record in rows:
             try:
@@ -275,14 +307,65 @@ class ShardWriter:
         table = Dataset.from_dict(columns, features=self.features).data.table
         write_atomically(path, lambda temporary: pq.write_table(table, temporary))
         return {
+            "file": path.name,
             "first_row": rows[0][0] if rows else 0,
             "input_rows": len(rows),
             "rows": len(kept_rows),
             "words": sum(len(words) for words in sentences),
             "skipped_rows": len(skipped),
             "skipped": skipped[:MAX_LISTED_SKIPPED_ROWS],
-            "sha256": _sha256_of_file(path),
+            "bytes": path.stat().st_size,
+            "sha256": sha256_of_file(path),
         }
+
+
+def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
+    """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
+    list (a shard renamed after the last manifest update, temporary files, a saved dataset) are removed."""
+    previous = _manifest_if_any(output_dir)
+    if previous is None:
+        previous = fresh  # killed before the first shard was listed
+    # The model's name is informational (a path may be spelled differently); its weights must be the same.
+    for what, was, now in (
+        ("input", previous.input, fresh.input),
+        ("model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]}),
+        ("options", previous.options, fresh.options),
+    ):
+        differences = {name: (was.get(name), value) for name, value in now.items() if was.get(name) != value}
+        if differences:
+            raise OutputDirectoryError(
+                f"cannot resume {output_dir}: it was started with different {what} ({_describe_differences(differences)}); "
+                "rerun with the same input, model and options, or pass --overwrite to start over"
+            )
+    listed = {shard["file"] for shard in previous.shards} | {MANIFEST_NAME, MARKER_NAME}
+    if previous.complete:
+        listed.add(SAVED_DATASET_DIR)
+    for path in output_dir.iterdir():
+        if path.name not in listed:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return previous
+
+
+def _describe_differences(differences: dict[str, tuple[Any, Any]]) -> str:
+    return "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
+
+
+def _redo_damaged_shards(output_dir: Path, manifest: Manifest, source: CorpusSource, writer: ShardWriter) -> int:
+    """Rewrite every listed shard that is missing or does not match its manifest entry; returns how many."""
+    redone = 0
+    for index, entry in enumerate(manifest.shards):
+        problem = shard_problem(output_dir, entry)
+        if problem is None:
+            continue
+        logger.warning("resume: %s; redoing input rows %d-%d", problem, entry["first_row"], entry["first_row"] + entry["input_rows"] - 1)
+        rows = list(islice(source.rows(start=entry["first_row"]), entry["input_rows"]))
+        new_entry = writer.write(rows, output_dir / entry["file"])
+        if new_entry["sha256"] != entry["sha256"]:
+            logger.warning("%s was redone with other bytes than first recorded (other threads or hardware?)", entry["file"])
+        manifest.shards[index] = new_entry
+        manifest.write(output_dir / MANIFEST_NAME)
+        redone += 1
+    return redone
 
 
 def embed_corpus(
@@ -298,75 +381,85 @@ def embed_corpus(
     progress: bool = True,
 ) -> EmbeddingRunSummary:
     """Embed every row of ``source`` into ``output_dir`` (see the module docstring). ``model_name`` is recorded in
-    the manifest; the weights themselves are fingerprinted."""
+    the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``."""
     from tqdm.auto import tqdm
 
-    if not isinstance(shard_size, int) or shard_size < 1:
-        raise ValueError(f"shard_size must be a positive int, got {shard_size!r}")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"output_format must be one of {list(OUTPUT_FORMATS)}, got {output_format!r}")
-    if resume and overwrite:
-        raise ValueError("pass either resume or overwrite, not both")
     output_dir = Path(output_dir)
     fresh = Manifest(
         input=source.identity(),
         model={"name": model_name, "sha256": model_fingerprint(embedder.model)},
         options={**embedder.options(), "shard_size": shard_size, "output_format": output_format},
     )
-    manifest = prepare_output_directory(output_dir, fresh, resume, overwrite)
-    resumed_from_row = manifest.rows_done
-    if manifest.complete:
-        totals = manifest.totals()
-        return EmbeddingRunSummary(output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards), 0.0, 0, resumed_from_row, already_complete=True)
-
-    num_rows = source.num_rows()
-    bar = tqdm(total=num_rows, initial=resumed_from_row, unit=" sentences", disable=not progress, dynamic_ncols=True)
+    manifest = fresh
     start_time = time.perf_counter()
     words_this_run = 0
-
-    def on_progress(sentences: int, words: int) -> None:
-        nonlocal words_this_run
-        words_this_run += words
-        bar.update(sentences)
-        bar.set_postfix_str(f"{words_this_run / max(time.perf_counter() - start_time, 1e-9):,.0f} words/s", refresh=False)
-
-    writer = ShardWriter(source, embedder, on_progress)
     try:
-        for rows in _chunks(source.rows(start=resumed_from_row), shard_size):
-            name = shard_file_name(len(manifest.shards))
-            entry = writer.write(rows, output_dir / name)
-            bar.update(entry["skipped_rows"])
-            manifest.shards.append({"file": name, **entry})
-            manifest.write(output_dir / MANIFEST_NAME)
-        if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
-            manifest.shards.append({"file": shard_file_name(0), **writer.write([], output_dir / shard_file_name(0))})
-        if output_format == "dataset":
-            _write_saved_dataset(output_dir, manifest)
-        manifest.complete = True
-        manifest.write(output_dir / MANIFEST_NAME)
-    finally:
-        bar.close()
+        with open_output_directory(
+            output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
+            worth_keeping=_has_finished_shards, describe_existing=_describe_run,
+        ) as output:
+            bar = None
+
+            def on_progress(sentences: int, words: int) -> None:
+                nonlocal words_this_run
+                words_this_run += words
+                if bar is not None:
+                    bar.update(sentences)
+                    bar.set_postfix_str(f"{words_this_run / max(time.perf_counter() - start_time, 1e-9):,.0f} words/s", refresh=False)
+
+            writer = ShardWriter(source, embedder, on_progress)
+            redone = 0
+            if output.resumed:
+                manifest = _continue_from(output_dir, fresh)
+                redone = _redo_damaged_shards(output_dir, manifest, source, writer)
+                words_this_run = 0  # the rate covers new shards only
+            resumed_from_row = manifest.rows_done
+            if manifest.complete and redone and output_format == "dataset":
+                _write_saved_dataset(output_dir, manifest)
+            if manifest.complete:
+                totals = manifest.totals()
+                return EmbeddingRunSummary(
+                    output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards), 0.0,
+                    0, resumed_from_row, already_complete=True, redone_shards=redone,
+                )
+            bar = tqdm(total=source.num_rows(), initial=resumed_from_row, unit=" sentences", disable=not progress, dynamic_ncols=True)
+            start_time = time.perf_counter()
+            try:
+                for rows in _chunks(source.rows(start=resumed_from_row), shard_size):
+                    entry = writer.write(rows, output_dir / shard_file_name(len(manifest.shards)))
+                    bar.update(entry["skipped_rows"])
+                    manifest.shards.append(entry)
+                    manifest.write(output_dir / MANIFEST_NAME)
+                if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
+                    manifest.shards.append(writer.write([], output_dir / shard_file_name(0)))
+                if output_format == "dataset":
+                    _write_saved_dataset(output_dir, manifest)
+                manifest.complete = True
+                manifest.write(output_dir / MANIFEST_NAME)
+            finally:
+                bar.close()
+    except KeyboardInterrupt:
+        raise EmbeddingInterrupted(output_dir, len(manifest.shards) if output_dir.exists() else 0) from None
     totals = manifest.totals()
     return EmbeddingRunSummary(
         output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards),
-        time.perf_counter() - start_time, words_this_run, resumed_from_row,
+        time.perf_counter() - start_time, words_this_run, resumed_from_row, redone_shards=redone,
     )
 
 
-def _chunks(rows, size: int):
-    chunk = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
+def _chunks(rows: Iterable, size: int) -> Iterator[list]:
+    iterator = iter(rows)
+    while chunk := list(islice(iterator, size)):
         yield chunk
 
 
 def _write_saved_dataset(output_dir: Path, manifest: Manifest) -> None:
     """Copy the shards into ``OUT/dataset`` (`save_to_disk` layout), through a cache inside OUT that is removed."""
-    cache_dir = output_dir / ".cache"
+    cache_dir = output_dir / SAVED_DATASET_CACHE_DIR
     target = output_dir / SAVED_DATASET_DIR
     for leftover in (cache_dir, target):
         if leftover.exists():
@@ -384,4 +477,13 @@ def _write_saved_dataset(output_dir: Path, manifest: Manifest) -> None:
         shutil.rmtree(cache_dir)
 
 
-__all__ = ["EmbeddingRunSummary", "MANIFEST_NAME", "Manifest", "OutputDirectoryError", "embed_corpus", "model_fingerprint"]
+__all__ = [
+    "EMBEDDINGS_OUTPUT",
+    "EmbeddingInterrupted",
+    "EmbeddingRunSummary",
+    "MANIFEST_NAME",
+    "Manifest",
+    "embed_corpus",
+    "model_fingerprint",
+    "verify_embedding_output",
+]

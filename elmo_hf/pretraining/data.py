@@ -10,10 +10,9 @@ Two regimes (design, worked examples and the bilm-tf comparison: docs/pretrainin
    batch k, so the model carries its LSTM state across batches. The sentence boundaries ARE in the input here, and
    the backward LM reads its own, reversed stream, as in bilm-tf.
 
-Sentence datasets (`words` column) come from text files (`load_text_sentences`, e.g. tinyshakespeare: one line,
-one sentence) or CoNLL-U treebanks (`load_conllu_sentences`, e.g. UD English-EWT); word ids come from an
-`ELMoWordVocabulary`. Every label tensor uses -100 (`IGNORE_INDEX`, transformers' and PyTorch's ignore index)
-where there is nothing to predict.
+Sentence datasets (`words` column) come from `elmo_hf.corpus.load_sentences` (any corpus format); word ids come
+from an `ELMoWordVocabulary`. Every label tensor uses -100 (`IGNORE_INDEX`, transformers' and PyTorch's ignore
+index) where there is nothing to predict.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from datasets import Dataset, Features, IterableDataset, List, Value, load_dataset
+from datasets import Dataset, IterableDataset
 
 from ..modeling_elmo import IGNORE_INDEX
 from ..tokenization_elmo import (
@@ -35,170 +34,18 @@ from ..tokenization_elmo import (
     EOS_TOKEN,
     MAX_CHARACTERS_PER_TOKEN,
     ELMoTokenizer,
-    build_word_splitter,
     word_to_character_ids,
 )
+from ..validation_elmo import check_choice, check_int
 from .vocabulary import (
     BOS_WORD_ID,
     EOS_WORD_ID,
     ELMoWordVocabulary,
-    check_word_splitter,
     check_sentence_words,
-    read_text_lines,
 )
 
 logger = logging.getLogger(__name__)
 REMAINDER_CHOICES = ("drop", "pad")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Sentence datasets
-# ----------------------------------------------------------------------------------------------------------------
-CONLLU_FEATURES = Features(
-    {"sent_id": Value("string"), "words": List(Value("string")), "upos": List(Value("string"))}
-)
-
-
-def _as_path_list(paths: str | Path | Sequence[str | Path]) -> list[Path]:
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    if not paths:
-        raise ValueError("paths is empty: give at least one file")
-    for path in map(Path, paths):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist or is not a file")
-    return [Path(path) for path in paths]
-
-
-@functools.lru_cache(maxsize=None)
-def _cached_word_splitter(word_splitter: str):
-    return build_word_splitter(word_splitter)
-
-
-def _split_text_batch(batch: dict[str, list], word_splitter: str) -> dict[str, list]:
-    """`datasets.map` function (batched): text lines -> lists of words, dropping lines without words."""
-    splitter = _cached_word_splitter(word_splitter)
-    sentences = ([word for word, _ in splitter.pre_tokenize_str(line)] for line in batch["text"])
-    return {"words": [words for words in sentences if words]}
-
-
-def load_text_sentences(
-    paths: str | Path | Sequence[str | Path],
-    word_splitter: str = "moses",
-    cache_dir: str | Path | None = None,
-    num_proc: int | None = None,
-) -> Dataset:
-    """
-    A `datasets.Dataset` of sentences (column `words`: list of str) from UTF-8 text files, one sentence per line.
-
-    Lines are read by the `datasets` "text" builder (a line ends at `"\\n"`; `"\\r\\n"` works too) and split into
-    words by one of `ELMoTokenizer`'s word splitters; lines without words (empty or whitespace only) are skipped.
-    For tinyshakespeare, `load_text_sentences("tinyshakespeare.txt")` gives one sentence per non-empty line.
-
-    Args:
-        paths (`str`, `Path` or a list of them): the files, in order.
-        word_splitter (`str`, *optional*, defaults to `"moses"`): `"moses"`, `"ptb"`, `"whitespace"` or `"bert"`.
-        cache_dir (`str` or `Path`, *optional*): the `datasets` cache directory (default: `HF_DATASETS_CACHE`).
-        num_proc (`int`, *optional*): processes for the splitting `map`.
-
-    Returns:
-        `Dataset` with one column, `words`.
-    """
-    check_word_splitter(word_splitter)
-    files = [str(path) for path in _as_path_list(paths)]
-    lines = load_dataset("text", data_files=files, split="train", cache_dir=str(cache_dir) if cache_dir else None)
-    return lines.map(
-        _split_text_batch,
-        fn_kwargs={"word_splitter": word_splitter},
-        batched=True,
-        remove_columns=lines.column_names,
-        features=Features({"words": List(Value("string"))}),
-        num_proc=num_proc,
-        desc="Splitting lines into words",
-    )
-
-
-def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
-    """
-    The sentences of a CoNLL-U file: ``{"sent_id": str | None, "words": [...], "upos": [...]}`` each.
-
-    `words` is the FORM column (2) and `upos` the UPOS column (4) of the syntactic words: lines whose ID is a
-    range (`1-2`, a multiword token such as "don't", whose parts `do` and `n't` follow as words) or a decimal
-    (`8.1`, an empty node) are skipped, as are comment lines (`# ...`), except `# sent_id = ...`. Sentences end at
-    an empty line (or at the end of the file).
-
-    Raises:
-        `ValueError` naming the file and line for a token line without 10 tab-separated fields or with an ID out
-        of sequence; `FileNotFoundError` for a missing file.
-    """
-    path = Path(path)
-    sent_id: str | None = None
-    words: list[str] = []
-    upos: list[str] = []
-    for line_number, line in read_text_lines(path):
-        if not line.strip():
-            if words:
-                yield {"sent_id": sent_id, "words": words, "upos": upos}
-            sent_id, words, upos = None, [], []
-            continue
-        if line.startswith("#"):
-            key, separator, value = line[1:].partition("=")
-            if separator and key.strip() == "sent_id":
-                sent_id = value.strip()
-            continue
-        fields = line.split("\t")
-        if len(fields) != 10:
-            raise ValueError(f"{path} line {line_number}: expected 10 tab-separated CoNLL-U fields, got {len(fields)}")
-        token_id = fields[0]
-        if "-" in token_id or "." in token_id:  # multiword token range, empty node
-            continue
-        if not token_id.isdigit() or int(token_id) != len(words) + 1:
-            raise ValueError(
-                f"{path} line {line_number}: expected word ID {len(words) + 1} (IDs count 1, 2, ... in each sentence), "
-                f"got {token_id!r}"
-            )
-        words.append(fields[1])
-        upos.append(fields[3])
-    if words:
-        yield {"sent_id": sent_id, "words": words, "upos": upos}
-
-
-def _conllu_rows(files: list[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
-    """`Dataset.from_generator` generator; each file comes with its size and mtime so that a changed file is not
-    served from a stale cache (datasets fingerprints the generator's arguments, not the files' contents)."""
-    for path, _, _ in files:
-        yield from read_conllu_sentences(path)
-
-
-def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: str | Path | None = None) -> Dataset:
-    """
-    A `datasets.Dataset` of the sentences of CoNLL-U files (e.g. UD English-EWT), in file order.
-
-    Columns: `sent_id` (str, None when the sentence has no `# sent_id` comment), `words` (the FORM column of the
-    syntactic words, see `read_conllu_sentences`) and `upos` (their UPOS tags, for POS-tagging tasks).
-    """
-    files = [(str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns) for path in _as_path_list(paths)]
-    return Dataset.from_generator(
-        _conllu_rows,
-        features=CONLLU_FEATURES,
-        gen_kwargs={"files": files},
-        cache_dir=str(cache_dir) if cache_dir else None,
-    )
-
-
-def load_sentence_dataset(
-    paths: str | Path | Sequence[str | Path], word_splitter: str = "moses", cache_dir: str | Path | None = None
-) -> Dataset:
-    """`load_conllu_sentences` for `.conllu` files, `load_text_sentences` for any other file (one kind per call)."""
-    files = _as_path_list(paths)
-    is_conllu = [path.suffix.lower() == ".conllu" for path in files]
-    if all(is_conllu):
-        return load_conllu_sentences(files, cache_dir=cache_dir)
-    if any(is_conllu):
-        raise ValueError(
-            "mix of .conllu and text files: load each kind on its own (load_conllu_sentences / load_text_sentences) "
-            "and concatenate their `words` columns"
-        )
-    return load_text_sentences(files, word_splitter=word_splitter, cache_dir=cache_dir)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -494,13 +341,10 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         super().__init__()
         if not isinstance(vocabulary, ELMoWordVocabulary):
             raise TypeError(f"vocabulary must be an ELMoWordVocabulary, got {type(vocabulary).__name__}")
-        for name, value in (("num_rows", num_rows), ("window_size", window_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-        if remainder not in REMAINDER_CHOICES:
-            raise ValueError(f"remainder must be one of {list(REMAINDER_CHOICES)}, got {remainder!r}")
+        check_int("num_rows", num_rows, 1)
+        check_int("window_size", window_size, 1)
+        check_int("seed", seed, 0)
+        check_choice("remainder", remainder, REMAINDER_CHOICES)
         self.vocabulary = vocabulary
         self.num_rows = num_rows
         self.window_size = window_size
@@ -578,9 +422,7 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
     # ---- epochs ----
     def set_epoch(self, epoch: int) -> None:
         """Use the sentence order of `epoch` from now on (`Trainer`/accelerate call this before each epoch)."""
-        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
-            raise ValueError(f"epoch must be an int >= 0, got {epoch!r}")
-        self.epoch = epoch
+        self.epoch = check_int("epoch", epoch, 0)
 
     def sentence_order(self, epoch: int | None = None) -> np.ndarray:
         """Indices of the (non-empty) sentences in the order the stream of `epoch` (default: `self.epoch`) reads them."""
@@ -639,14 +481,4 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         return self.num_batches * self.num_rows
 
 
-__all__ = [
-    "CONLLU_FEATURES",
-    "DataCollatorForBiLM",
-    "IGNORE_INDEX",
-    "WindowedBiLMStream",
-    "load_conllu_sentences",
-    "load_sentence_dataset",
-    "load_text_sentences",
-    "read_conllu_sentences",
-    "sentence_bilm_labels",
-]
+__all__ = ["DataCollatorForBiLM", "WindowedBiLMStream", "sentence_bilm_labels"]

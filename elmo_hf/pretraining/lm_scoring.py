@@ -33,6 +33,7 @@ from torch import nn
 from ..modeling_elmo import IGNORE_INDEX
 from ..modeling_elmo_pretraining import ELMoForPreTraining
 from ..tokenization_elmo import ELMoTokenizer
+from ..validation_elmo import check_int
 from .data import sentence_bilm_labels
 from .vocabulary import (
     BOS_WORD_ID,
@@ -166,13 +167,11 @@ class LexicalSubstitute:
 # The scorer
 # ----------------------------------------------------------------------------------------------------------------
 def _check_k(k: Any) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"k must be an int >= 1 (how many words to return), got {k!r}")
+    check_int("k", k, 1, hint="how many words to return")
 
 
 def _check_batch_size(batch_size: Any) -> None:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be an int >= 1 (sentences per model call), got {batch_size!r}")
+    check_int("batch_size", batch_size, 1, hint="sentences per model call")
 
 
 class ELMoLanguageModelScorer:
@@ -517,11 +516,8 @@ class ELMoLanguageModelScorer:
         """
         _check_k(k)
         words = self._words(sentence, "sentence")
-        if not isinstance(position, int) or isinstance(position, bool) or not 0 <= position < len(words):
-            raise ValueError(
-                f"position must be an int in [0, {len(words)}) (the index of a word of this {len(words)}-word "
-                f"sentence {' '.join(words)[:60]!r}), got {position!r}"
-            )
+        hint = f"the index of a word of this {len(words)}-word sentence {' '.join(words)[:60]!r}"
+        check_int("position", position, 0, len(words), hint=hint)
         with self._evaluating():
             forward_hidden, backward_hidden = self._top_layers([words])
             # Word `position` sits at position + 1 (after <S>): forward from position, backward from position + 2.

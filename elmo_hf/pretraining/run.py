@@ -36,17 +36,21 @@ from typing import Any
 
 import numpy as np
 import torch
-from datasets import Dataset, concatenate_datasets
+from datasets import Dataset
 from transformers import TrainerCallback, TrainingArguments, default_data_collator, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
 from ..configuration_elmo import ELMoConfig
-from .data import DataCollatorForBiLM, WindowedBiLMStream, load_sentence_dataset
+from ..corpus.readers import CorpusError
+from ..corpus.sentences import load_sentences
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
-from ..tokenization_elmo import ELMoTokenizer
+from ..storage.output_directory import OutputKind, open_output_directory
+from ..tokenization_elmo import WORD_SPLITTERS, ELMoTokenizer
+from ..validation_elmo import check_choice, check_int, check_number
+from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .trainer import ELMoPreTrainingTrainer
-from .vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_word_splitter
+from .vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +146,8 @@ class PretrainingOptions:
             (seeded random sample) is held out.
         held_out_fraction (`float`, defaults to 0.05).
         word_splitter (`str`, defaults to `"moses"`): how text lines become words (`ELMoTokenizer`'s splitters).
+        text_column / words_column (`str`, *optional*): the column of raw sentences / lists of words in structured
+            corpora (JSON lines, CSV, Parquet, saved datasets); by default `text`, and the words of CoNLL-U files.
         min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*): vocabulary of the LM softmax; rarer
             words are `<UNK>`. `max_vocab_size` counts `<S>`, `</S>`, `<UNK>`.
         regime (`str`, defaults to `"windowed"`): `"windowed"` (bilm-tf: windows of `window_size` positions, LSTM
@@ -184,6 +190,8 @@ class PretrainingOptions:
     held_out: Sequence[str | Path] | None = None
     held_out_fraction: float = 0.05
     word_splitter: str = "moses"
+    text_column: str | None = None
+    words_column: str | None = None
     min_count: int = 2
     max_vocab_size: int | None = None
     regime: str = "windowed"
@@ -214,6 +222,14 @@ class PretrainingOptions:
     dataset_cache_dir: str | Path | None = None
 
     def __post_init__(self) -> None:
+        try:
+            self._check()
+        except ValueError as error:
+            if isinstance(error, PretrainingError):
+                raise
+            raise PretrainingError(str(error)) from None
+
+    def _check(self) -> None:
         if isinstance(self.corpus, (str, Path)):
             self.corpus = [self.corpus]
         # Absolute paths, so that --resume from another directory compares the same files.
@@ -229,38 +245,27 @@ class PretrainingOptions:
         self.config = str(self.config)
         if self.resume and self.overwrite:
             raise PretrainingError("resume and overwrite exclude each other")
-        if not isinstance(self.held_out_fraction, (int, float)) or not 0.0 < self.held_out_fraction < 1.0:
-            raise PretrainingError(f"held_out_fraction must be in (0, 1), got {self.held_out_fraction!r}")
-        try:
-            check_word_splitter(self.word_splitter)
-        except ValueError as error:
-            raise PretrainingError(str(error)) from None
-        if self.regime not in REGIMES:
-            raise PretrainingError(f"regime must be one of {list(REGIMES)}, got {self.regime!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise PretrainingError(f"optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.lr_scheduler not in LR_SCHEDULERS:
-            raise PretrainingError(f"lr_scheduler must be one of {list(LR_SCHEDULERS)}, got {self.lr_scheduler!r}")
+        if self.text_column is not None and self.words_column is not None:
+            raise PretrainingError("give text_column or words_column, not both")
+        check_number("held_out_fraction", self.held_out_fraction, 0.0, 1.0, minimum_inclusive=False, maximum_inclusive=False)
+        check_choice("word_splitter", self.word_splitter, WORD_SPLITTERS)
+        check_choice("regime", self.regime, REGIMES)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("lr_scheduler", self.lr_scheduler, LR_SCHEDULERS)
         for name, minimum in (
             ("min_count", 1), ("window_size", 1), ("batch_size", 1), ("save_steps", 1), ("eval_steps", 0),
             ("logging_steps", 1), ("train_eval_sentences", 1), ("seed", 0),
         ):
-            _require_int(name, getattr(self, name), minimum)
+            check_int(name, getattr(self, name), minimum)
         for name, minimum in (
             ("max_vocab_size", 4), ("max_steps", 1), ("save_total_limit", 1), ("softmax_samples", 0), ("num_threads", 1),
         ):
-            if getattr(self, name) is not None:
-                _require_int(name, getattr(self, name), minimum)
+            check_int(name, getattr(self, name), minimum, allow_none=True)
         for name in ("epochs", "learning_rate", "max_time_minutes"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise PretrainingError(f"{name} must be a number > 0, got {value!r}")
-        if not isinstance(self.max_grad_norm, (int, float)) or self.max_grad_norm < 0:
-            raise PretrainingError(f"max_grad_norm must be a number >= 0 (0: no clipping), got {self.max_grad_norm!r}")
-        if not isinstance(self.warmup_ratio, (int, float)) or not 0.0 <= self.warmup_ratio < 1.0:
-            raise PretrainingError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if self.dropout is not None and (not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0):
-            raise PretrainingError(f"dropout must be in [0, 1), got {self.dropout!r}")
+            check_number(name, getattr(self, name), 0.0, minimum_inclusive=False, allow_none=name != "epochs")
+        check_number("max_grad_norm", self.max_grad_norm, 0.0, hint="0: no clipping")
+        check_number("warmup_ratio", self.warmup_ratio, 0.0, 1.0, maximum_inclusive=False)
+        check_number("dropout", self.dropout, 0.0, 1.0, maximum_inclusive=False, allow_none=True)
 
     @property
     def resolved_learning_rate(self) -> float:
@@ -268,11 +273,6 @@ class PretrainingOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
-
-
-def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise PretrainingError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 @dataclass
@@ -385,14 +385,16 @@ def load_pretraining_config(spec: str | Path) -> ELMoConfig:
 # ----------------------------------------------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------------------------------------------
-def load_sentences(paths: Sequence[str | Path], word_splitter: str, cache_dir: str | Path | None = None) -> Dataset:
-    """One `Dataset` with a `words` column from text and/or `.conllu` files, in the order given."""
-    parts = []
-    for path in paths:
-        if not Path(path).is_file():
-            raise PretrainingError(f"{path} does not exist or is not a file")
-        parts.append(load_sentence_dataset(path, word_splitter=word_splitter, cache_dir=cache_dir).select_columns(["words"]))
-    sentences = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+def load_training_sentences(paths: Sequence[str | Path], options: PretrainingOptions) -> Dataset:
+    """One `Dataset` with a `words` column from the corpus files ``paths`` (any format ``elmo_hf.corpus`` reads), in
+    the order given; raises `PretrainingError` naming a file or row that cannot be read, or a corpus without words."""
+    try:
+        sentences = load_sentences(
+            paths, options.word_splitter, text_column=options.text_column, words_column=options.words_column,
+            cache_dir=options.dataset_cache_dir,
+        )
+    except (CorpusError, ValueError) as error:
+        raise PretrainingError(str(error)) from None
     if len(sentences) == 0:
         raise PretrainingError(f"{', '.join(map(str, paths))}: no sentence with at least one word")
     return sentences
@@ -474,81 +476,64 @@ def _evaluation_data(sentences: Dataset, vocabulary: ELMoWordVocabulary, options
 # ----------------------------------------------------------------------------------------------------------------
 # Output directory
 # ----------------------------------------------------------------------------------------------------------------
-def _prepare_output_directory(options: PretrainingOptions) -> tuple[Path, Path | None]:
-    """(output directory, checkpoint to resume from). Refuses what it must not touch."""
-    output_dir = Path(options.output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise PretrainingError(f"output {output_dir} exists and is not a directory")
-    existing = sorted(output_dir.iterdir()) if output_dir.exists() else []
-    is_pretraining_run = (output_dir / OPTIONS_FILE_NAME).is_file()
-    if options.resume:
-        checkpoint = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
-        if checkpoint is None:
-            raise PretrainingError(
-                f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
-                "without --resume to start a new run"
-            )
-        if not is_pretraining_run:
-            raise PretrainingError(f"--resume: {output_dir} has checkpoints but no {OPTIONS_FILE_NAME}: not an elmo-hf pretrain run")
-        saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
-        differences = {
-            name: (saved.get(name), value)
-            for name, value in options.to_dict().items()
-            if name not in OPTIONS_CHANGEABLE_ON_RESUME and saved.get(name) != value
-        }
-        if differences:
-            listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
-            raise PretrainingError(
-                f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
-                f"(saved in {output_dir / OPTIONS_FILE_NAME}) or --overwrite to start over"
-            )
-        return output_dir, Path(checkpoint)
-    if existing and not options.overwrite:
-        hint = "--resume to continue it or --overwrite to start over" if is_pretraining_run else "choose another --output"
-        raise PretrainingError(f"output {output_dir} exists and is not empty; pass {hint}")
-    if existing:
-        if not is_pretraining_run:
-            raise PretrainingError(
-                f"--overwrite: {output_dir} holds no {OPTIONS_FILE_NAME}, so it is not an elmo-hf pretrain output and "
-                "is not deleted; choose another --output"
-            )
-        shutil.rmtree(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    return output_dir, None
+PRETRAINING_OUTPUT = OutputKind(
+    name="pretraining",
+    description="an elmo-hf pre-training output",
+    entries=(
+        f"{CHECKPOINT_PREFIX}*", "config.json", "model.safetensors", "tokenizer_config.json", "*.py", VOCABULARY_FILE_NAME,
+        COUNTS_FILE_NAME, OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
+        HDF5_DIRECTORY_NAME,
+    ),
+)
+
+
+def _has_a_checkpoint(output_dir: Path) -> bool:
+    """Worth keeping after a failure: a checkpoint to resume from."""
+    return get_last_checkpoint(str(output_dir)) is not None
+
+
+def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path:
+    """The latest checkpoint of a run to resume with the same options (those in OPTIONS_CHANGEABLE_ON_RESUME aside)."""
+    checkpoint = get_last_checkpoint(str(output_dir))
+    if checkpoint is None:
+        raise PretrainingError(
+            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
+            "without --resume to start a new run, or with --overwrite to start over"
+        )
+    saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
+    differences = {
+        name: (saved.get(name), value)
+        for name, value in options.to_dict().items()
+        if name not in OPTIONS_CHANGEABLE_ON_RESUME and saved.get(name) != value
+    }
+    if differences:
+        listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
+        raise PretrainingError(
+            f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
+            f"(saved in {output_dir / OPTIONS_FILE_NAME}) or --overwrite to start over"
+        )
+    return Path(checkpoint)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # HDF5 export (the repository's `conversion` package, imported only when asked for)
 # ----------------------------------------------------------------------------------------------------------------
 def _hdf5_exporter():
-    """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`, from the installed path or, for an editable
-    install, the repository checkout holding this package. Raises `PretrainingError` saying what to run."""
+    """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to install."""
     try:
         from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
-    except ImportError as first_error:
-        checkout = Path(__file__).resolve().parents[2]
-        if not (checkout / "conversion" / "__init__.py").is_file():
-            raise PretrainingError(_hdf5_unavailable_message(first_error)) from None
-        sys.path.append(str(checkout))
-        try:
-            from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
-        except ImportError as error:
-            raise PretrainingError(_hdf5_unavailable_message(error)) from None
+    except ImportError as error:
+        raise PretrainingError(
+            f"--export-hdf5 needs the converter's extra ({error}): pip install 'elmo-hf[convert]'; or export later with "
+            "elmo-hf export --model DIR --output DIR/hdf5"
+        ) from None
     return convert_hf_to_allennlp
 
 
-def _hdf5_unavailable_message(error: ImportError) -> str:
-    return (
-        f"--export-hdf5 needs the repository's `conversion` package and h5py ({error}). From a checkout of the "
-        'elmo-hf repository, after `pip install -e ".[convert]"`, run: python -m conversion.convert_hf_to_allennlp '
-        "--model DIR --output DIR/hdf5"
-    )
-
-
 def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, overwrite: bool = True) -> Path:
-    """Write the biLM of a pre-training output directory in the original layout: `options.json` + `weights.hdf5`
-    (via `conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM softmax has no place in that
-    file) plus the vocabulary's `vocab.txt`. Default output: `model_dir/hdf5`."""
+    """Write the biLM of a pre-training output directory in the original layout: `options.json` + `weights.hdf5` +
+    the vocabulary's `vocab.txt` (via `conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM
+    softmax has no place in that file). Default output: `model_dir/hdf5`."""
     model_dir = Path(model_dir)
     output_dir = Path(output_dir) if output_dir is not None else model_dir / HDF5_DIRECTORY_NAME
     convert_hf_to_allennlp = _hdf5_exporter()
@@ -560,9 +545,6 @@ def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, ove
         transformers_logging.set_verbosity(verbosity)
     for name in not_exported:
         logger.info("not exported to HDF5 (the original format has no place for it): %s", name)
-    vocabulary_file = model_dir / "vocab.txt"
-    if vocabulary_file.is_file():
-        shutil.copyfile(vocabulary_file, output_dir / "vocab.txt")
     return output_dir
 
 
@@ -686,16 +668,31 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     config = load_pretraining_config(options.config)
     if options.export_hdf5:
         _hdf5_exporter()  # fail before training, not after it
-    for path in [*options.corpus, *(options.held_out or [])]:
-        if not Path(path).is_file():
-            raise PretrainingError(f"{path} does not exist or is not a file")
-    output_dir, checkpoint = _prepare_output_directory(options)
+    inputs = [*options.corpus, *(options.held_out or [])]
+    for path in inputs:
+        if not Path(path).exists():
+            raise PretrainingError(f"corpus file {path} does not exist")
+    with open_output_directory(
+        options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite, inputs=inputs,
+        worth_keeping=_has_a_checkpoint, describe_existing=lambda path: "a pre-training run",
+    ) as output:
+        if options.resume and not output.resumed:
+            raise PretrainingError(
+                f"--resume: {output.path} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
+                "without --resume to start a new run"
+            )
+        checkpoint = _checkpoint_to_resume(output.path, options) if output.resumed else None
+        return _train_and_report(options, config, output.path, checkpoint, start)
 
+
+def _train_and_report(
+    options: PretrainingOptions, config: ELMoConfig, output_dir: Path, checkpoint: Path | None, start: float
+) -> PretrainingReport:
     # Data: sentences, held-out split, vocabulary from the training sentences only.
-    sentences = load_sentences(options.corpus, options.word_splitter, options.dataset_cache_dir)
+    sentences = load_training_sentences(options.corpus, options)
     if options.held_out:
         train_sentences = sentences
-        held_out_sentences = load_sentences(options.held_out, options.word_splitter, options.dataset_cache_dir)
+        held_out_sentences = load_training_sentences(options.held_out, options)
     else:
         train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
     try:
@@ -820,7 +817,7 @@ __all__ = [
     "PretrainingReport",
     "export_hdf5",
     "load_pretraining_config",
-    "load_sentences",
+    "load_training_sentences",
     "pretrain",
     "sample_sentences",
     "split_held_out",

@@ -45,7 +45,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..corpus.readers import read_text_lines
 from ..tokenization_elmo import BOS_TOKEN, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
+from ..validation_elmo import check_choice, check_int, is_int
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
 BOS_WORD_ID = 0
@@ -61,7 +63,7 @@ BILM_TF_SKIPPED_LINE = "!!!MAXTERMID"
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Sentences: validation and splitting, shared with data_elmo
+# Sentences: validation, shared with data.py and lm_scoring.py
 # ----------------------------------------------------------------------------------------------------------------
 def check_sentence_words(sentence: Any, where: str) -> list[str]:
     """
@@ -73,7 +75,7 @@ def check_sentence_words(sentence: Any, where: str) -> list[str]:
     if isinstance(sentence, str):
         raise TypeError(
             f"{where} is a str ({sentence[:40]!r}); expected a list of words. Split text into words first "
-            "(e.g. with ELMoTokenizer(...).split_words or load_text_sentences)."
+            "(e.g. with ELMoTokenizer(...).split_words or elmo_hf.corpus.load_sentences)."
         )
     if not isinstance(sentence, (list, tuple)):
         raise TypeError(f"{where} must be a list of words, got {type(sentence).__name__}")
@@ -89,51 +91,16 @@ def check_sentence_words(sentence: Any, where: str) -> list[str]:
     return list(sentence)
 
 
-def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """
-    ``(line_number, line)`` for every line of a UTF-8 text file, 1-based, without the line break.
-
-    Lines end at ``"\\n"`` (a ``"\\r\\n"`` ending loses its ``"\\r"`` too), the same rule as the `datasets` "text"
-    builder; a last line without a line break is a line. Raises `FileNotFoundError` for a missing path and
-    `ValueError` naming the line for bytes that are not UTF-8.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"text file {path} does not exist or is not a file")
-    with open(path, "rb") as file:
-        for line_number, raw_line in enumerate(file, start=1):
-            raw_line = raw_line[:-1] if raw_line.endswith(b"\n") else raw_line
-            raw_line = raw_line[:-1] if raw_line.endswith(b"\r") else raw_line
-            try:
-                yield line_number, raw_line.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ValueError(
-                    f"{path} line {line_number} is not valid UTF-8 ({error.reason} at byte {error.start} of the line)"
-                ) from error
-
-
-def check_word_splitter(word_splitter: Any) -> None:
-    """Raise `ValueError` unless `word_splitter` names one of `ELMoTokenizer`'s word splitters."""
-    if word_splitter not in WORD_SPLITTERS:
-        raise ValueError(f"word_splitter must be one of {list(WORD_SPLITTERS)}, got {word_splitter!r}")
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # The vocabulary
 # ----------------------------------------------------------------------------------------------------------------
 def _check_min_count(min_count: Any) -> None:
-    if not isinstance(min_count, int) or isinstance(min_count, bool) or min_count < 1:
-        raise ValueError(f"min_count must be an int >= 1 (words seen fewer times become <UNK>), got {min_count!r}")
+    check_int("min_count", min_count, 1, hint="words seen fewer times become <UNK>")
 
 
 def _check_max_size(max_size: Any) -> None:
-    if max_size is None:
-        return
-    if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < len(SPECIAL_WORDS) + 1:
-        raise ValueError(
-            f"max_size must be None or an int >= {len(SPECIAL_WORDS) + 1} (it counts the {len(SPECIAL_WORDS)} special "
-            f"tokens {', '.join(SPECIAL_WORDS)} plus at least one word), got {max_size!r}"
-        )
+    hint = f"it counts the {len(SPECIAL_WORDS)} special tokens {', '.join(SPECIAL_WORDS)} plus at least one word"
+    check_int("max_size", max_size, len(SPECIAL_WORDS) + 1, allow_none=True, hint=hint)
 
 
 def _word_problem(word: Any) -> str | None:
@@ -196,8 +163,7 @@ class ELMoWordVocabulary:
             if len(counts) != len(words):
                 raise ValueError(f"counts must have one entry per word ({len(words)}), got {len(counts)}")
             for index, count in enumerate(counts):
-                if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-                    raise ValueError(f"count of {words[index]!r} (id {index}) must be an int >= 0, got {count!r}")
+                check_int(f"count of {words[index]!r} (id {index})", count, 0)
         self._words = words
         self._word_to_id = word_to_id
         self._counts = counts
@@ -247,7 +213,7 @@ class ELMoWordVocabulary:
         """
         Build the vocabulary from UTF-8 text files, one sentence per line, split into words by one of
         `ELMoTokenizer`'s word splitters. Lines without words (empty or whitespace only) are skipped, exactly as
-        `elmo_hf.data_elmo.load_text_sentences` skips them, so both see the same sentences.
+        `elmo_hf.corpus.load_sentences` skips them, so both see the same sentences.
 
         Args:
             paths (`str`, `Path` or a list of them): the files, read in order.
@@ -255,7 +221,7 @@ class ELMoWordVocabulary:
                 `"bert"` (see `ELMoTokenizer`); use `"whitespace"` for text that is already tokenised.
             min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
         """
-        check_word_splitter(word_splitter)
+        check_choice("word_splitter", word_splitter, WORD_SPLITTERS)
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise ValueError("paths is empty: give at least one text file")
@@ -282,8 +248,7 @@ class ELMoWordVocabulary:
         """
         _check_min_count(min_count)
         _check_max_size(max_size)
-        if not isinstance(num_sentences, int) or isinstance(num_sentences, bool) or num_sentences < 0:
-            raise ValueError(f"num_sentences must be an int >= 0, got {num_sentences!r}")
+        check_int("num_sentences", num_sentences, 0)
         if num_sentences == 0 or not word_counts:
             raise ValueError("the corpus is empty: it has no sentence with at least one word")
         for word, count in word_counts.items():
@@ -295,8 +260,7 @@ class ELMoWordVocabulary:
             problem = _word_problem(word)
             if problem is not None:
                 raise ValueError(f"the corpus word {word!r} (seen {count} times) {problem}")
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise ValueError(f"the count of {word!r} must be an int >= 1, got {count!r}")
+            check_int(f"the count of {word!r}", count, 1)
         ranked = sorted(
             ((word, count) for word, count in word_counts.items() if word != UNK_TOKEN),
             key=lambda word_and_count: (-word_and_count[1], word_and_count[0]),
@@ -354,7 +318,7 @@ class ELMoWordVocabulary:
 
     def id_to_word(self, word_id: int) -> str:
         """The word of id `word_id` (0 <= word_id < len(self))."""
-        if not isinstance(word_id, int) or isinstance(word_id, bool) or not 0 <= word_id < len(self._words):
+        if not is_int(word_id) or not 0 <= word_id < len(self._words):
             raise IndexError(f"word ids lie in [0, {len(self._words)}), got {word_id!r}")
         return self._words[word_id]
 
@@ -485,6 +449,4 @@ __all__ = [
     "UNK_WORD_ID",
     "VOCABULARY_FILE_NAME",
     "check_sentence_words",
-    "check_word_splitter",
-    "read_text_lines",
 ]

@@ -15,7 +15,7 @@ from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer, LexicalSubst
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.pretraining.vocabulary import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
 
-from .helpers import TOY_SENTENCES
+from ..helpers import TOY_SENTENCES
 
 # Sentences of different lengths, one with words outside the vocabulary (zebra, purple).
 SCORED_SENTENCES = TOY_SENTENCES + [["zebra"], "the purple cat sat on a zebra".split(), ["a", "dog"]]

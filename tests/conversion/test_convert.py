@@ -9,8 +9,9 @@ import torch
 from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf, main as convert_main
 from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp, main as export_main
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+from elmo_hf.storage.output_directory import OutputDirectoryError
 
-from .helpers import assert_hdf5_files_identical, tiny_options, write_random_original_model
+from ..helpers import assert_hdf5_files_identical, tiny_options, write_random_original_model
 
 
 def convert(options_file, weight_file, output_dir, **kwargs):
@@ -147,19 +148,24 @@ def test_other_bad_inputs(tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
-def test_existing_output_is_refused_unless_overwrite(tmp_path):
+def test_existing_output_is_refused_and_overwrite_replaces_only_an_earlier_conversion(tmp_path):
     options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "keep.txt").write_text("user data")
-    with pytest.raises(ConversionError, match="already exists; pass overwrite=True"):
+    with pytest.raises(OutputDirectoryError, match="already exists; pass --overwrite"):
         convert(options_file, weight_file, tmp_path / "hf")
+    with pytest.raises(OutputDirectoryError, match="is not an elmo-hf converted model.*keep.txt"):
+        convert(options_file, weight_file, tmp_path / "hf", overwrite=True)
     assert (tmp_path / "hf" / "keep.txt").read_text() == "user data"
-    convert(options_file, weight_file, tmp_path / "hf", overwrite=True)
-    assert (tmp_path / "hf" / "config.json").exists() and not (tmp_path / "hf" / "keep.txt").exists()
-    with pytest.raises(ConversionError, match="already exists"):
-        convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "original")
+    convert(options_file, weight_file, tmp_path / "converted")
+    first = (tmp_path / "converted" / "model.safetensors").read_bytes()
+    convert(options_file, weight_file, tmp_path / "converted", overwrite=True)
+    assert (tmp_path / "converted" / "model.safetensors").read_bytes() == first
+    with pytest.raises(OutputDirectoryError, match="already exists"):
+        convert_hf_to_allennlp(tmp_path / "converted", tmp_path / "original")
     with pytest.raises(ConversionError, match="no config.json"):
         convert_hf_to_allennlp(tmp_path / "original", tmp_path / "exported")
+    assert not (tmp_path / "exported").exists()
 
 
 def test_unrelated_datasets_are_reported(tmp_path, capsys):

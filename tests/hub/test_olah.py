@@ -36,9 +36,9 @@ import torch
 
 from elmo_hf import ELMoTokenizer
 
-from .helpers import SENTENCES, random_model
+from ..helpers import SENTENCES, random_model
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 ORG, NAME = "elmo-hf", "elmo-tiny"
 REPO_ID = f"{ORG}/{NAME}"
 MISSING_REPO_ID = f"{ORG}/no-such-model"

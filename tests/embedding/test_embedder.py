@@ -180,12 +180,12 @@ def test_column_clash_and_missing_column_are_refused(embedder):
     [
         ({"representation": "best"}, "representation must be one of"),
         ({"representation": 3}, r"layer index in \[0, 3\)"),
-        ({"mix_index": 1}, r"mix_index must be in \[0, 1\)"),
+        ({"mix_index": 1}, r"mix_index must be an int in \[0, 1\)"),
         ({"pooling": "max"}, "pooling must be one of"),
         ({"dtype": "bfloat16"}, "dtype must be one of"),
-        ({"batch_size": 0}, "batch_size must be a positive int"),
+        ({"batch_size": 0}, r"batch_size must be None or an int >= 1"),
         ({"batch_size": None}, "set batch_size, max_words_per_batch or both"),
-        ({"max_window_words": 64, "window_context": 32}, "max_window_words must be an int larger than 2 \\* window_context = 64"),
+        ({"max_window_words": 64, "window_context": 32}, r"max_window_words must be an int >= 65 \(larger than 2 \* window_context = 64"),
         ({"on_invalid": "ignore"}, "on_invalid must be one of"),
     ],
 )

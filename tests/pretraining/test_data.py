@@ -1,9 +1,8 @@
-"""biLM training data (elmo_hf.pretraining.data): per-sentence collator alignment, the windowed stream of the original
-(row streams, shifts across windows, determinism, nothing lost), and the sentence dataset readers."""
+"""biLM training data (elmo_hf.pretraining.data): per-sentence collator alignment, and the windowed stream of the
+original (row streams, shifts across windows, determinism, nothing lost)."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
@@ -12,21 +11,12 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import default_data_collator
 
-from elmo_hf.pretraining.data import (
-    IGNORE_INDEX,
-    DataCollatorForBiLM,
-    WindowedBiLMStream,
-    load_conllu_sentences,
-    load_sentence_dataset,
-    load_text_sentences,
-    read_conllu_sentences,
-    sentence_bilm_labels,
-)
+from elmo_hf.modeling_elmo import IGNORE_INDEX
+from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream, sentence_bilm_labels
 from elmo_hf.modeling_elmo import add_sentence_boundaries
 from elmo_hf.tokenization_elmo import ELMoTokenizer, character_ids_to_word
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-from .conftest import shared_path
 
 # <S>=0 </S>=1 <UNK>=2 the=3 cat=4 sat=5 (counts 2, 1, 1; "cat" < "sat").
 TINY_VOCABULARY = ELMoWordVocabulary.from_sentences([["the", "cat", "sat"], ["the"]])
@@ -296,106 +286,3 @@ def test_stream_refuses_boundary_words_and_empty_corpora():
         WindowedBiLMStream([["a"], ["</S>"]], VOCABULARY, num_rows=1, window_size=1)
     with pytest.raises(ValueError, match="the corpus is empty"):
         WindowedBiLMStream([[], []], VOCABULARY, num_rows=1, window_size=1)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Sentence datasets
-# ----------------------------------------------------------------------------------------------------------------
-CONLLU_SAMPLE = """\
-# newdoc id = sample
-# sent_id = s1
-# text = I don't know.
-1\tI\tI\tPRON\tPRP\t_\t4\tnsubj\t_\t_
-2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
-2\tdo\tdo\tAUX\tVBP\t_\t4\taux\t_\t_
-3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t_\t_
-4\tknow\tknow\tVERB\tVB\t_\t0\troot\t_\t_
-4.1\tknow\tknow\tVERB\tVB\t_\t_\t_\t4:conj\tCopyOf=4
-5\t.\t.\tPUNCT\t.\t_\t4\tpunct\t_\t_
-
-# sent_id = s2
-1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_
-
-
-1\tNo\tno\tINTJ\tUH\t_\t0\troot\t_\t_"""
-
-
-def test_conllu_reader_skips_multiword_ranges_empty_nodes_and_comments(tmp_path):
-    path = tmp_path / "sample.conllu"
-    path.write_text(CONLLU_SAMPLE, encoding="utf-8")
-
-    assert list(read_conllu_sentences(path)) == [
-        {"sent_id": "s1", "words": ["I", "do", "n't", "know", "."], "upos": ["PRON", "AUX", "PART", "VERB", "PUNCT"]},
-        {"sent_id": "s2", "words": ["Yes"], "upos": ["INTJ"]},
-        {"sent_id": None, "words": ["No"], "upos": ["INTJ"]},
-    ]
-    dataset = load_conllu_sentences(path, cache_dir=tmp_path / "cache")
-    assert dataset.column_names == ["sent_id", "words", "upos"] and dataset["words"][:] == [
-        ["I", "do", "n't", "know", "."],
-        ["Yes"],
-        ["No"],
-    ]
-
-    path.write_text(CONLLU_SAMPLE.replace("5\t.\t.\tPUNCT", "6\t.\t.\tPUNCT"), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"sample.conllu line 10: expected word ID 5 .* got '6'"):
-        list(read_conllu_sentences(path))
-    path.write_text("1\tI\tI\tPRON\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 1: expected 10 tab-separated CoNLL-U fields, got 4"):
-        list(read_conllu_sentences(path))
-
-
-def test_conllu_reader_on_the_real_ud_dev_file(tmp_path):
-    path = shared_path("corpora", "ud-english-ewt", "en_ewt-ud-dev.conllu")
-    text = path.read_text(encoding="utf-8")
-    sent_ids = re.findall(r"^# sent_id = (.+)$", text, flags=re.MULTILINE)
-    word_lines = re.findall(r"^\d+\t", text, flags=re.MULTILINE)  # syntactic words only: no 1-2, no 8.1
-
-    dataset = load_conllu_sentences(path, cache_dir=tmp_path)
-
-    assert len(dataset) == len(sent_ids) == 2001
-    assert dataset["sent_id"][:] == sent_ids
-    assert sum(len(words) for words in dataset["words"]) == len(word_lines)
-    assert dataset[0]["words"] == ["From", "the", "AP", "comes", "this", "story", ":"]
-
-
-def test_text_sentences_skip_empty_lines_and_agree_with_the_vocabulary_builder(tmp_path):
-    path = tmp_path / "plays.txt"
-    path.write_bytes(b"First Citizen:\r\nBefore we proceed any further, hear me speak.\n\n  \nAll:\nSpeak, speak.")
-
-    dataset = load_text_sentences(path, cache_dir=tmp_path / "cache")
-
-    assert dataset.column_names == ["words"]
-    assert dataset["words"][:] == [
-        ["First", "Citizen", ":"],
-        ["Before", "we", "proceed", "any", "further", ",", "hear", "me", "speak", "."],
-        ["All", ":"],
-        ["Speak", ",", "speak", "."],
-    ]
-    assert ELMoWordVocabulary.from_text_files(path) == ELMoWordVocabulary.from_sentences(dataset["words"])
-    assert load_sentence_dataset(path, word_splitter="whitespace", cache_dir=tmp_path / "cache")["words"][0] == [
-        "First",
-        "Citizen:",
-    ]
-
-
-def test_tinyshakespeare_is_one_sentence_per_non_empty_line(tmp_path):
-    path = shared_path("corpora", "tinyshakespeare.txt")
-    non_empty_lines = sum(1 for line in path.read_text(encoding="utf-8").split("\n") if line.strip())
-
-    dataset = load_text_sentences(path, word_splitter="whitespace", cache_dir=tmp_path)
-
-    assert len(dataset) == non_empty_lines
-    assert dataset[0]["words"] == ["First", "Citizen:"]
-
-
-def test_dataset_loader_errors(tmp_path):
-    conllu, text = tmp_path / "a.conllu", tmp_path / "b.txt"
-    conllu.write_text(CONLLU_SAMPLE, encoding="utf-8")
-    text.write_text("hello\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="mix of .conllu and text files"):
-        load_sentence_dataset([conllu, text])
-    with pytest.raises(FileNotFoundError, match="missing.txt does not exist"):
-        load_text_sentences(tmp_path / "missing.txt")
-    with pytest.raises(ValueError, match="word_splitter must be one of"):
-        load_text_sentences(text, word_splitter="spaces")
-    assert load_sentence_dataset(conllu, cache_dir=tmp_path / "cache").column_names == ["sent_id", "words", "upos"]

@@ -21,10 +21,10 @@ import torch
 from datasets import Array2D, Dataset, load_dataset, load_from_disk
 
 from elmo_hf import ELMoModel, ELMoTokenizer
-from elmo_hf.cli import main
+from elmo_hf_cli import main
 from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_texts
 
-from .conftest import REPOSITORY_ROOT
+from ..conftest import REPOSITORY_ROOT
 
 WORDS = "the bank river money rates fell rose we sat on a boat , and she took it to . quickly old new".split()
 
@@ -62,7 +62,7 @@ def test_text_file_to_shards_equals_direct_model_calls(tmp_path, model_dir, caps
     corpus = write_lines(tmp_path / "corpus.txt", lines)
     assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--shard-size", "4", "--batch-size", "2") == 0
     summary = capsys.readouterr().out
-    assert "embedded 15 sentences (42 words) into 4 shard(s)" in summary and "words/s" in summary
+    assert "embedded 15 sentences (42 words) into 4 shards" in summary and "words/s" in summary
 
     output = load_shards(tmp_path / "out")
     assert output["input_row"][:] == list(range(15))
@@ -162,7 +162,7 @@ def test_resume_refuses_a_changed_input(tmp_path, model_dir, capsys):
 
 def cli_subprocess(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "elmo_hf.cli", "embed", *map(str, args), "--no-progress"],
+        [sys.executable, "-m", "elmo_hf_cli", "embed", *map(str, args), "--no-progress"],
         cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         # Ctrl-C as from a terminal: a test run started in the background (`cmd &` in a script) inherits an ignored
         # SIGINT, which Python then keeps ignoring, and the run would not stop.
@@ -237,7 +237,7 @@ def test_undecodable_line_is_named_or_skipped(tmp_path, model_dir, capsys):
     assert "--skip-invalid" in error
 
     assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "skipping", "--skip-invalid") == 0
-    assert "1 invalid rows skipped" in capsys.readouterr().out
+    assert "1 invalid row skipped" in capsys.readouterr().out
     output = load_shards(tmp_path / "skipping")
     assert output["input_row"][:] == [0, 2, 3]
     assert output["text"][:] == ["good line .", "another good line .", "last line without newline"]
@@ -291,7 +291,9 @@ def test_default_model_is_the_shipped_demo_model(tmp_path, capsys):
 
     corpus = write_lines(tmp_path / "corpus.txt", ["No model was named ."])
     assert run_embed(corpus, "--output", tmp_path / "out") == 0
-    assert "no --model given, using elmo-hf's offline default model" in capsys.readouterr().err
+    note = capsys.readouterr().err
+    assert "no --model given, using elmo-hf's default model: a small demonstration ELMo" in note
+    assert "AllenNLP's tiny test ELMo" not in note and "convert a released ELMo" in note
     assert load_shards(tmp_path / "out")["num_words"][:] == [5]
 
 

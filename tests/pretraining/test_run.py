@@ -18,7 +18,8 @@ from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 
 from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, ELMoTokenizer
-from elmo_hf.cli import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, main
+from elmo_hf_cli import main
+from elmo_hf_cli.common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR
 from elmo_hf.pretraining.data import WindowedBiLMStream
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.pretraining.run import (
@@ -31,10 +32,11 @@ from elmo_hf.pretraining.run import (
     split_held_out,
     unigram_perplexity,
 )
+from elmo_hf.storage.output_directory import MARKER_NAME
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-from .conftest import REPOSITORY_ROOT, shared_path
-from .helpers import tiny_options
+from ..conftest import REPOSITORY_ROOT, shared_path
+from ..helpers import tiny_options
 
 ROWS, WINDOW, STEPS = 8, 10, 40
 DIRECTIONS = ("forward", "backward")
@@ -149,7 +151,7 @@ def test_hdf5_export_converts_back_bit_exact(trained, tmp_path):
     output, report = trained
     hdf5_dir = output / "hdf5"
     assert report["hdf5_dir"] == str(hdf5_dir)
-    assert sorted(path.name for path in hdf5_dir.iterdir()) == ["options.json", "vocab.txt", "weights.hdf5"]
+    assert sorted(path.name for path in hdf5_dir.iterdir()) == [MARKER_NAME, "options.json", "vocab.txt", "weights.hdf5"]
     converted_dir = convert_allennlp_to_hf(hdf5_dir / "options.json", hdf5_dir / "weights.hdf5", tmp_path / "back").output_dir
     converted = ELMoModel.from_pretrained(converted_dir).state_dict()
     original = AutoModel.from_pretrained(output).state_dict()
@@ -196,7 +198,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(corpus, tmp_path, monkey
 
 def test_real_ctrl_c_in_a_subprocess_exits_130_after_saving_a_checkpoint(corpus, tmp_path):
     output = tmp_path / "sigint"
-    command = [sys.executable, "-m", "elmo_hf.cli", *pretrain_args(corpus, output, "--max-steps", 100_000, "--eval-steps", 0)]
+    command = [sys.executable, "-m", "elmo_hf_cli", *pretrain_args(corpus, output, "--max-steps", 100_000, "--eval-steps", 0)]
     process = subprocess.Popen(
         command, cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -255,8 +257,8 @@ def test_export_without_the_conversion_package_says_what_to_run_before_training(
     monkeypatch.setitem(sys.modules, "conversion.convert_hf_to_allennlp", None)  # as if not importable
     assert main(pretrain_args(corpus, tmp_path / "out", "--max-steps", 2, "--export-hdf5")) == EXIT_USAGE_ERROR
     error = capsys.readouterr().err
-    assert "python -m conversion.convert_hf_to_allennlp --model DIR --output DIR/hdf5" in error
-    assert 'pip install -e ".[convert]"' in error and not (tmp_path / "out").exists()
+    assert "elmo-hf export --model DIR --output DIR/hdf5" in error
+    assert "pip install 'elmo-hf[convert]'" in error and not (tmp_path / "out").exists()
 
 
 def test_config_files_config_json_and_original_options_json(tmp_path):

@@ -8,8 +8,8 @@ import torch
 
 from elmo_hf import ELMoConfig, ELMoTokenizer
 
-from .conftest import REPOSITORY_ROOT
-from .helpers import SENTENCES, random_model
+from ..conftest import REPOSITORY_ROOT
+from ..helpers import SENTENCES, random_model
 
 
 @pytest.fixture(scope="module")

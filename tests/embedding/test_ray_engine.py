@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset
 
-from elmo_hf.cli import main
+from elmo_hf_cli import main
 from elmo_hf.embedding.ray_engine import vectors_to_arrow
 
 ray = pytest.importorskip("ray", reason="the Ray engine needs the `ray` extra (installed by the `test` extra)")

@@ -32,10 +32,10 @@ from safetensors.torch import load_file
 
 from elmo_hf import ELMoTokenizer
 
-from .helpers import SENTENCES, random_model
+from ..helpers import SENTENCES, random_model
 from .hub_server import GITATTRIBUTES, HubTestServer, git_blob_id
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 WRITE, READ = "write-token", "read-token"
 TOKENS = {WRITE: "write", READ: "read"}
 RESULT_MARKER = "@@HUB-CLIENT-RESULT@@"
@@ -658,7 +658,7 @@ def test_server_error_answers(own_hub):
 
 
 def test_server_runs_as_a_module_and_prints_its_url(tmp_path):
-    command = [sys.executable, "-m", "tests.hub_server", "--storage", str(tmp_path), "--port", "0"]
+    command = [sys.executable, "-m", "tests.hub.hub_server", "--storage", str(tmp_path), "--port", "0"]
     process = subprocess.Popen(command, cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = process.stdout.readline().strip()
@@ -674,7 +674,7 @@ def test_server_runs_as_a_module_and_prints_its_url(tmp_path):
 # 6. The conversion CLI pushing a converted checkpoint
 # ----------------------------------------------------------------------------------------------------------------
 def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
-    from .conftest import shared_path
+    from ..conftest import shared_path
 
     fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
     arguments = ["convert_allennlp_to_hf", "--options", str(fixture / "options.json")]
@@ -701,7 +701,7 @@ def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
 
 
 def test_convert_and_push_to_a_private_branch(hub, clients, tmp_path):
-    from .conftest import shared_path
+    from ..conftest import shared_path
 
     fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
     arguments = ["convert_allennlp_to_hf", "--options", str(fixture / "options.json")]

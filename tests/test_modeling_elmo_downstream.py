@@ -26,7 +26,7 @@ from elmo_hf import (
     ELMoModel,
     ELMoTokenizer,
 )
-from elmo_hf.pretraining.data import load_conllu_sentences
+from elmo_hf.corpus.sentences import load_conllu_sentences
 from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR
 
 from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config
@@ -519,8 +519,8 @@ def test_trainer_trains_a_sentence_classifier(tmp_path):
         ("task_dropout", -0.1, "task_dropout must be a number in [0, 1)"),
         ("task_mix_l2", -1.0, "task_mix_l2 must be a number >= 0"),
         ("task_mix_l2", float("nan"), "task_mix_l2 must be a number >= 0"),
-        ("task_encoder_layers", -1, "task_encoder_layers must be an integer >= 0"),
-        ("task_encoder_hidden_size", 0, "task_encoder_hidden_size must be an integer >= 1"),
+        ("task_encoder_layers", -1, "task_encoder_layers must be an int >= 0"),
+        ("task_encoder_hidden_size", 0, "task_encoder_hidden_size must be an int >= 1"),
         ("task_pooling", "sum", "task_pooling must be one of"),
         ("task_mix_layer_norm", None, "task_mix_layer_norm must be a bool"),
     ],

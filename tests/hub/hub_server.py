@@ -38,7 +38,7 @@ under ``storage_dir/blobs``. Standard library only.
 
 By hand::
 
-    python -m tests.hub_server --storage /tmp/hub --port 0
+    python -m tests.hub.hub_server --storage /tmp/hub --port 0
     HF_ENDPOINT=<printed url> HF_HUB_DISABLE_XET=1 HF_TOKEN=write-token python ...
 """
 

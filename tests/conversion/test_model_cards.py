@@ -6,11 +6,13 @@ import pytest
 from huggingface_hub import ModelCard
 
 from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf
-from conversion.model_cards import RELEASED_MODELS, TEMPLATE_FILE, check_known_hash, sha256_of, write_released_model_cards
+from conversion.model_cards import RELEASED_MODELS, check_known_hash, write_released_model_cards
+from elmo_hf.storage.files import sha256_of_file as sha256_of
 
-from .helpers import tiny_options, write_random_original_model
+from ..conftest import REPOSITORY_ROOT
+from ..helpers import tiny_options, write_random_original_model
 
-CARDS_DIR = TEMPLATE_FILE.parent
+CARDS_DIR = REPOSITORY_ROOT / "model_cards"
 SMALL_SHA256 = "747ba97abce8a5f446558369e10bb0f7931437a46867476fdd156f5d7f576229"
 
 
@@ -21,7 +23,7 @@ def assert_card_metadata(card: ModelCard) -> None:
     assert "elmo" in data.tags
     for line in (
         "## Provenance",
-        "python -m conversion.convert_allennlp_to_hf",
+        "elmo-hf convert --options",
         "## Parity with the original",
         'AutoModel.from_pretrained("',
         "trust_remote_code=True",
@@ -57,6 +59,9 @@ def test_converted_directory_has_a_card_and_the_original_options(converted_fixtu
     assert sha256_of(allennlp_fixture_dir / "lm_weights.hdf5") in card.text
     original = json.loads((allennlp_fixture_dir / "options.json").read_text())
     assert json.loads((converted_fixture_dir / "original_options.json").read_text()) == original
+    # The card is published: it names the input files, never the local paths they were read from.
+    assert str(allennlp_fixture_dir) not in card.text and str(converted_fixture_dir.parent) not in card.text
+    assert "elmo-hf convert --options options.json --weights lm_weights.hdf5 --output elmo-fixture" in card.text
 
 
 def test_card_reports_the_parity_measured_by_verify(allennlp_fixture_dir, tmp_path):

@@ -1,0 +1,158 @@
+"""Corpora as `datasets.Dataset`s of sentences (lists of words), read by ``CorpusSource`` from any input format.
+
+``load_sentences`` is how `elmo-hf pretrain` and the demo scripts read their corpora: text is split into words by
+one of ``ELMoTokenizer``'s word splitters (the same ``build_word_splitter`` the tokenizer uses), lists of words and
+CoNLL-U sentences are taken as they are, and sentences without words are left out. ``load_conllu_sentences`` keeps
+a treebank's ``sent_id`` and ``upos`` columns (POS tagging).
+
+Both are cached by `datasets` under the files' identities (path, size, modification time), so a changed file is
+read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset, Features, List, Value
+
+from ..tokenization_elmo import WORD_SPLITTERS, build_word_splitter
+from ..validation_elmo import check_choice
+from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features
+
+WORDS_FEATURES = Features({"words": List(Value("string"))})
+
+
+def _as_sources(paths: str | Path | Sequence[str | Path], input_format: str | None = None) -> list[CorpusSource]:
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise ValueError("paths is empty: give at least one corpus file")
+    return [CorpusSource.open(path, input_format) for path in paths]
+
+
+def _sentence_rows(
+    sources: list[tuple[str, str, int, int]], word_splitter: str, text_column: str | None, words_column: str | None
+) -> Iterator[dict[str, Any]]:
+    """`Dataset.from_generator` generator of ``{"words": [...]}``; each source comes with its format, size and
+    modification time, so a changed file is not served from a stale cache (datasets fingerprints the arguments)."""
+    splitter = build_word_splitter(word_splitter)
+    for path, input_format, _, _ in sources:
+        source = CorpusSource(Path(path), input_format)
+        default_text, default_words = source.default_columns
+        text, words_of = (text_column, words_column) if (text_column or words_column) else (default_text, default_words)
+        for row, record in source.rows():
+            if isinstance(record, InvalidRowError):
+                raise CorpusError(f"{source.row_name(row)}: {record}")
+            yield {"words": _words_of_record(source, row, record, splitter, text, words_of)}
+
+
+def _words_of_record(source, row, record, splitter, text_column, words_column) -> list[str]:
+    column = words_column or text_column
+    if column not in record:
+        raise CorpusError(f"{source.row_name(row)} has no column {column!r}; its columns are {sorted(record)}")
+    value = record[column]
+    if words_column is not None:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(word, str) and word for word in value):
+            raise CorpusError(f"{source.row_name(row)}: {column!r} must be a list of non-empty strings, got {value!r:.60}")
+        return list(value)
+    if not isinstance(value, str):
+        raise CorpusError(f"{source.row_name(row)}: {column!r} must be a string, got {value!r:.60}")
+    return [word for word, _ in splitter.pre_tokenize_str(value)]
+
+
+def _keep_sentences_with_words(batch: dict[str, list]) -> list[bool]:
+    return [bool(words) for words in batch["words"]]
+
+
+def load_sentences(
+    paths: str | Path | Sequence[str | Path],
+    word_splitter: str = "moses",
+    *,
+    text_column: str | None = None,
+    words_column: str | None = None,
+    input_format: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> Dataset:
+    """
+    A `Dataset` with one column, `words`: the sentences of every file of ``paths``, in order, sentences without words
+    left out.
+
+    Args:
+        paths: corpus files of any ``INPUT_FORMATS`` (formats may be mixed: text, `.conllu`, `.jsonl`, ...).
+        word_splitter (`str`, defaults to `"moses"`): how text becomes words (`"moses"`, `"ptb"`, `"whitespace"`,
+            `"bert"`, see `ELMoTokenizer`).
+        text_column / words_column: the column holding raw sentences / lists of words in structured input; by
+            default the words of CoNLL-U files and the `text` column of everything else.
+        input_format: the format of every file, when the extension does not tell it.
+        cache_dir: the `datasets` cache directory (default: `HF_DATASETS_CACHE`).
+
+    Raises:
+        `CorpusError` naming the file and row for a row that cannot be read (not UTF-8, a missing column, a value
+        of the wrong type).
+    """
+    check_choice("word_splitter", word_splitter, WORD_SPLITTERS)
+    if text_column is not None and words_column is not None:
+        raise ValueError("give text_column or words_column, not both")
+    sources = [
+        (str(source.path.resolve()), source.input_format, *_size_and_mtime(source))
+        for source in _as_sources(paths, input_format)
+    ]
+    try:
+        dataset = Dataset.from_generator(
+            _sentence_rows,
+            features=WORDS_FEATURES,
+            gen_kwargs={"sources": sources, "word_splitter": word_splitter, "text_column": text_column, "words_column": words_column},
+            cache_dir=str(cache_dir) if cache_dir else None,
+        )
+    except Exception as error:  # datasets wraps the generator's errors in its own
+        cause = _corpus_error_in(error)
+        if cause is not None:
+            raise cause from None
+        raise
+    return dataset.filter(_keep_sentences_with_words, batched=True)
+
+
+def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: str | Path | None = None) -> Dataset:
+    """
+    A `Dataset` of the sentences of CoNLL-U files (e.g. UD English-EWT), in file order, with the columns `sent_id`
+    (str, None when the sentence has no `# sent_id` comment), `words` (the FORM column of the syntactic words, see
+    `read_conllu_sentences`) and `upos` (their UPOS tags, for POS-tagging tasks).
+    """
+    sources = _as_sources(paths)
+    not_conllu = [str(source.path) for source in sources if source.input_format != "conllu"]
+    if not_conllu:
+        raise CorpusError(f"load_conllu_sentences reads .conllu files, got {not_conllu}; use load_sentences for other formats")
+    identities = [(str(source.path.resolve()), *_size_and_mtime(source)) for source in sources]
+    try:
+        return Dataset.from_generator(
+            _conllu_rows, features=conllu_features(), gen_kwargs={"files": identities}, cache_dir=str(cache_dir) if cache_dir else None
+        )
+    except Exception as error:
+        cause = _corpus_error_in(error)
+        if cause is not None:
+            raise cause from None
+        raise
+
+
+def _conllu_rows(files: list[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
+    for path, _, _ in files:
+        for _, sentence in CorpusSource(Path(path), "conllu").rows():
+            yield sentence
+
+
+def _size_and_mtime(source: CorpusSource) -> tuple[int, int]:
+    identity = source.identity()
+    return identity["size"], identity["mtime_ns"]
+
+
+def _corpus_error_in(error: BaseException) -> CorpusError | None:
+    """The ``CorpusError`` a `datasets` error was raised from, if any (datasets wraps generator errors)."""
+    while error is not None:
+        if isinstance(error, CorpusError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+__all__ = ["CONLLU_WORDS_COLUMN", "load_conllu_sentences", "load_sentences"]

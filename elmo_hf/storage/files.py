@@ -1,0 +1,65 @@
+"""Writing files so that a crash never leaves a half-written one under its final name.
+
+``write_atomically(path, write)``: ``write`` fills a temporary file beside ``path`` (a name unique to this process and
+call, so two writers never share one), which is flushed to disk and renamed over ``path``; the directory entry is
+flushed too. After a crash ``path`` is either complete or absent / its old self. If ``write`` fails (a full disk, an
+exception), the temporary file is removed and the error propagates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_path_beside(path: Path) -> Path:
+    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name)."""
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
+    os.close(descriptor)
+    return Path(name)
+
+
+def is_temporary_file_of(name: str, final_name: str) -> bool:
+    """Whether ``name`` is one of ``temporary_path_beside``'s names for ``final_name``."""
+    return name.startswith(f".{final_name}.") and name.endswith(TEMPORARY_SUFFIX)
+
+
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(temporary)`` writes the file's content to a temporary path beside ``path``; see the module docstring."""
+    temporary = temporary_path_beside(path)
+    try:
+        write(temporary)
+        with open(temporary, "rb+") as file:
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory: Path) -> None:
+    """Flush a directory's entries (a rename or a new file in it) to disk."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def sha256_of_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read 1 MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+__all__ = ["fsync_directory", "is_temporary_file_of", "sha256_of_file", "temporary_path_beside", "write_atomically"]

@@ -1,0 +1,431 @@
+"""One policy for every directory elmo-hf writes (``embed``, ``pretrain``, ``convert``, ``export``, the Ray engine).
+
+**Ownership.** A new output directory gets an ownership marker before anything else (``.elmo-hf-output.json``: format,
+version, the kind of output, the elmo-hf version, the creation time). ``overwrite`` deletes only a directory that is
+provably this tool's output of the same kind: a valid marker of that kind, and nothing inside but entries that kind
+writes. It never deletes the current directory or one of its parents, the home directory, ``/``, an input of the run
+or a directory holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
+
+**Locking.** A writing run holds a lock for its whole duration: a file beside the output directory,
+``.<name>.elmo-hf.lock``, created atomically (it appears complete or not at all) and holding the pid, host, start
+time and command of its holder. A second run is refused with the holder's details. A lock whose holder is provably
+gone (same host, and that pid is not running or is another process than the one that took the lock) is taken over
+with a warning; any other lock is reported with the command to remove it.
+
+**Failure.** Temporary files are unique per process and call and never outlive a failure (``files.write_atomically``).
+A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is removed
+again, with any parent directories the run created. Outputs worth keeping (finished shards, checkpoints) stay, so the
+run can be resumed.
+
+Commands describe their output with an ``OutputKind`` (the names it writes) and open it with ``open_output_directory``
+(written in place, resumable) or ``staged_output_directory`` (written beside and renamed into place at the end, so
+the directory appears only complete).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .files import TEMPORARY_SUFFIX
+
+logger = logging.getLogger(__name__)
+
+MARKER_NAME = ".elmo-hf-output.json"
+MARKER_FORMAT = "elmo-hf-output"
+MARKER_VERSION = 1
+LOCK_SUFFIX = ".elmo-hf.lock"
+STAGING_SUFFIX = ".staging"
+
+
+class OutputDirectoryError(ValueError):
+    """An output directory that a run must not write, delete or resume; the message says what is there and why."""
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """A kind of output: ``name`` (recorded in the marker), ``description`` (for messages, e.g. "an elmo-hf embedding
+    output") and the glob patterns of the top-level entries it writes (the marker and temporary files aside)."""
+
+    name: str
+    description: str
+    entries: tuple[str, ...]
+
+    def foreign_entries(self, directory: Path) -> list[str]:
+        """Names in ``directory`` that this kind does not write."""
+        return sorted(
+            entry.name
+            for entry in directory.iterdir()
+            if entry.name != MARKER_NAME
+            and not entry.name.endswith(TEMPORARY_SUFFIX)
+            and not any(fnmatch.fnmatchcase(entry.name, pattern) for pattern in self.entries)
+        )
+
+
+@dataclass
+class OutputDirectory:
+    """An output directory opened for writing. ``resumed``: it already held an output of its kind (``resume=True``)."""
+
+    path: Path
+    kind: OutputKind
+    resumed: bool
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The marker
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def read_marker(directory: Path) -> dict[str, Any] | None:
+    """The ownership marker of ``directory`` if it has a valid one, else None."""
+    try:
+        marker = json.loads((directory / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT or marker.get("version") != MARKER_VERSION:
+        return None
+    return marker
+
+
+def write_marker(directory: Path, kind: OutputKind) -> None:
+    from .. import __version__
+
+    marker = {
+        "format": MARKER_FORMAT,
+        "version": MARKER_VERSION,
+        "kind": kind.name,
+        "elmo_hf_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# What may be deleted
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def protected_paths(inputs: Iterable[str | Path] = ()) -> set[Path]:
+    """Paths never deleted: the current directory and its parents, the home directory, ``/``, and every input with
+    the directories holding it."""
+    cwd = Path.cwd().resolve()
+    protected = {cwd, *cwd.parents, Path.home().resolve(), Path("/")}
+    for path in inputs:
+        resolved = Path(path).resolve()
+        protected |= {resolved, *resolved.parents}
+    return protected
+
+
+def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] = ()) -> None:
+    """Raise ``OutputDirectoryError`` unless ``path`` is provably an output of ``kind`` that may be deleted."""
+    if path.is_symlink():
+        raise OutputDirectoryError(
+            f"output {path} is a symbolic link (to {os.readlink(path)}); it is not deleted through the link: remove "
+            "the link or pass the directory itself"
+        )
+    resolved = path.resolve()
+    if resolved in protected_paths(inputs):
+        raise OutputDirectoryError(
+            f"output {path} is the current directory, one of its parents, the home directory, / or holds an input of "
+            "this run: it is never deleted; choose another --output"
+        )
+    marker = read_marker(path)
+    if marker is None:
+        raise OutputDirectoryError(
+            f"output {path} is not {kind.description}: it has no elmo-hf ownership marker ({MARKER_NAME}), so it is "
+            f"not deleted. It holds: {describe_entries(path)}. Choose another --output"
+        )
+    if marker.get("kind") != kind.name:
+        raise OutputDirectoryError(
+            f"output {path} holds an elmo-hf output of another kind ({marker.get('kind')!r}), not {kind.description}; "
+            "it is not deleted: choose another --output"
+        )
+    foreign = kind.foreign_entries(path)
+    if foreign:
+        raise OutputDirectoryError(
+            f"output {path} is {kind.description} but also holds what elmo-hf does not write: {', '.join(foreign[:10])}"
+            f"{' ...' if len(foreign) > 10 else ''}; it is not deleted. Move those away or choose another --output"
+        )
+
+
+def describe_entries(directory: Path, limit: int = 10) -> str:
+    names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in directory.iterdir())
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The lock
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def lock_path_of(directory: Path) -> Path:
+    return directory.parent / f".{directory.name}{LOCK_SUFFIX}"
+
+
+def _process_start_ticks(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux ``/proc``), None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22 of the file; fields 1-2 are pid and (command)
+
+
+def _pid_is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # running, as another user
+        return True
+    return True
+
+
+def _holder_is_gone(holder: dict[str, Any]) -> bool:
+    """Whether the process that took a lock provably no longer runs (it ran on this host)."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    pid = holder["pid"]
+    if not _pid_is_running(pid):
+        return True
+    recorded, current = holder.get("process_start"), _process_start_ticks(pid)
+    return recorded is not None and current is not None and recorded != current  # the pid was reused
+
+
+class OutputLock:
+    """The exclusive lock of one output directory (see the module docstring)."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.path = lock_path_of(directory)
+        self.holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "process_start": _process_start_ticks(os.getpid()),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "command": " ".join(sys.argv),
+        }
+        self.held = False
+
+    def acquire(self) -> None:
+        content = json.dumps(self.holder) + "\n"
+        for _ in range(2):
+            if self._create_with(content):
+                self.held = True
+                return
+            holder = self._read_holder()
+            if holder is not None and _holder_is_gone(holder):
+                logger.warning(
+                    "taking over the lock of %s left by pid %s (started %s), which is no longer running",
+                    self.directory, holder.get("pid"), holder.get("started"),
+                )
+                self.path.unlink(missing_ok=True)
+                continue
+            raise OutputDirectoryError(self._refusal(holder))
+        raise OutputDirectoryError(self._refusal(self._read_holder()))
+
+    def _create_with(self, content: str) -> bool:
+        """Create the lock file with ``content`` atomically: written under a temporary name, then hard-linked to the
+        lock's name, which fails if the name exists. False when another lock is there."""
+        descriptor, temporary = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=TEMPORARY_SUFFIX, dir=self.path.parent)
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+                file.write(content)
+            try:
+                os.link(temporary, self.path)
+            except FileExistsError:
+                return False
+            return True
+        finally:
+            os.unlink(temporary)
+
+    def _read_holder(self) -> dict[str, Any] | None:
+        try:
+            holder = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return holder if isinstance(holder, dict) else None
+
+    def _refusal(self, holder: dict[str, Any] | None) -> str:
+        if holder is None:
+            who = "another elmo-hf run (its lock file cannot be read)"
+        else:
+            who = (
+                f"another elmo-hf run: pid {holder.get('pid')} on host {holder.get('host')}, started "
+                f"{holder.get('started')}, `{holder.get('command')}`"
+            )
+        return (
+            f"output {self.directory} is locked by {who}. Wait for it to finish; if it is not running any more (e.g. "
+            f"its machine went down), remove the lock with: rm {self.path}"
+        )
+
+    def release(self) -> None:
+        if self.held and self._read_holder() == self.holder:
+            self.path.unlink(missing_ok=True)
+        self.held = False
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Opening an output directory
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _make_directory(path: Path) -> Path | None:
+    """Create ``path`` and missing parents; return the top-most directory created (None if ``path`` existed)."""
+    missing = [directory for directory in (path, *path.parents) if not directory.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    return missing[-1] if missing else None
+
+
+def _remove_directory_contents(path: Path) -> None:
+    for entry in path.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[Path | None]:
+    """Hold ``path``'s lock; yields the top-most parent directory created for the lock (None if all existed). If the
+    block raises and ``path`` is gone (not kept), that parent directory is removed again."""
+    created_parent = _make_directory(path.parent)
+    lock = OutputLock(path)
+    try:
+        lock.acquire()
+        try:
+            yield created_parent
+        finally:
+            lock.release()
+    except BaseException:
+        if created_parent is not None and not path.exists():
+            shutil.rmtree(created_parent, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def open_output_directory(
+    path: str | Path,
+    kind: OutputKind,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    inputs: Iterable[str | Path] = (),
+    worth_keeping: Callable[[Path], bool] = lambda path: False,
+    describe_existing: Callable[[Path], str] | None = None,
+) -> Iterator[OutputDirectory]:
+    """Open ``path`` for a run that writes ``kind`` in place, holding its lock (see the module docstring).
+
+    - Neither ``resume`` nor ``overwrite``: ``path`` must be absent or empty.
+    - ``resume``: an existing ``path`` must be an output of ``kind`` without foreign entries; it is continued
+      (``resumed=True``). An absent or empty ``path`` starts a new output.
+    - ``overwrite``: an existing non-empty ``path`` must be deletable (``check_deletable``); it is deleted first.
+
+    If the block raises, a directory this run created or found empty is removed again (with the parents it created)
+    unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
+    the message refusing to write over it.
+    """
+    if resume and overwrite:
+        raise ValueError("pass either resume or overwrite, not both")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputDirectoryError(f"output {path} exists and is not a directory")
+    with _locked(path):
+        existing = path.is_dir() and any(path.iterdir())
+        resumed = False
+        if existing and overwrite:
+            check_deletable(path, kind, inputs)
+            shutil.rmtree(path)
+        elif existing and resume:
+            _check_resumable(path, kind)
+            resumed = True
+        elif existing:
+            raise OutputDirectoryError(_existing_output_message(path, kind, describe_existing))
+        created = not path.exists()
+        path.mkdir(exist_ok=True)
+        if not resumed:
+            write_marker(path, kind)
+        try:
+            yield OutputDirectory(path, kind, resumed)
+        except BaseException:
+            if not resumed and not worth_keeping(path):
+                shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
+            raise
+
+
+def _check_resumable(path: Path, kind: OutputKind) -> None:
+    marker = read_marker(path)
+    if marker is None or marker.get("kind") != kind.name:
+        found = "no elmo-hf ownership marker" if marker is None else f"an elmo-hf output of kind {marker.get('kind')!r}"
+        raise OutputDirectoryError(
+            f"cannot resume {path}: it is not {kind.description} ({found}; it holds: {describe_entries(path)})"
+        )
+    foreign = kind.foreign_entries(path)
+    if foreign:
+        raise OutputDirectoryError(
+            f"cannot resume {path}: it also holds what elmo-hf does not write ({', '.join(foreign[:10])}); move those "
+            "away first"
+        )
+
+
+def _existing_output_message(path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None) -> str:
+    marker = read_marker(path)
+    if marker is not None and marker.get("kind") == kind.name:
+        what = describe_existing(path) if describe_existing is not None else kind.description
+        return f"output {path} already holds {what}; pass --resume to continue it or --overwrite to start over"
+    return (
+        f"output {path} exists and is not empty, and it is not {kind.description} (it holds: {describe_entries(path)}); "
+        "it is neither resumed nor overwritten: choose another --output"
+    )
+
+
+@contextlib.contextmanager
+def staged_output_directory(
+    path: str | Path, kind: OutputKind, *, overwrite: bool = False, inputs: Iterable[str | Path] = ()
+) -> Iterator[Path]:
+    """Yield an empty staging directory beside ``path`` to write ``kind`` into, holding ``path``'s lock. When the
+    block succeeds the staging directory replaces ``path`` (an existing ``path`` only with ``overwrite`` and if
+    deletable); when it raises, the staging directory and any parents this run created are removed and ``path`` is
+    left as it was."""
+    path = Path(path)
+    with _locked(path):
+        if path.exists() and not path.is_dir():
+            raise OutputDirectoryError(f"output {path} exists and is not a directory")
+        if path.exists() and not overwrite:
+            raise OutputDirectoryError(f"output {path} already exists; pass --overwrite to replace it")
+        if path.exists():
+            check_deletable(path, kind, inputs)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=STAGING_SUFFIX, dir=path.parent))
+        try:
+            write_marker(staging, kind)
+            yield staging
+            if path.exists():
+                shutil.rmtree(path)
+            staging.rename(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone already after the rename
+
+
+__all__ = [
+    "MARKER_NAME",
+    "OutputDirectory",
+    "OutputDirectoryError",
+    "OutputKind",
+    "OutputLock",
+    "check_deletable",
+    "open_output_directory",
+    "read_marker",
+    "staged_output_directory",
+]

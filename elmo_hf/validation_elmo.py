@@ -1,0 +1,140 @@
+"""Argument checks shared by every elmo-hf module.
+
+Each check returns the value it accepted and raises ``ValueError`` naming the argument, what was expected and what
+was given, e.g. ``"batch_size must be an int >= 1, got 0"``. ``bool`` is never accepted as a number (``True`` is an
+``int`` in Python, and ``batch_size=True`` is a mistake, not 1). ``hint`` adds a short explanation after the
+expectation, in brackets.
+
+This file imports no other module of the package (only the standard library), so that the remote-code files (configuration, tokenization, modeling) can use it when
+they are copied next to a checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Collection, Iterable
+from typing import Any
+
+
+def _explained(expectation: str, hint: str | None) -> str:
+    return f"{expectation} ({hint})" if hint else expectation
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a ``bool`` (NumPy integers included)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(
+    name: str,
+    value: Any,
+    minimum: int | None = None,
+    maximum_exclusive: int | None = None,
+    *,
+    allow_none: bool = False,
+    hint: str | None = None,
+) -> int | None:
+    """``value`` as an int within ``[minimum, maximum_exclusive)`` (either bound optional), or None if allowed."""
+    if value is None and allow_none:
+        return None
+    in_range = is_int(value) and (minimum is None or value >= minimum) and (
+        maximum_exclusive is None or value < maximum_exclusive
+    )
+    if not in_range:
+        if minimum is not None and maximum_exclusive is not None:
+            expectation = f"an int in [{minimum}, {maximum_exclusive})"
+        elif minimum is not None:
+            expectation = f"an int >= {minimum}"
+        elif maximum_exclusive is not None:
+            expectation = f"an int < {maximum_exclusive}"
+        else:
+            expectation = "an int"
+        if allow_none:
+            expectation = "None or " + expectation
+        raise ValueError(f"{name} must be {_explained(expectation, hint)}, got {value!r}")
+    return int(value)
+
+
+def check_number(
+    name: str,
+    value: Any,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    minimum_inclusive: bool = True,
+    maximum_inclusive: bool = True,
+    allow_none: bool = False,
+    hint: str | None = None,
+) -> float | None:
+    """``value`` as a finite float within the given bounds (inclusive unless said otherwise), or None if allowed."""
+    if value is None and allow_none:
+        return None
+    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    in_range = (
+        is_number
+        and math.isfinite(value)
+        and (minimum is None or (value >= minimum if minimum_inclusive else value > minimum))
+        and (maximum is None or (value <= maximum if maximum_inclusive else value < maximum))
+    )
+    if not in_range:
+        if minimum is not None and maximum is not None:
+            expectation = (
+                f"a number in {'[' if minimum_inclusive else '('}{minimum:g}, {maximum:g}{']' if maximum_inclusive else ')'}"
+            )
+        elif minimum is not None:
+            expectation = f"a number {'>=' if minimum_inclusive else '>'} {minimum:g}"
+        elif maximum is not None:
+            expectation = f"a number {'<=' if maximum_inclusive else '<'} {maximum:g}"
+        else:
+            expectation = "a finite number"
+        if allow_none:
+            expectation = "None or " + expectation
+        raise ValueError(f"{name} must be {_explained(expectation, hint)}, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any, *, hint: str | None = None) -> bool:
+    """``value`` if it is a ``bool`` (``"false"`` and ``1`` are refused: they are easy to misread)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be {_explained('a bool (true or false)', hint)}, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Collection[Any], *, hint: str | None = None) -> Any:
+    """``value`` if it is one of ``choices``."""
+    if isinstance(value, bool) or value not in choices:
+        raise ValueError(f"{name} must be {_explained(f'one of {list(choices)}', hint)}, got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Comparing numbers: NaN is never close to anything (Python's max() skips NaN unless it comes first; these do not).
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def largest(values: Iterable[float]) -> float:
+    """The largest of ``values``; NaN if any of them is NaN; 0.0 for none."""
+    result = 0.0
+    for value in values:
+        value = float(value)
+        if math.isnan(value):
+            return math.nan
+        result = max(result, value)
+    return result
+
+
+def max_abs_difference(first: Any, second: Any) -> float:
+    """Largest ``|first - second|`` over all elements of two tensors or arrays (torch or NumPy), as a float; NaN if
+    any element is NaN on either side, 0.0 for empty inputs."""
+    difference = abs(first - second)
+    num_elements = difference.numel() if hasattr(difference, "numel") else difference.size  # torch / NumPy
+    return float(difference.max()) if num_elements else 0.0
+
+
+def is_close(difference: float, tolerance: float) -> bool:
+    """``difference <= tolerance``, False for NaN (written out so that no caller tests ``nan > tolerance``)."""
+    return not math.isnan(difference) and difference <= tolerance
+
+
+__all__ = ["check_bool", "check_choice", "check_int", "check_number", "is_close", "is_int", "largest", "max_abs_difference"]

@@ -1,0 +1,49 @@
+"""The ``elmo-hf`` command line: parse, call the library, report.
+
+    elmo-hf embed corpus.txt --output vectors/ [--model DIR_OR_REPO] [--resume]
+    elmo-hf embed --verify vectors/
+    elmo-hf convert --options options.json --weights weights.hdf5 --output elmo/ [--verify REFERENCE_DIR]
+    elmo-hf export --model elmo/ --output elmo-hdf5/
+    elmo-hf pretrain --corpus corpus.txt --output elmo-small/ [--config tiny|small|FILE] [--max-steps N] [--resume]
+    elmo-hf similarity --model DIR --word bank "I sat on the bank ." "The bank raised rates ."
+
+This package lives beside ``elmo_hf`` rather than inside it: importing ``elmo_hf`` registers the ELMo classes with
+transformers, which imports torch (seconds), and ``--help`` of every command answers without any of that. Each
+command module imports the library only when it runs; the values the library accepts (representations, poolings,
+optimizers, ...) are checked by the library itself, which names the allowed ones in its error.
+
+Exit codes: 0 success, 2 a problem with the input, the options or the output directory (the message says which),
+130 interrupted (Ctrl-C), 1 a verification that found problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import convert, embed, pretrain, similarity
+from .common import EXIT_INTERRUPTED
+
+COMMANDS = (embed, convert, pretrain, similarity)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parsers(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit code. Ctrl-C at any point (start-up included) exits 130 without a
+    traceback; commands that can resume say how."""
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,105 @@
+"""``elmo-hf convert`` (original ELMo files -> Hugging Face directory) and ``elmo-hf export`` (and back).
+
+Both need the ``convert`` extra (h5py): ``pip install 'elmo-hf[convert]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED_CHECK, EXIT_OK, report_error
+
+CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
+
+
+def add_parsers(commands) -> None:
+    convert = commands.add_parser(
+        "convert",
+        help="convert an original ELMo (options.json + weights.hdf5) to a Hugging Face directory",
+        description="Convert an original ELMo (bilm-tf / AllenNLP options.json + weights.hdf5) to a Hugging Face "
+        "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
+        "--verify included, succeeds.",
+    )
+    convert.add_argument("--options", required=True, type=Path, help="the original options.json")
+    convert.add_argument("--weights", required=True, type=Path, help="the original weights.hdf5")
+    convert.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
+    convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
+    convert.add_argument(
+        "--verify",
+        type=Path,
+        metavar="DIR",
+        help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt "
+        "+ elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
+    )
+    convert.add_argument("--tolerance", type=float, help="max abs difference for --verify (default 5e-6)")
+    convert.add_argument("--allow-non-finite", action="store_true", help="convert weights that hold NaN or infinite values")
+    convert.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted directory to this Hub repo (token: HF_TOKEN or `hf auth login`)")
+    convert.add_argument("--private", action="store_true", help="create the Hub repo as private")
+    convert.add_argument("--revision", help="push to this branch (created if missing) instead of main")
+    convert.set_defaults(run=run_convert)
+
+    export = commands.add_parser(
+        "export",
+        help="export a Hugging Face ELMo directory back to the original options.json + weights.hdf5",
+        description="Write options.json + weights.hdf5 (and vocab.txt, when the model directory has one) in the "
+        "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 is bit-exact.",
+    )
+    export.add_argument("--model", required=True, type=Path, help="an ELMo Hugging Face directory (config.json + weights)")
+    export.add_argument("--output", required=True, type=Path, help="directory to write options.json and weights.hdf5 into")
+    export.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
+    export.set_defaults(run=run_export)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    if (args.private or args.revision) and not args.push_to_hub:
+        return report_error(ValueError("--private and --revision only apply with --push-to-hub"))
+    try:
+        from conversion.convert_allennlp_to_hf import (
+            ConversionError,
+            HubPushError,
+            VerificationError,
+            convert_allennlp_to_hf,
+            print_report,
+        )
+    except ImportError as error:
+        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        report = convert_allennlp_to_hf(
+            args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance,
+            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
+            allow_non_finite=args.allow_non_finite,
+        )
+    except VerificationError as error:
+        report_error(error)
+        return EXIT_FAILED_CHECK
+    except (ConversionError, OutputDirectoryError, HubPushError) as error:
+        return report_error(error)
+    print_report(report)
+    if report.pushed_to:
+        print(f"  pushed: {report.pushed_to}")
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        from conversion.convert_hf_to_allennlp import OPTIONS_FILE_NAME, WEIGHTS_FILE_NAME, convert_hf_to_allennlp
+        from conversion.hdf5_layout import ConversionError
+    except ImportError as error:
+        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        not_exported = convert_hf_to_allennlp(args.model, args.output, args.overwrite)
+    except (ConversionError, OutputDirectoryError, OSError) as error:
+        return report_error(error)
+    print(f"Wrote {args.output / OPTIONS_FILE_NAME} and {args.output / WEIGHTS_FILE_NAME}")
+    for name in not_exported:
+        print(f"  not exported (the original format has no place for it): {name}", file=sys.stdout)
+    return EXIT_OK
+
+
+__all__ = ["add_parsers", "run_convert", "run_export"]

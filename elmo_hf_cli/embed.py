@@ -1,0 +1,165 @@
+"""``elmo-hf embed``: ELMo vectors for a corpus, as Parquet shards with a manifest (resumable); ``--verify`` checks one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
+
+DEFAULT_MODEL_NOTE = (
+    "note: no --model given, using elmo-hf's default model: a small demonstration ELMo pre-trained on about 265k "
+    "words of Shakespeare and English web text, shipped in the package so that this works offline. For real vectors "
+    "convert a released ELMo (elmo-hf convert --help) and pass --model"
+)
+
+
+def representation_argument(value: str) -> str | int:
+    """A representation name, or a layer index (checked against the model by the library)."""
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def add_parsers(commands) -> None:
+    # Options left out are not passed on: the library's defaults apply (the help states them).
+    embed = commands.add_parser(
+        "embed",
+        argument_default=argparse.SUPPRESS,
+        help="ELMo vectors for a corpus, written as Parquet shards with a manifest (resumable)",
+        description="Embed every sentence of INPUT. Output: OUT/shard-NNNNN.parquet (input_row, the input columns, "
+        "words, num_words, vectors) and OUT/manifest.json. Empty lines give rows with zero words. With --verify OUT, "
+        "check a finished output instead (exit 1 if anything is missing or damaged).",
+    )
+    embed.add_argument(
+        "input", nargs="?", default=None, help="text file (one sentence per line), .jsonl, .csv, .parquet, .conllu, or a save_to_disk directory"
+    )
+    embed.add_argument("--output", default=None, help="output directory")
+    embed.add_argument("--verify", default=None, metavar="OUT", help="check a finished output (marker, manifest, every shard's size and sha256)")
+    embed.add_argument("--model", help="ELMo directory or Hub repo id (default: the small demo model shipped with elmo-hf)")
+    embed.add_argument("--revision", help="Hub revision of --model")
+    embed.add_argument("--input-format", help="txt, jsonl, csv, parquet, dataset or conllu (default: from the extension)")
+    embed.add_argument("--text-column", help="column of raw sentences (default: text)")
+    embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
+    embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")
+    embed.add_argument(
+        "--representation", type=representation_argument,
+        help="mix (scalar mix, default), top, average, all, or a layer index (0 = token layer)",
+    )
+    embed.add_argument("--mix-index", type=int, help="which scalar mix with --representation mix (default 0)")
+    embed.add_argument("--pooling", help="none: per-word vectors (default); mean: one vector per sentence")
+    embed.add_argument("--dtype", help="storage dtype of the vectors: float32 (default) or float16")
+    embed.add_argument("--batch-size", type=int, help="sentences per model batch (default 32)")
+    embed.add_argument("--max-words-per-batch", type=int, help="padded words per model batch (sentences x longest)")
+    embed.add_argument("--max-window-words", type=int, help="longer sentences run in windows (default 256)")
+    embed.add_argument("--window-context", type=int, help="context words on each side of a window's core (default 32)")
+    embed.add_argument("--shard-size", type=int, help="input rows per output shard (default 1000)")
+    embed.add_argument("--output-format", help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
+    existing = embed.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
+    existing.add_argument("--overwrite", action="store_true", help="delete an earlier embedding output in --output and start over")
+    embed.add_argument("--skip-invalid", action="store_true", help="skip rows whose text is missing, not a string or not UTF-8 (counted) instead of stopping")
+    embed.add_argument("--allow-non-finite", action="store_true", help="store NaN / infinite vectors instead of stopping on them")
+    embed.add_argument("--device", help="torch device, e.g. cuda (default: cpu)")
+    embed.add_argument("--no-progress", action="store_true", help="no progress bars")
+    embed.add_argument("--engine", default="datasets", help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
+    embed.add_argument("--ray-address", help="address of an existing Ray cluster (default: start a local Ray)")
+    embed.add_argument("--ray-workers", type=int, help="model replicas (actors) for --engine ray (default 1)")
+    embed.add_argument("--ray-gpus-per-worker", type=float, help="GPUs per actor for --engine ray (default 0)")
+    embed.set_defaults(run=run)
+
+
+# Command-line option -> keyword of ELMoEmbedder, embed_corpus or embed_with_ray (passed only when given).
+EMBEDDER_OPTIONS = {
+    "representation": "representation", "mix_index": "mix_index", "pooling": "pooling", "dtype": "dtype",
+    "batch_size": "batch_size", "max_words_per_batch": "max_words_per_batch", "max_window_words": "max_window_words",
+    "window_context": "window_context", "output_column": "output_column",
+}
+CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format"}
+RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}
+
+
+def given(args: argparse.Namespace, names: dict[str, str]) -> dict:
+    return {keyword: getattr(args, name) for name, keyword in names.items() if hasattr(args, name)}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.verify is not None:
+        if args.input is not None or args.output is not None:
+            return report_error(ValueError("--verify OUT checks an existing output: give no INPUT and no --output"))
+        return verify(args.verify)
+    if args.input is None or args.output is None:
+        return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
+    if args.engine not in ("datasets", "ray"):
+        return report_error(ValueError(f"--engine must be datasets or ray, got {args.engine!r}"))
+    progress = not getattr(args, "no_progress", False)
+    if not progress:
+        quiet_progress_bars()
+    from elmo_hf.corpus import CorpusError, CorpusSource, InvalidRowError
+    from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder
+    from elmo_hf.embedding.shards import EmbeddingInterrupted, embed_corpus
+    from elmo_hf.storage import OutputDirectoryError
+
+    model = getattr(args, "model", None)
+    revision = getattr(args, "revision", None)
+    if model is None:
+        print(DEFAULT_MODEL_NOTE, file=sys.stderr)
+    model_name = model or str(DEFAULT_MODEL_DIR)
+    try:
+        source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
+        options = {**given(args, EMBEDDER_OPTIONS), **sentence_columns(args, source)}
+        options["on_invalid"] = "skip" if getattr(args, "skip_invalid", False) else "raise"
+        options["check_finite"] = not getattr(args, "allow_non_finite", False)
+        if args.engine == "ray":
+            from elmo_hf.embedding.ray_engine import embed_with_ray
+
+            summary = embed_with_ray(
+                args.input, args.output, model_name=model_name, revision=revision,
+                input_format=getattr(args, "input_format", None), overwrite=getattr(args, "overwrite", False),
+                **given(args, RAY_OPTIONS), **options,
+            )
+        else:
+            embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
+            summary = embed_corpus(
+                source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
+                overwrite=getattr(args, "overwrite", False), progress=progress, **given(args, CORPUS_RUN_OPTIONS),
+            )
+    except EmbeddingInterrupted as interruption:
+        if interruption.shards:
+            print(
+                f"\ninterrupted: {interruption.shards} finished shard(s) are kept in {args.output}; run the same "
+                "command with --resume to continue",
+                file=sys.stderr,
+            )
+        else:
+            print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (CorpusError, InvalidRowError, OutputDirectoryError, ValueError, KeyError, OSError) as error:
+        return report_error(error)
+    print(summary.describe())
+    return EXIT_OK
+
+
+def sentence_columns(args: argparse.Namespace, source) -> dict:
+    """The columns holding the sentences: as given, else the input format's own (the words of a .conllu file)."""
+    text_column, words_column = getattr(args, "text_column", None), getattr(args, "words_column", None)
+    if text_column is None and words_column is None and source is not None:
+        text_column, words_column = source.default_columns
+    columns = {"words_column": words_column}
+    if text_column is not None:
+        columns["text_column"] = text_column
+    return columns
+
+
+def verify(output_dir: str) -> int:
+    from elmo_hf.embedding.shards import verify_embedding_output
+
+    problems = verify_embedding_output(output_dir)
+    if problems:
+        print(f"{output_dir}: {len(problems)} problem(s):", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return EXIT_FAILED_CHECK
+    print(f"{output_dir}: complete, every shard matches the manifest")
+    return EXIT_OK
+
+
+__all__ = ["add_parsers", "run"]

@@ -1,0 +1,103 @@
+"""``elmo-hf pretrain``: pre-train an ELMo biLM with ``transformers.Trainer`` (checkpoints, resume, perplexity report)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import EXIT_INTERRUPTED, EXIT_OK, report_error
+
+RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
+
+# Command-line option -> PretrainingOptions field, for the options that were given (the rest keep its defaults).
+OPTION_FIELDS = {
+    "corpus": "corpus", "output": "output_dir", "config": "config", "held_out": "held_out",
+    "held_out_fraction": "held_out_fraction", "word_splitter": "word_splitter", "text_column": "text_column",
+    "words_column": "words_column", "min_count": "min_count", "max_vocab_size": "max_vocab_size", "regime": "regime",
+    "window_size": "window_size", "batch_size": "batch_size", "max_steps": "max_steps", "epochs": "epochs",
+    "optimizer": "optimizer", "learning_rate": "learning_rate", "lr_scheduler": "lr_scheduler",
+    "warmup_ratio": "warmup_ratio", "max_grad_norm": "max_grad_norm", "softmax_samples": "softmax_samples",
+    "dropout": "dropout", "save_steps": "save_steps", "save_total_limit": "save_total_limit", "eval_steps": "eval_steps",
+    "logging_steps": "logging_steps", "train_eval_sentences": "train_eval_sentences", "seed": "seed",
+    "max_time_minutes": "max_time_minutes", "resume": "resume", "overwrite": "overwrite", "export_hdf5": "export_hdf5",
+    "threads": "num_threads",
+}
+
+
+def add_parsers(commands) -> None:
+    parser = commands.add_parser(
+        "pretrain",
+        argument_default=argparse.SUPPRESS,
+        help="pre-train an ELMo biLM on text with transformers.Trainer (checkpoints, --resume, perplexity report)",
+        description="Pre-train ELMoForPreTraining on CORPUS (text, one sentence per line; .conllu; .jsonl / .csv / "
+        ".parquet / a saved dataset with a text or words column). Output: the model (AutoModelForPreTraining; "
+        "AutoModel loads the biLM), tokenizer, vocab.txt + vocab_counts.tsv, checkpoint-N/ folders and "
+        "pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
+    )
+    add = parser.add_argument
+    add("--corpus", nargs="+", required=True, metavar="FILE", help="training corpora, any format elmo-hf reads")
+    add("--output", required=True, metavar="DIR", help="output directory (must be empty or absent, unless --resume / --overwrite)")
+    add("--config", help="architecture: tiny or small (default small), or a JSON file (config.json fields or an original options.json)")
+    held_out = parser.add_mutually_exclusive_group()
+    held_out.add_argument("--held-out", nargs="+", metavar="FILE", help="held-out corpora (default: a fraction of the corpus)")
+    held_out.add_argument("--held-out-fraction", type=float, help="seeded random fraction of the corpus sentences held out (default 0.05)")
+    add("--word-splitter", help="how text is split into words: moses (default), ptb, whitespace, bert")
+    columns = parser.add_mutually_exclusive_group()
+    columns.add_argument("--text-column", help="column of raw sentences in structured corpora (default: text)")
+    columns.add_argument("--words-column", help="column of lists of words in structured corpora (default for .conllu: words)")
+    add("--min-count", type=int, help="words seen fewer times in training are <UNK> (default 2)")
+    add("--max-vocab-size", type=int, help="largest softmax vocabulary, <S> </S> <UNK> included")
+    add("--regime", help="windowed: bilm-tf's windows with the LSTM state carried between batches (default); sentence: "
+        "every sentence from the initial state")
+    add("--window-size", type=int, help="positions per window in the windowed regime (default 20, bilm-tf's)")
+    add("--batch-size", type=int, help="rows (windowed) or sentences per batch (default 32)")
+    add("--max-steps", type=int, help="optimizer steps (default: --epochs)")
+    add("--epochs", type=float, help="epochs when --max-steps is not given (default 1)")
+    add("--optimizer", help="adam (AdamW without weight decay, default) or adagrad (bilm-tf's)")
+    add("--learning-rate", type=float, help="default: adam 5e-3, adagrad 0.2")
+    add("--lr-scheduler", help="after warm-up: linear decay to 0 (default), constant, cosine")
+    add("--warmup-ratio", type=float, help="linear warm-up over this fraction of the steps (default 0.02)")
+    add("--max-grad-norm", type=float, help="global gradient-norm clipping (default 10, bilm-tf's; 0: none)")
+    add("--softmax-samples", type=int, help="sampled softmax with this many negatives in training (default: the config's; 0: full softmax)")
+    add("--dropout", type=float, help="lm_dropout (default: the config's; small 0.1, tiny 0)")
+    add("--save-steps", type=int, help="checkpoint every N steps (default 500)")
+    add("--save-total-limit", type=int, help="checkpoints kept (default 2)")
+    add("--eval-steps", type=int, help="held-out perplexity every N steps and at step 0 (default 500; 0: only at the end)")
+    add("--logging-steps", type=int, help="log the training loss every N steps (default 50)")
+    add("--train-eval-sentences", type=int, help="fixed sample of training sentences for the train perplexity (default 2000)")
+    add("--seed", type=int, help="initialisation, held-out split, sentence order (default 0)")
+    add("--threads", type=int, help="torch CPU threads (default: torch's); on a busy machine 1 can be much faster")
+    add("--max-time-minutes", type=float, help="stop after this much training time (checkpoint, final evaluation and save)")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
+    existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
+    add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
+        "the original layout; needs elmo-hf[convert])")
+    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from elmo_hf.pretraining.run import PretrainingError, PretrainingInterrupted, PretrainingOptions, pretrain
+    from elmo_hf.storage import OutputDirectoryError
+
+    options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
+    try:
+        report = pretrain(PretrainingOptions(**options, progress=not getattr(args, "no_progress", False)))
+    except PretrainingInterrupted as interruption:
+        if interruption.checkpoint is None:
+            where = "no checkpoint was saved yet, so nothing was kept" if not interruption.output_dir.exists() else "no checkpoint was saved yet"
+        else:
+            where = f"the latest checkpoint is {interruption.checkpoint}; {RESUME_HINT}"
+        print(f"\ninterrupted: {where}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: checkpoints already saved in {args.output} are kept; {RESUME_HINT}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (PretrainingError, OutputDirectoryError, OSError) as error:
+        return report_error(error)
+    print(report.describe())
+    return EXIT_OK
+
+
+__all__ = ["add_parsers", "run"]

@@ -1,0 +1,45 @@
+"""``elmo-hf similarity``: the vectors of one word in several sentences and their cosine similarities."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import EXIT_OK, report_error
+
+
+def add_parsers(commands) -> None:
+    similarity = commands.add_parser(
+        "similarity", help="contextual vectors of one word in several sentences and their cosine similarities"
+    )
+    similarity.add_argument("--model", required=True, help="an ELMo Hugging Face directory or Hub repo id")
+    similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
+    similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
+    similarity.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from elmo_hf import ELMoModel, ELMoTokenizer
+    from elmo_hf.embedding.word_vectors import contextual_word_vectors, representation_names
+
+    try:
+        model = ELMoModel.from_pretrained(args.model).eval()
+        tokenizer = ELMoTokenizer.from_pretrained(args.model)
+        words, vectors = contextual_word_vectors(model, tokenizer, args.sentences, args.word)
+    except (ValueError, OSError) as error:
+        return report_error(error)
+    names = representation_names(model)
+    for index, (sentence_words, vector) in enumerate(zip(words, vectors)):
+        head = ", ".join(f"{value:+.4f}" for value in vector[-1, :6].tolist())
+        print(f"[{index + 1}] {' '.join(sentence_words)}\n    {args.word!r} {names[-1]} ({vector.shape[-1]} dims): [{head}, ...]")
+    print(f"\ncosine similarity of {args.word!r} between sentences, per representation:")
+    for first in range(len(vectors)):
+        for second in range(first + 1, len(vectors)):
+            similarities = torch.cosine_similarity(vectors[first], vectors[second], dim=-1)
+            cells = "  ".join(f"{name}: {value:.4f}" for name, value in zip(names, similarities.tolist()))
+            print(f"  [{first + 1}] vs [{second + 1}]  {cells}")
+    return EXIT_OK
+
+
+__all__ = ["add_parsers", "run"]

@@ -1,0 +1,55 @@
+"""Start-up: what `import elmo_hf` and `elmo-hf --help` load, and Ctrl-C while the command is still starting."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from elmo_hf_cli import build_parser
+
+COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
+
+
+def modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after running ``code``."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_import_elmo_hf_loads_no_datasets_pyarrow_or_ray():
+    loaded = modules_after("import elmo_hf\nfrom elmo_hf import ELMoModel, ELMoTokenizer, ELMoForPreTraining")
+    assert "elmo_hf" in loaded and "transformers" in loaded
+    assert not {"datasets", "pyarrow", "ray", "h5py"} & {name.split(".")[0] for name in loaded}
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_of_every_command_loads_no_torch_and_no_elmo_hf(command):
+    arguments = ["--help"] if command is None else [command, "--help"]
+    loaded = modules_after(
+        f"from elmo_hf_cli import main\ntry:\n    main({arguments!r})\nexcept SystemExit as exit:\n    assert exit.code == 0"
+    )
+    assert not {"torch", "transformers", "elmo_hf", "datasets"} & {name.split(".")[0] for name in loaded}
+
+
+def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence .\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "elmo_hf_cli", "embed", str(corpus), "--output", str(tmp_path / "out")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal (see tests/embedding)
+    )
+    time.sleep(1.0)  # the command is importing torch and the library (several seconds)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"]

@@ -1,0 +1,60 @@
+"""The one corpus reader (elmo_hf.corpus.readers): formats, line semantics, resuming at a row, row names."""
+
+from __future__ import annotations
+
+import pytest
+from datasets import Dataset
+
+from elmo_hf.corpus.readers import CorpusError, CorpusSource, InvalidRowError, count_lines, read_lines, read_text_lines
+
+from .test_sentences import CONLLU_SAMPLE
+
+
+def test_lines_end_at_newline_drop_carriage_returns_and_name_bad_bytes(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"one\r\ntwo\n\nbad \xff\nlast without newline")
+    rows = list(read_lines(path))
+    assert [row for row, _ in rows] == [0, 1, 2, 3, 4] and count_lines(path) == 5
+    assert [line for _, line in rows if isinstance(line, str)] == ["one", "two", "", "last without newline"]
+    assert isinstance(rows[3][1], InvalidRowError) and "byte 0xff at byte offset 4" in str(rows[3][1])
+    assert [line for _, line in read_lines(path, start=4)] == ["last without newline"]
+    with pytest.raises(ValueError, match=r"corpus.txt line 4 is not valid UTF-8"):
+        list(read_text_lines(path))
+
+
+@pytest.mark.parametrize("name", ["data.jsonl", "data.csv", "data.parquet", "saved"])
+def test_structured_formats_stream_rows_from_any_start(tmp_path, name):
+    rows = {"id": [1, 2, 3], "text": ["a .", "", "c ."]}
+    path = tmp_path / name
+    dataset = Dataset.from_dict(rows)
+    {"data.jsonl": dataset.to_json, "data.csv": lambda p: dataset.to_csv(p, index=False), "data.parquet": dataset.to_parquet,
+     "saved": dataset.save_to_disk}[name](str(path))
+    source = CorpusSource.open(path)
+    assert list(source.features()) == ["id", "text"] and source.default_columns == ("text", None)
+    assert [record["text"] for _, record in source.rows()] == rows["text"]
+    assert [(row, record["id"]) for row, record in source.rows(start=1)] == [(1, 2), (2, 3)]
+    assert source.row_name(1) == f"{path} row 1"
+
+
+def test_conllu_rows_are_sentences_with_words(tmp_path):
+    path = tmp_path / "sample.conllu"
+    path.write_text(CONLLU_SAMPLE, encoding="utf-8")
+    source = CorpusSource.open(path)
+    assert source.input_format == "conllu" and source.default_columns == (None, "words")
+    assert list(source.features()) == ["sent_id", "words", "upos"]
+    assert [record["words"] for _, record in source.rows(start=1)] == [["Yes"], ["No"]]
+    assert source.row_name(0) == f"{path} sentence 1"
+    path.write_text("1\tI\tI\tPRON\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cannot read .*sample.conllu as conllu.*expected 10 tab-separated"):
+        list(CorpusSource.open(path).rows())
+
+
+def test_formats_are_told_by_extension_or_refused(tmp_path):
+    (tmp_path / "corpus.doc").write_text("x")
+    with pytest.raises(CorpusError, match="cannot tell the format"):
+        CorpusSource.open(tmp_path / "corpus.doc")
+    with pytest.raises(CorpusError, match="does not exist"):
+        CorpusSource.open(tmp_path / "missing.txt")
+    with pytest.raises(CorpusError, match="must be a directory written by Dataset.save_to_disk"):
+        CorpusSource.open(tmp_path / "corpus.doc", "dataset")
+    assert CorpusSource.open(tmp_path / "corpus.doc", "txt").num_rows() == 1

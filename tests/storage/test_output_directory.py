@@ -1,0 +1,195 @@
+"""The one output-directory policy (elmo_hf.storage.output_directory): ownership marker, what overwrite may delete,
+the lock, cleanup after a failure, staged outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from elmo_hf.storage.output_directory import (
+    MARKER_NAME,
+    OutputDirectoryError,
+    OutputKind,
+    OutputLock,
+    check_deletable,
+    lock_path_of,
+    open_output_directory,
+    read_marker,
+    staged_output_directory,
+)
+
+KIND = OutputKind(name="test-output", description="an elmo-hf test output", entries=("part-*.txt", "summary.json"))
+OTHER_KIND = OutputKind(name="other-output", description="another output", entries=("part-*.txt",))
+
+
+def make_output(path, kind=KIND):
+    with open_output_directory(path, kind) as output:
+        (output.path / "part-0.txt").write_text("ours")
+    return path
+
+
+def test_a_new_output_gets_its_marker_first_and_its_lock_is_released(tmp_path):
+    output_dir = make_output(tmp_path / "out")
+    marker = read_marker(output_dir)
+    assert marker["kind"] == KIND.name and marker["format"] == "elmo-hf-output"
+    assert not lock_path_of(output_dir).exists()
+    assert sorted(path.name for path in output_dir.iterdir()) == [MARKER_NAME, "part-0.txt"]
+
+
+def test_overwrite_deletes_only_its_own_kind_with_nothing_foreign_inside(tmp_path):
+    output_dir = make_output(tmp_path / "out")
+    with open_output_directory(output_dir, KIND, overwrite=True) as output:
+        assert not (output.path / "part-0.txt").exists()  # the earlier output is gone
+    (output_dir / "notes.txt").write_text("mine")
+    with pytest.raises(OutputDirectoryError, match=r"also holds what elmo-hf does not write: notes.txt.*not deleted"):
+        with open_output_directory(output_dir, KIND, overwrite=True):
+            pass
+    assert (output_dir / "notes.txt").read_text() == "mine"
+    with pytest.raises(OutputDirectoryError, match="of another kind .'test-output'."):
+        check_deletable(output_dir, OTHER_KIND)
+
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "manifest.json").write_text("{}")  # a file name is no proof of ownership
+    with pytest.raises(OutputDirectoryError, match=r"is not an elmo-hf test output: it has no elmo-hf ownership marker.*manifest.json"):
+        with open_output_directory(stranger, KIND, overwrite=True):
+            pass
+    assert (stranger / "manifest.json").exists()
+
+
+def test_overwrite_never_deletes_the_working_directory_its_parents_home_root_or_an_input(tmp_path, monkeypatch):
+    output_dir = make_output(tmp_path / "out")
+    inner = output_dir / "part-1.txt"
+    inner.write_text("input")
+    monkeypatch.chdir(output_dir)
+    with pytest.raises(OutputDirectoryError, match="current directory, one of its parents"):
+        check_deletable(output_dir, KIND)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OutputDirectoryError, match="holds an input of this run"):
+        check_deletable(output_dir, KIND, inputs=[inner])
+    monkeypatch.setenv("HOME", str(output_dir))
+    with pytest.raises(OutputDirectoryError, match="the home directory"):
+        check_deletable(output_dir, KIND)
+    monkeypatch.delenv("HOME")
+    with pytest.raises(OutputDirectoryError, match="never deleted"):
+        check_deletable(Path("/"), KIND)
+    link = tmp_path / "link"
+    link.symlink_to(output_dir)
+    with pytest.raises(OutputDirectoryError, match="symbolic link"):
+        check_deletable(link, KIND)
+    check_deletable(output_dir, KIND)  # none of those: it may go
+
+
+def test_an_existing_output_is_refused_without_resume_or_overwrite_and_a_file_is_never_an_output(tmp_path):
+    output_dir = make_output(tmp_path / "out")
+    with pytest.raises(OutputDirectoryError, match="already holds an elmo-hf test output; pass --resume .* or --overwrite"):
+        with open_output_directory(output_dir, KIND):
+            pass
+    with open_output_directory(output_dir, KIND, resume=True) as output:
+        assert output.resumed
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputDirectoryError, match="exists and is not a directory"):
+        with open_output_directory(tmp_path / "file", KIND, overwrite=True):
+            pass
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with open_output_directory(empty, KIND) as output:  # an empty directory is claimed
+        assert not output.resumed and (empty / MARKER_NAME).exists()
+
+
+def test_a_failed_run_leaves_nothing_it_created_unless_it_is_worth_keeping(tmp_path):
+    target = tmp_path / "new" / "parents" / "out"
+    with pytest.raises(RuntimeError):
+        with open_output_directory(target, KIND):
+            (target / "part-0.txt").write_text("half")
+            raise RuntimeError("failed")
+    assert not (tmp_path / "new").exists()  # the output and the parents this run made
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        with open_output_directory(empty, KIND):
+            (empty / "part-0.txt").write_text("half")
+            raise KeyboardInterrupt
+    assert empty.is_dir() and not any(empty.iterdir())  # found empty, left empty
+
+    kept = tmp_path / "kept"
+    with pytest.raises(RuntimeError):
+        with open_output_directory(kept, KIND, worth_keeping=lambda path: (path / "part-0.txt").exists()):
+            (kept / "part-0.txt").write_text("finished")
+            raise RuntimeError("failed later")
+    assert (kept / "part-0.txt").read_text() == "finished" and not lock_path_of(kept).exists()
+
+    resumed = make_output(tmp_path / "resumed")
+    with pytest.raises(RuntimeError):
+        with open_output_directory(resumed, KIND, resume=True):
+            raise RuntimeError("failed")
+    assert (resumed / "part-0.txt").exists()  # an existing output is never removed
+
+
+def test_a_second_run_is_refused_naming_the_holder(tmp_path):
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND):
+        with pytest.raises(OutputDirectoryError) as refusal:
+            with open_output_directory(output_dir, KIND, resume=True):
+                pass
+    message = str(refusal.value)
+    assert f"pid {os.getpid()} on host {socket.gethostname()}" in message and f"rm {lock_path_of(output_dir)}" in message
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(tmp_path, caplog):
+    output_dir = tmp_path / "out"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = {"pid": int(dead.stdout), "host": socket.gethostname(), "process_start": None, "started": "then", "command": "x"}
+    lock_path_of(output_dir).write_text(json.dumps(stale))
+    with open_output_directory(output_dir, KIND):
+        pass
+    assert "taking over the lock" in caplog.text and not lock_path_of(output_dir).exists()
+
+    lock_path_of(output_dir).write_text(json.dumps({**stale, "host": "another-machine"}))
+    with pytest.raises(OutputDirectoryError, match="host another-machine.*rm "):
+        with open_output_directory(output_dir, KIND, resume=True):
+            pass
+    lock_path_of(output_dir).write_text("garbage")
+    with pytest.raises(OutputDirectoryError, match="its lock file cannot be read"):
+        OutputLock(output_dir).acquire()
+
+
+def test_a_reused_pid_is_not_its_old_holder(tmp_path):
+    """Same host, a running pid, but another process (its start time differs): provably stale."""
+    output_dir = tmp_path / "out"
+    holder = OutputLock(output_dir).holder
+    lock_path_of(output_dir).write_text(json.dumps({**holder, "process_start": "1"}))
+    with open_output_directory(output_dir, KIND):
+        pass
+
+
+def test_staged_output_appears_only_complete(tmp_path):
+    target = tmp_path / "a" / "converted"
+    with pytest.raises(RuntimeError):
+        with staged_output_directory(target, KIND) as staging:
+            (staging / "part-0.txt").write_text("half")
+            assert not target.exists()
+            raise RuntimeError("failed")
+    assert not (tmp_path / "a").exists()
+    with staged_output_directory(target, KIND) as staging:
+        (staging / "part-0.txt").write_text("done")
+    assert (target / "part-0.txt").read_text() == "done" and read_marker(target)["kind"] == KIND.name
+    assert sorted(path.name for path in target.parent.iterdir()) == ["converted"]  # no staging or lock left
+    with pytest.raises(OutputDirectoryError, match="already exists; pass --overwrite"):
+        with staged_output_directory(target, KIND):
+            pass
+    with staged_output_directory(target, KIND, overwrite=True) as staging:
+        (staging / "part-1.txt").write_text("again")
+    assert sorted(path.name for path in target.iterdir()) == [MARKER_NAME, "part-1.txt"]
+    (target / "mine.txt").write_text("x")
+    with pytest.raises(OutputDirectoryError, match="mine.txt"):
+        with staged_output_directory(target, KIND, overwrite=True):
+            pass
+    assert (target / "mine.txt").exists()
