@@ -6,6 +6,8 @@ and marks them for remote code: `save_pretrained` writes `auto_map` entries and 
 weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
 """
 
+import os
+
 from transformers import AutoConfig, AutoModel, AutoModelForPreTraining, AutoTokenizer
 from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
@@ -16,6 +18,11 @@ from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOut
 from .tokenization_elmo import ELMoTokenizer
 
 __version__ = "0.1.0"
+
+# The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
+# `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
+# A small demonstration model, not for quality: see its README.md. A str, as every from_pretrained and pipeline takes.
+DEFAULT_MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_model")
 
 AutoConfig.register(ELMoConfig.model_type, ELMoConfig, exist_ok=True)
 AutoModel.register(ELMoConfig, ELMoModel, exist_ok=True)
@@ -32,6 +39,7 @@ ELMoForPreTraining.register_for_auto_class("AutoModelForPreTraining")
 ELMoTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
+    "DEFAULT_MODEL_DIR",
     "ELMoForPreTraining",
     "ELMoForPreTrainingOutput",
     "bilm_perplexity_metrics",

@@ -74,9 +74,11 @@ class ELMoModelOutput(ModelOutput):
         hidden_states (`tuple(torch.FloatTensor)`, L + 1 tensors of shape `(batch, T, 2 * projection_dim)`):
             All representations of the paper's R_k: index 0 is the token layer duplicated `[token; token]`, index l is
             biLSTM layer l `[forward_l; backward_l]`.
-        elmo_representations (`tuple(torch.FloatTensor)`, `num_output_representations` tensors of shape
-            `(batch, T, 2 * projection_dim)`):
-            The scalar mixes `gamma * sum_j softmax(w)_j hidden_states[j]`.
+        mixed_representations (`torch.FloatTensor` of shape `(batch, num_output_representations, T,
+            2 * projection_dim)`):
+            The scalar mixes `gamma * sum_j softmax(w)_j hidden_states[j]`, stacked after the batch axis so that
+            every batched output splits by row (transformers' pipelines do that); `elmo_representations` gives them
+            as a tuple, AllenNLP's way.
         mask (`torch.BoolTensor` of shape `(batch, T)`):
             True at real positions (words, and boundaries when they are kept).
         lstm_state (`tuple(torch.FloatTensor)`, *optional*, returned when `return_lstm_state=True`):
@@ -86,9 +88,15 @@ class ELMoModelOutput(ModelOutput):
 
     last_hidden_state: torch.FloatTensor | None = None
     hidden_states: tuple[torch.FloatTensor, ...] | None = None
-    elmo_representations: tuple[torch.FloatTensor, ...] | None = None
+    mixed_representations: torch.FloatTensor | None = None
     mask: torch.BoolTensor | None = None
     lstm_state: LstmState | None = None
+
+    @property
+    def elmo_representations(self) -> tuple[torch.FloatTensor, ...]:
+        """The scalar mixes as `num_output_representations` tensors of shape `(batch, T, 2 * projection_dim)`:
+        `elmo_representations[k]` is mix k (views into `mixed_representations`)."""
+        return tuple(self.mixed_representations.unbind(1))
 
 
 class ELMoHighway(nn.Module):
@@ -620,10 +628,12 @@ class ELMoModel(ELMoPreTrainedModel):
             keep_sentence_boundaries if keep_sentence_boundaries is not None else self.config.keep_sentence_boundaries
         )
         word_mask = self._validated_word_mask(input_ids, attention_mask)  # (B, T)
+        input_ids = input_ids.long()  # int16 / int32 ids are fine; the embedding takes int64
         batch_size, num_words = word_mask.shape
         reads_stream = backward_input_ids is not None
         if reads_stream:
             self._validated_backward_stream(backward_input_ids, input_ids, word_mask)
+            backward_input_ids = backward_input_ids.long()
 
         # 1. Add <S> and </S> around every sentence, as the original does (a stream's windows already hold them).
         if reads_stream:
@@ -658,14 +668,15 @@ class ELMoModel(ELMoPreTrainedModel):
         else:
             layers = [layer[:, 1 : num_words + 1] * word_mask.unsqueeze(-1) for layer in layers]
             output_mask = word_only_mask = word_mask
-        mixes = tuple(
+        mixes = [
             self.representation_dropout(mix(layers, word_only_mask)) * output_mask.unsqueeze(-1) for mix in self.scalar_mixes
-        )
+        ]  # num_output_representations x (B, T, 2P)
+        mixed = torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(batch_size, 0, *layers[-1].shape[1:])
 
         output = ELMoModelOutput(
             last_hidden_state=layers[-1],
             hidden_states=tuple(layers),
-            elmo_representations=mixes,
+            mixed_representations=mixed,  # (B, num_output_representations, T, 2P)
             mask=output_mask,
             lstm_state=self._merge_state(lstm_state, final_state, batch_size) if return_lstm_state else None,
         )
@@ -677,7 +688,7 @@ class ELMoModel(ELMoPreTrainedModel):
         """The context-independent token layer alone (the character CNN, no biLSTM), checked like ``forward``'s input:
         vectors (batch, words, projection_dim), zero at padding, and the word mask (batch, words)."""
         word_mask = self._validated_word_mask(input_ids, attention_mask)  # (B, T)
-        return self.char_embeddings(input_ids) * word_mask.unsqueeze(-1), word_mask
+        return self.char_embeddings(input_ids.long()) * word_mask.unsqueeze(-1), word_mask
 
     def _validated_word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.BoolTensor:
         num_slots = self.config.max_characters_per_token
@@ -690,6 +701,11 @@ class ELMoModel(ELMoPreTrainedModel):
             )
         if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
             raise ValueError(f"input_ids must hold integer character ids, got dtype {input_ids.dtype}.")
+        if torch.iinfo(input_ids.dtype).max < self.config.num_characters - 1:
+            raise ValueError(
+                f"input_ids must be int16, int32 or int64: {input_ids.dtype} cannot hold the character ids up to "
+                f"{self.config.num_characters - 1} (ELMoTokenizer returns int64)."
+            )
         if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.num_characters):
             raise ValueError(
                 f"input_ids must be character ids in [0, {self.config.num_characters}), got values in "

@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if not progress:
         quiet_progress_bars()
     from elmo_hf.corpus import CorpusError, CorpusSource, InvalidRowError
-    from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder
+    from elmo_hf import DEFAULT_MODEL_DIR
+    from elmo_hf.embedding.embedder import ELMoEmbedder
     from elmo_hf.embedding.shards import EmbeddingInterrupted, embed_corpus
     from elmo_hf.storage import OutputDirectoryError
 
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     revision = getattr(args, "revision", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
-    model_name = model or str(DEFAULT_MODEL_DIR)
+    model_name = model or DEFAULT_MODEL_DIR
     try:
         source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
         options = {**given(args, EMBEDDER_OPTIONS), **sentence_columns(args, source)}

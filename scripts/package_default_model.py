@@ -120,7 +120,7 @@ Every word gets {config.num_representation_layers} representations of {config.ou
 ```python
 from transformers import AutoModel, AutoModelForPreTraining
 from elmo_hf import ELMoTokenizer
-from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR
+from elmo_hf import DEFAULT_MODEL_DIR
 biLM = AutoModel.from_pretrained(DEFAULT_MODEL_DIR)                  # ELMoModel (the softmax is dropped)
 lm = AutoModelForPreTraining.from_pretrained(DEFAULT_MODEL_DIR)      # ELMoForPreTraining (with the softmax)
 ```

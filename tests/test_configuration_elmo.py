@@ -116,3 +116,11 @@ def test_invalid_values_raise_naming_the_field(field, value, message):
 def test_filters_wider_than_the_word_are_rejected():
     with pytest.raises(ValueError, match=r"max_characters_per_token \(5\) must be >= the widest character filter \(7\)"):
         ELMoConfig(max_characters_per_token=5)
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, "no"])
+def test_skip_connections_must_be_a_json_bool_in_options(value):
+    """"false" is a non-empty string, which bool() takes for True: anything but true / false / absent is refused."""
+    with pytest.raises(ValueError, match=r"options.json: lstm.use_skip_connections must be a bool \(true or false\), got"):
+        ELMoConfig.from_options_dict(_options(**{"lstm.use_skip_connections": value}))
+    assert ELMoConfig.from_options_dict(_options(**{"lstm.use_skip_connections": False})).use_skip_connections is False

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,17 +15,18 @@ from huggingface_hub import ModelCard
 from transformers import AutoModel, AutoModelForPreTraining
 
 from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
-from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder
+from elmo_hf import DEFAULT_MODEL_DIR
+from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-REPORT = json.loads((DEFAULT_MODEL_DIR / "pretraining_report.json").read_text(encoding="utf-8"))
-EWT_TEST = json.loads((DEFAULT_MODEL_DIR / "ewt_test_perplexity.json").read_text(encoding="utf-8"))
+REPORT = json.loads((Path(DEFAULT_MODEL_DIR) / "pretraining_report.json").read_text(encoding="utf-8"))
+EWT_TEST = json.loads((Path(DEFAULT_MODEL_DIR) / "ewt_test_perplexity.json").read_text(encoding="utf-8"))
 
 
 def test_loads_offline_in_a_fresh_process_and_embeds(tmp_path):
     script = (
         "import torch\n"
-        "from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, embed_texts\n"
+        "from elmo_hf import DEFAULT_MODEL_DIR\n"
         "from elmo_hf import ELMoModel, ELMoTokenizer\n"
         "model = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR)\n"
         "assert next(model.parameters()).dtype == torch.float32\n"
@@ -56,9 +58,9 @@ def test_auto_classes_load_the_biLM_and_the_language_model():
 def test_it_is_small_and_stored_as_float16():
     from safetensors import safe_open
 
-    size = (DEFAULT_MODEL_DIR / "model.safetensors").stat().st_size
+    size = (Path(DEFAULT_MODEL_DIR) / "model.safetensors").stat().st_size
     assert size < 10 * 2**20, f"the shipped model should stay a few MB, it is {size / 2**20:.1f} MiB"
-    with safe_open(str(DEFAULT_MODEL_DIR / "model.safetensors"), framework="pt") as weights:
+    with safe_open(str(Path(DEFAULT_MODEL_DIR) / "model.safetensors"), framework="pt") as weights:
         assert {weights.get_slice(name).get_dtype() for name in weights.keys()} == {"F16"}
 
 
@@ -82,7 +84,7 @@ def test_it_is_a_better_language_model_than_the_unigram_baseline():
 
 
 def test_card_states_what_it_is_its_corpus_license_and_perplexity():
-    card = ModelCard.load(DEFAULT_MODEL_DIR / "README.md")
+    card = ModelCard.load(Path(DEFAULT_MODEL_DIR) / "README.md")
     assert card.data.license == "cc-by-sa-4.0"
     text = " ".join(card.text.split())  # line breaks do not matter
     assert "small demonstration model" in text and "converted original ELMo weights" in text

@@ -42,7 +42,7 @@ def test_return_dict_false_gives_the_same_tuple(model, tokenizer):
     assert isinstance(as_tuple, tuple) and len(as_tuple) == 4
     assert torch.equal(as_tuple[0], as_dict.last_hidden_state)
     assert all(torch.equal(a, b) for a, b in zip(as_tuple[1], as_dict.hidden_states))
-    assert torch.equal(as_tuple[2][0], as_dict.elmo_representations[0])
+    assert torch.equal(as_tuple[2][:, 0], as_dict.elmo_representations[0])
     assert torch.equal(as_tuple[3], as_dict.mask)
 
 
@@ -276,6 +276,7 @@ def test_parameter_counts_of_the_released_models(pretrained_options_dir):
         (lambda ids, mask: (ids, torch.ones_like(mask)), ValueError, r"attention_mask and input_ids disagree at \(batch 0, word 7\): the mask says word but the character ids are all 0"),
         (lambda ids, mask: (ids.flip(1), mask.flip(1)), ValueError, r"padding before a word: ELMo needs right-padded input"),
         (lambda ids, mask: (ids.tolist(), mask), TypeError, r"input_ids must be a torch.LongTensor"),
+        (lambda ids, mask: (ids.to(torch.uint8), mask), ValueError, r"int16, int32 or int64: torch.uint8 cannot hold the character ids up to 261"),
     ],
 )
 def test_bad_model_inputs_name_the_problem(model, tokenizer, make_inputs, error, message):
@@ -303,3 +304,11 @@ def test_a_sentence_with_no_words_still_runs(model, tokenizer):
     assert output.mask[0].sum() == 0 and torch.all(output.last_hidden_state[0] == 0)
     alone = model(**encode(tokenizer, [["a", "word"]]))
     torch.testing.assert_close(output.last_hidden_state[1], alone.last_hidden_state[0], rtol=0, atol=1e-6)
+
+
+def test_narrower_integer_ids_give_the_same_vectors(model, tokenizer):
+    inputs = encode(tokenizer, SENTENCES[:3])
+    expected = model(**inputs).last_hidden_state
+    for dtype in (torch.int16, torch.int32):
+        got = model(input_ids=inputs["input_ids"].to(dtype), attention_mask=inputs["attention_mask"]).last_hidden_state
+        assert torch.equal(got, expected), dtype

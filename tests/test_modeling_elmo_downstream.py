@@ -27,7 +27,7 @@ from elmo_hf import (
     ELMoTokenizer,
 )
 from elmo_hf.corpus.sentences import load_conllu_sentences
-from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR
+from elmo_hf import DEFAULT_MODEL_DIR
 
 from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config
 from .helpers import trainer_arguments as shared_trainer_arguments

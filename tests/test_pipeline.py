@@ -1,4 +1,4 @@
-"""The stock feature-extraction pipeline serves ELMo: one vector (the top layer) per input word."""
+"""The stock feature-extraction pipeline serves ELMo: one vector (the top layer) per input word, in batches too."""
 
 import numpy as np
 import torch
@@ -21,3 +21,23 @@ def test_feature_extraction_pipeline_gives_one_vector_per_word(converted_fixture
         with torch.no_grad():
             expected = model(**tokenizer(text, return_tensors="pt")).last_hidden_state.numpy()
         np.testing.assert_allclose(np.array(vectors), expected, rtol=0, atol=1e-6)
+
+
+def test_batched_pipeline_splits_every_output_by_row(converted_fixture_dir):
+    """batch_size >= 2 makes the pipeline split each output by batch row (it used to fail on the tuple of mixes)."""
+    extractor = pipeline("feature-extraction", model=str(converted_fixture_dir), tokenizer=str(converted_fixture_dir))
+    texts = ["The bank raised its rates .", "Hi .", "I don't know, said the banker.", "One more ."]
+    batched = extractor(texts, batch_size=3)
+    one_by_one = [np.array(extractor(text)) for text in texts]
+    for got, expected in zip(batched, one_by_one):
+        # Rows of a batch come padded to its longest sentence (as for every text model): zeros after the words.
+        got, words = np.array(got), expected.shape[1]
+        np.testing.assert_allclose(got[:, :words], expected, rtol=0, atol=1e-5)
+        assert not got[:, words:].any()
+
+
+def test_the_default_model_directory_works_as_model_and_tokenizer():
+    from elmo_hf import DEFAULT_MODEL_DIR
+
+    extractor = pipeline("feature-extraction", model=DEFAULT_MODEL_DIR, tokenizer=DEFAULT_MODEL_DIR)
+    assert np.array(extractor("a short sentence .")).shape == (1, 4, 256)

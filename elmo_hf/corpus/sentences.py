@@ -94,10 +94,10 @@ def load_sentences(
     check_choice("word_splitter", word_splitter, WORD_SPLITTERS)
     if text_column is not None and words_column is not None:
         raise ValueError("give text_column or words_column, not both")
-    sources = [
-        (str(source.path.resolve()), source.input_format, *_size_and_mtime(source))
-        for source in _as_sources(paths, input_format)
-    ]
+    opened = _as_sources(paths, input_format)
+    if not any(next(source.rows(), None) is not None for source in opened):
+        return Dataset.from_dict({"words": []}, features=WORDS_FEATURES)  # datasets cannot build from no rows at all
+    sources = [(str(source.path.resolve()), source.input_format, *_size_and_mtime(source)) for source in opened]
     try:
         dataset = Dataset.from_generator(
             _sentence_rows,

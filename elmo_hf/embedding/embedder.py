@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
 
+from .. import DEFAULT_MODEL_DIR
 from ..corpus.readers import InvalidRowError
 from ..modeling_elmo import ELMoModel
 from ..tokenization_elmo import ELMoTokenizer
@@ -44,10 +45,6 @@ from ..validation_elmo import check_bool, check_choice, check_int, is_int
 
 logger = logging.getLogger(__name__)
 
-# The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
-# `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
-# A small demonstration model, not for quality: see its README.md.
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default_model"
 
 REPRESENTATIONS = ("mix", "top", "average", "all")
 POOLINGS = ("none", "mean")

@@ -2,8 +2,19 @@
 
 The input is read by Ray Data (text, JSON lines, CSV or Parquet; files or directories, local or any filesystem
 pyarrow reaches), `map_batches` runs a pool of actors that each load the model once (`num_workers` replicas,
-`gpus_per_worker` GPUs each), and the vectors are written as Parquet files ``part-NNNNNN.parquet``, in input order.
+`gpus_per_worker` GPUs each), and the vectors are written as Parquet files ``part-NNNNNN-<write id>.parquet``, in input
+order.
 Each actor runs the same [`ELMoEmbedder`] as the datasets path, so the vectors are the same.
+
+Resources: every actor holds ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs) for the whole job, so the pool
+is checked against the cluster before anything starts: each actor must fit on a node, and the nodes together must
+hold ``num_workers`` of them (a pool that cannot start would wait forever); otherwise ``ValueError`` names the
+numbers. Reading and writing are tasks that reserve no CPU (at most one per node at a time), so they always have
+room next to actors that fill every CPU: without that, two 1-CPU actors on a 2-CPU cluster left the read task
+waiting for a CPU forever.
+
+The output directory follows elmo-hf's output policy (``elmo_hf.storage``): marked, locked by the driver while the
+job runs, replaced by ``overwrite`` only if it is an earlier Ray output, removed again if the job fails.
 
 Differences from the datasets engine, by design: Ray retries failed tasks itself and there is no `--resume` (a
 failed job is rerun with `overwrite=True`); there is no `input_row` column (Ray does not number rows; keep an id
@@ -14,7 +25,7 @@ without Ray or `datasets`.
 
 from __future__ import annotations
 
-import shutil
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +35,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..corpus.readers import EXTENSION_FORMATS
+from ..storage.output_directory import OutputKind, open_output_directory
+from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
-from .shards import EmbeddingRunSummary, OutputDirectoryError
+from .shards import EmbeddingRunSummary
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
+# Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
+IO_TASK_CPUS = 0
+
+RAY_EMBEDDINGS_OUTPUT = OutputKind(
+    name="ray-embeddings", description="an elmo-hf Ray embedding output", entries=("part-[0-9]*.parquet",)
+)
 
 
 def _import_ray():
@@ -82,15 +101,34 @@ class RayEmbeddingActor:
         return batch
 
 
-def _read(ray, paths: list[str], input_format: str):
+def _read(ray, paths: list[str], input_format: str, concurrency: int):
+    io = {"num_cpus": IO_TASK_CPUS, "concurrency": concurrency}
     if input_format == "txt":
         # Empty lines are sentences with zero words, as in the datasets engine (Ray drops them by default).
-        return ray.data.read_text(paths, drop_empty_lines=False)
+        return ray.data.read_text(paths, drop_empty_lines=False, **io)
     if input_format == "jsonl":
-        return ray.data.read_json(paths, lines=True)
+        return ray.data.read_json(paths, lines=True, **io)
     if input_format == "csv":
-        return ray.data.read_csv(paths)
-    return ray.data.read_parquet(paths)
+        return ray.data.read_csv(paths, **io)
+    return ray.data.read_parquet(paths, **io)
+
+
+def check_actor_pool_fits(nodes: list[dict[str, float]], num_workers: int, cpus_per_worker: float, gpus_per_worker: float) -> None:
+    """Raise ``ValueError`` naming the numbers unless ``num_workers`` actors of ``cpus_per_worker`` CPUs and
+    ``gpus_per_worker`` GPUs fit on ``nodes`` (each node's ``{"CPU": ..., "GPU": ...}`` resources)."""
+    def actors_on(node: dict[str, float]) -> int:
+        fits = [math.floor(node.get("CPU", 0) / cpus_per_worker + 1e-9)] if cpus_per_worker > 0 else []
+        fits += [math.floor(node.get("GPU", 0) / gpus_per_worker + 1e-9)] if gpus_per_worker > 0 else []
+        return min(fits) if fits else num_workers
+
+    capacity = sum(actors_on(node) for node in nodes)
+    if capacity < num_workers:
+        described = ", ".join(f"{node.get('CPU', 0):g} CPU / {node.get('GPU', 0):g} GPU" for node in nodes)
+        raise ValueError(
+            f"the Ray cluster cannot hold --ray-workers {num_workers} actors of {cpus_per_worker:g} CPU and "
+            f"{gpus_per_worker:g} GPU each: its {len(nodes)} node(s) ({described}) hold {capacity}; the job would wait "
+            "forever. Use fewer workers, fewer CPUs or GPUs per worker, or a larger cluster"
+        )
 
 
 def infer_ray_input_format(paths: list[str]) -> str:
@@ -120,28 +158,51 @@ def embed_with_ray(
 ) -> EmbeddingRunSummary:
     """Embed ``input_paths`` on Ray Data into ``output_dir`` (see the module docstring).
 
-    ``address``: an existing cluster (``"auto"``, ``"ray://head:10001"``); default: a Ray already initialised in
-    this process, else a local one. ``rows_per_batch`` input rows go to an actor at a time (the embedder groups them
-    by length). ``embedder_options`` are [`ELMoEmbedder`]'s (representation, pooling, dtype, batch_size, ...).
+    ``address``: an existing cluster (``"auto"``, ``"HEAD_IP:6379"``, ``"ray://head:10001"``); default: a Ray already
+    initialised in this process, else a local one (shut down again at the end). ``rows_per_batch`` input rows go to
+    an actor at a time (the embedder groups them by length). ``embedder_options`` are [`ELMoEmbedder`]'s
+    (representation, pooling, dtype, batch_size, ...).
     """
     ray = _import_ray()
     paths = [str(path) for path in ([input_paths] if isinstance(input_paths, (str, Path)) else input_paths)]
     input_format = input_format or infer_ray_input_format(paths)
     if input_format not in RAY_INPUT_FORMATS:
         raise ValueError(f"the Ray engine reads {list(RAY_INPUT_FORMATS)}, got {input_format!r} (for a saved dataset, use the datasets engine)")
-    if num_workers < 1 or gpus_per_worker < 0:
-        raise ValueError(f"num_workers must be >= 1 and gpus_per_worker >= 0, got {num_workers} and {gpus_per_worker}")
-    output_dir = Path(output_dir)
-    _prepare_ray_output(output_dir, overwrite)
+    check_int("num_workers", num_workers, 1)
+    check_number("gpus_per_worker", gpus_per_worker, 0)
+    check_number("cpus_per_worker", cpus_per_worker, 0, minimum_inclusive=False)
     # Checks the options (and that the model loads) here, before any Ray work starts.
     probe = ELMoEmbedder.from_pretrained(model_name, revision=revision, **embedder_options)
     del probe
 
-    if not ray.is_initialized():
+    started_here = not ray.is_initialized()
+    if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+        check_actor_pool_fits(nodes, num_workers, cpus_per_worker, gpus_per_worker)
+        with open_output_directory(
+            output_dir, RAY_EMBEDDINGS_OUTPUT, overwrite=overwrite, inputs=paths, resumable=False
+        ) as output:
+            start_time = time.perf_counter()
+            _run_job(ray, paths, input_format, output.path, len(nodes), model_name, revision, num_workers,
+                     gpus_per_worker, cpus_per_worker, rows_per_batch, embedder_options)
+            seconds = time.perf_counter() - start_time
+    finally:
+        if started_here:
+            ray.shutdown()
+    files = sorted(Path(output_dir).glob("part-*.parquet"))
+    sentences = sum(pq.ParquetFile(file).metadata.num_rows for file in files)
+    words = sum(int(pa.compute.sum(pq.read_table(file, columns=[NUM_WORDS_COLUMN])[NUM_WORDS_COLUMN]).as_py() or 0) for file in files)
+    return EmbeddingRunSummary(Path(output_dir), sentences, words, 0, len(files), seconds, words)
+
+
+def _run_job(
+    ray, paths, input_format, output_dir: Path, num_nodes: int, model_name, revision, num_workers, gpus_per_worker,
+    cpus_per_worker, rows_per_batch, embedder_options,
+) -> None:
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    start_time = time.perf_counter()
-    dataset = _read(ray, paths, input_format).map_batches(
+    dataset = _read(ray, paths, input_format, concurrency=num_nodes).map_batches(
         RayEmbeddingActor,
         fn_constructor_kwargs={
             "model_name": model_name,
@@ -159,33 +220,17 @@ def embed_with_ray(
     from ray.data.datasource import FilenameProvider
 
     class OrderedParquetNames(FilenameProvider):
-        """part-NNNNNN.parquet by write task: with preserve_order, file order is input order."""
+        """part-NNNNNN-<write id>.parquet by write task: with preserve_order, file (name) order is input order."""
 
         def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"part-{task_index:06d}.parquet"
+            return f"part-{task_index:06d}-{write_uuid}.parquet"
 
-    # OVERWRITE: the directory was checked to hold only an earlier Ray output (or nothing); Ray needs the mode to
-    # accept file names without its write id.
+    # APPEND: Ray deletes nothing (OVERWRITE would empty the directory, elmo-hf's ownership marker included); the
+    # directory holds only the marker, as open_output_directory made it.
     dataset.write_parquet(
-        str(output_dir), filename_provider=OrderedParquetNames(file_format="parquet"), mode=ray.data.SaveMode.OVERWRITE
+        str(output_dir), filename_provider=OrderedParquetNames(file_format="parquet"), mode=ray.data.SaveMode.APPEND,
+        ray_remote_args={"num_cpus": IO_TASK_CPUS}, concurrency=num_nodes,
     )
-    seconds = time.perf_counter() - start_time
-    files = sorted(output_dir.glob("part-*.parquet"))
-    sentences = sum(pq.ParquetFile(file).metadata.num_rows for file in files)
-    words = sum(int(pa.compute.sum(pq.read_table(file, columns=[NUM_WORDS_COLUMN])[NUM_WORDS_COLUMN]).as_py() or 0) for file in files)
-    return EmbeddingRunSummary(output_dir, sentences, words, 0, len(files), seconds, words)
 
 
-def _prepare_ray_output(output_dir: Path, overwrite: bool) -> None:
-    if output_dir.exists() and any(output_dir.iterdir()):
-        if not overwrite:
-            raise OutputDirectoryError(f"output {output_dir} is not empty; pass --overwrite to replace it (the Ray engine does not resume)")
-        if not all(path.name.startswith("part-") and path.suffix == ".parquet" for path in output_dir.iterdir()):
-            raise OutputDirectoryError(
-                f"output {output_dir} holds files that the Ray engine did not write; it is not overwritten, choose another --output"
-            )
-        shutil.rmtree(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-
-
-__all__ = ["RayEmbeddingActor", "embed_with_ray", "vectors_to_arrow"]
+__all__ = ["RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "vectors_to_arrow"]

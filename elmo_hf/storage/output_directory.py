@@ -117,15 +117,23 @@ def write_marker(directory: Path, kind: OutputKind) -> None:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def protected_paths(inputs: Iterable[str | Path] = ()) -> set[Path]:
-    """Paths never deleted: the current directory and its parents, the home directory, ``/``, and every input with
-    the directories holding it."""
-    cwd = Path.cwd().resolve()
-    protected = {cwd, *cwd.parents, Path.home().resolve(), Path("/")}
-    for path in inputs:
-        resolved = Path(path).resolve()
-        protected |= {resolved, *resolved.parents}
-    return protected
+def protection_of(path: Path, inputs: Iterable[str | Path] = ()) -> str | None:
+    """Why ``path`` may never be deleted, or None: it is the current directory or one of its parents, the home
+    directory, ``/``, an input of the run or a directory holding one."""
+    resolved, cwd = path.resolve(), Path.cwd().resolve()
+    if resolved == Path(resolved.anchor):
+        return "the root directory"
+    if resolved == cwd:
+        return "the current directory"
+    if resolved in cwd.parents:
+        return "a parent of the current directory"
+    if resolved == Path.home().resolve():
+        return "the home directory"
+    for input_path in inputs:
+        input_path = Path(input_path).resolve()
+        if resolved == input_path or resolved in input_path.parents:
+            return f"an input of this run or a directory holding one ({input_path})"
+    return None
 
 
 def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] = ()) -> None:
@@ -135,12 +143,9 @@ def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] =
             f"output {path} is a symbolic link (to {os.readlink(path)}); it is not deleted through the link: remove "
             "the link or pass the directory itself"
         )
-    resolved = path.resolve()
-    if resolved in protected_paths(inputs):
-        raise OutputDirectoryError(
-            f"output {path} is the current directory, one of its parents, the home directory, / or holds an input of "
-            "this run: it is never deleted; choose another --output"
-        )
+    protection = protection_of(path, inputs)
+    if protection is not None:
+        raise OutputDirectoryError(f"output {path} is {protection}: it is never deleted; choose another --output")
     marker = read_marker(path)
     if marker is None:
         raise OutputDirectoryError(
@@ -325,6 +330,7 @@ def open_output_directory(
     inputs: Iterable[str | Path] = (),
     worth_keeping: Callable[[Path], bool] = lambda path: False,
     describe_existing: Callable[[Path], str] | None = None,
+    resumable: bool = True,
 ) -> Iterator[OutputDirectory]:
     """Open ``path`` for a run that writes ``kind`` in place, holding its lock (see the module docstring).
 
@@ -335,7 +341,7 @@ def open_output_directory(
 
     If the block raises, a directory this run created or found empty is removed again (with the parents it created)
     unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
-    the message refusing to write over it.
+    the message refusing to write over it (which mentions --resume only when the command is ``resumable``).
     """
     if resume and overwrite:
         raise ValueError("pass either resume or overwrite, not both")
@@ -352,7 +358,7 @@ def open_output_directory(
             _check_resumable(path, kind)
             resumed = True
         elif existing:
-            raise OutputDirectoryError(_existing_output_message(path, kind, describe_existing))
+            raise OutputDirectoryError(_existing_output_message(path, kind, describe_existing, resumable))
         created = not path.exists()
         path.mkdir(exist_ok=True)
         if not resumed:
@@ -380,11 +386,14 @@ def _check_resumable(path: Path, kind: OutputKind) -> None:
         )
 
 
-def _existing_output_message(path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None) -> str:
+def _existing_output_message(
+    path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None, resumable: bool
+) -> str:
     marker = read_marker(path)
     if marker is not None and marker.get("kind") == kind.name:
         what = describe_existing(path) if describe_existing is not None else kind.description
-        return f"output {path} already holds {what}; pass --resume to continue it or --overwrite to start over"
+        options = "--resume to continue it or --overwrite to start over" if resumable else "--overwrite to replace it"
+        return f"output {path} already holds {what}; pass {options}"
     return (
         f"output {path} exists and is not empty, and it is not {kind.description} (it holds: {describe_entries(path)}); "
         "it is neither resumed nor overwritten: choose another --output"
@@ -426,6 +435,7 @@ __all__ = [
     "OutputLock",
     "check_deletable",
     "open_output_directory",
+    "protection_of",
     "read_marker",
     "staged_output_directory",
 ]

@@ -191,3 +191,52 @@ def test_full_size_round_trip_is_bit_exact(file_name, millions, pretrained_optio
     convert_hf_to_allennlp(tmp_path / "hf", tmp_path / "exported")
     assert_hdf5_files_identical(weight_file, tmp_path / "exported" / "weights.hdf5")
     shutil.rmtree(tmp_path)
+
+
+def test_non_finite_weights_are_refused_unless_allowed(tmp_path, capsys):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    _corrupt(weight_file, lambda w: w["RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/W_0"].__setitem__((0, 0), np.nan))
+    _corrupt(weight_file, lambda w: w["CNN/b_cnn_1"].__setitem__(0, np.inf))
+    with pytest.raises(ConversionError, match=r"dataset 'CNN/b_cnn_1' holds 1 NaN or infinite value\(s\).*--allow-non-finite"):
+        convert(options_file, weight_file, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+    status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", str(tmp_path / "hf")])
+    assert status == 2 and "NaN or infinite" in capsys.readouterr().err and not (tmp_path / "hf").exists()
+    convert(options_file, weight_file, tmp_path / "hf", allow_non_finite=True)
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+
+
+def test_verify_fails_on_nan_outputs_and_writes_nothing(allennlp_fixture_dir, tmp_path, capsys):
+    """One NaN in an LSTM weight makes the outputs NaN: --verify must fail (nan > tolerance is False)."""
+    original = tmp_path / "original"
+    original.mkdir()
+    shutil.copy(allennlp_fixture_dir / "options.json", original)
+    shutil.copy(allennlp_fixture_dir / "lm_weights.hdf5", original)
+    _corrupt(original / "lm_weights.hdf5", lambda w: w["RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0"].__setitem__((0, 0), np.nan))
+    arguments = ["--options", str(original / "options.json"), "--weights", str(original / "lm_weights.hdf5"), "--output", str(tmp_path / "out")]
+    status = convert_main([*arguments, "--verify", str(allennlp_fixture_dir), "--allow-non-finite"])
+    error = capsys.readouterr().err
+    assert status == 1 and "verification failed, nothing written" in error and "= nan >" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_truncated_weight_file_is_named_as_such(tmp_path, capsys):
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    content = weight_file.read_bytes()
+    weight_file.write_bytes(content[: len(content) // 2])
+    status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", str(tmp_path / "hf")])
+    error = capsys.readouterr().err
+    assert status == 2 and str(weight_file) in error and ("cannot be read as HDF5" in error or "is not an HDF5 file" in error)
+    assert "Hub" not in error and not (tmp_path / "hf").exists()
+
+
+def test_the_converter_never_deletes_the_working_directory(tmp_path, monkeypatch, capsys):
+    """`--output . --overwrite` in a directory of one's own files used to delete them all."""
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    monkeypatch.chdir(mine)
+    status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", ".", "--overwrite"])
+    assert status == 2 and "output . is the current directory: it is never deleted" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text() == "years of work"

@@ -3,6 +3,7 @@ bad input, windows."""
 
 from __future__ import annotations
 
+import copy
 import logging
 
 import numpy as np
@@ -13,6 +14,7 @@ from datasets import Array2D, Array3D, Dataset, IterableDataset, List, Value
 from elmo_hf.embedding.embedder import (
     ELMoEmbedder,
     InvalidRowError,
+    NonFiniteVectorsError,
     embed_dataset,
     embed_texts,
     length_grouped_batches,
@@ -241,3 +243,22 @@ def test_from_pretrained_and_device(converted_fixture_dir):
     embedder = ELMoEmbedder.from_pretrained(str(converted_fixture_dir), device="cpu", representation="top")
     assert embedder.model.device.type == "cpu" and not embedder.model.training
     assert embed_texts(embedder, ["Hello there ."])[0].shape == (3, 32)
+
+
+def test_a_device_this_torch_cannot_use_is_refused_before_loading(converted_fixture_dir):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match=r"device 'cuda'.*(built without CUDA|no such CUDA device)"):
+        ELMoEmbedder.from_pretrained(converted_fixture_dir, device="cuda")
+    with pytest.raises(ValueError, match="is not a torch device name"):
+        ELMoEmbedder.from_pretrained(converted_fixture_dir, device="gpu0")
+
+
+def test_non_finite_vectors_are_refused_naming_the_sentence(fixture_model, tokenizer):
+    broken = copy.deepcopy(fixture_model)
+    with torch.no_grad():
+        broken.encoder.backward_layers[0].state_to_gates.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteVectorsError, match=r"NaN or infinite vectors for the sentence 'The bank raised rates \.'"):
+        embed_texts(ELMoEmbedder(broken, tokenizer), ["The bank raised rates ."])
+    vectors = embed_texts(ELMoEmbedder(broken, tokenizer, check_finite=False), ["The bank raised rates ."])
+    assert np.isnan(vectors[0]).any()

@@ -1,10 +1,17 @@
-"""`elmo-hf embed --engine ray` on a local Ray instance (2 CPUs) gives the vectors of the datasets engine.
+"""`elmo-hf embed --engine ray` through a real two-node Ray cluster: two raylets of 1 CPU each on loopback, with
+Ray's token authentication on, reached with --ray-address as on a real cluster. The vectors equal the datasets
+engine's; two actors that take every CPU still finish (reading and writing reserve no CPU); a pool the cluster
+cannot hold is refused, naming the numbers.
 
-Runs in the default test run (one Ray start, about 20-30 s on 2 cores), so CI exercises the Ray path every run.
+Runs in the default test run (one cluster start, about 30 s on 2 cores), so CI exercises the Ray path every run.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
+import sys
 from glob import glob
 
 import numpy as np
@@ -13,28 +20,51 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset
 
+from elmo_hf.embedding.ray_engine import check_actor_pool_fits, vectors_to_arrow
 from elmo_hf_cli import main
-from elmo_hf.embedding.ray_engine import vectors_to_arrow
 
+# Ray reads these when it is imported, so they are set before: token authentication as Ray 2.60 does by default on a
+# cluster, with a token of this test's own (every raylet and the driver inherit it), and every node bound to the
+# loopback address.
+os.environ.update(
+    RAY_AUTH_MODE="token",
+    RAY_AUTH_TOKEN=secrets.token_hex(32),
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+    RAY_USAGE_STATS_ENABLED="0",
+)
 ray = pytest.importorskip("ray", reason="the Ray engine needs the `ray` extra (installed by the `test` extra)")
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
+def two_node_cluster():
+    """Head and worker raylets, 1 CPU each, on 127.0.0.1."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    try:
+        assert cluster.address.startswith("127.0.0.1:"), cluster.address
+        yield cluster.address
+    finally:
+        cluster.shutdown()
 
 
-def test_ray_engine_equals_datasets_engine(tmp_path, converted_fixture_dir, local_ray, capsys):
+def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_path, converted_fixture_dir, two_node_cluster, capsys):
     long_sentence = " ".join(["word"] * 30 + ["end", "."])
     texts = ["The bank raised rates .", "", "We sat on the river bank .", long_sentence] + [f"Sentence number {i} ." for i in range(60)]
     Dataset.from_dict({"id": list(range(len(texts))), "text": texts}).to_json(str(tmp_path / "corpus.jsonl"))
     common = [str(tmp_path / "corpus.jsonl"), "--model", str(converted_fixture_dir), "--max-window-words", "16", "--window-context", "4", "--no-progress"]
+    ray_options = ["--engine", "ray", "--ray-address", two_node_cluster]
 
     assert main(["embed", *common, "--output", str(tmp_path / "datasets-engine")]) == 0
-    assert main(["embed", *common, "--output", str(tmp_path / "ray-engine"), "--engine", "ray", "--ray-workers", "1"]) == 0
-    assert f"embedded {len(texts)} sentences" in capsys.readouterr().out
+    # Two actors of 1 CPU take both nodes' CPUs: the job used to wait forever for a CPU to read with. A separate
+    # process, so that a hang fails the test instead of stopping the test run.
+    command = [sys.executable, "-m", "elmo_hf_cli", "embed", *common, "--output", str(tmp_path / "ray-engine"), *ray_options, "--ray-workers", "2"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert f"embedded {len(texts)} sentences" in finished.stdout
 
     reference = load_dataset("parquet", data_files=sorted(glob(str(tmp_path / "datasets-engine" / "shard-*.parquet"))), split="train")
     ray_files = sorted(glob(str(tmp_path / "ray-engine" / "part-*.parquet")))
@@ -48,9 +78,25 @@ def test_ray_engine_equals_datasets_engine(tmp_path, converted_fixture_dir, loca
         got = np.asarray(ray_vectors[index], dtype=np.float32).reshape(expected.shape)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 
-    # A second run refuses the non-empty output unless told to overwrite.
-    assert main(["embed", *common, "--output", str(tmp_path / "ray-engine"), "--engine", "ray"]) == 2
-    assert "pass --overwrite" in capsys.readouterr().err
+    # A second run refuses the non-empty output unless told to overwrite; a pool the cluster cannot hold is refused.
+    assert main(["embed", *common, "--output", str(tmp_path / "ray-engine"), *ray_options]) == 2
+    assert "pass --overwrite to replace it" in capsys.readouterr().err
+    assert main(["embed", *common, "--output", str(tmp_path / "too-many"), *ray_options, "--ray-workers", "3"]) == 2
+    error = capsys.readouterr().err
+    assert "cannot hold --ray-workers 3 actors of 1 CPU" in error and "2 node(s) (1 CPU / 0 GPU, 1 CPU / 0 GPU) hold 2" in error
+    assert not (tmp_path / "too-many").exists()
+
+
+def test_actor_pool_fits_per_node():
+    one_cpu_nodes = [{"CPU": 1.0}, {"CPU": 1.0}]
+    check_actor_pool_fits(one_cpu_nodes, 2, 1, 0)
+    check_actor_pool_fits(one_cpu_nodes, 4, 0.5, 0)
+    with pytest.raises(ValueError, match="hold 2"):
+        check_actor_pool_fits(one_cpu_nodes, 3, 1, 0)
+    with pytest.raises(ValueError, match="hold 0"):
+        check_actor_pool_fits(one_cpu_nodes, 1, 2, 0)  # no node has 2 CPUs, though the cluster has
+    with pytest.raises(ValueError, match="0 GPU each|1 GPU each"):
+        check_actor_pool_fits([{"CPU": 8.0, "GPU": 1.0}], 2, 1, 1)
 
 
 def test_vectors_to_arrow_layouts():

@@ -22,7 +22,10 @@ from datasets import Array2D, Dataset, load_dataset, load_from_disk
 
 from elmo_hf import ELMoModel, ELMoTokenizer
 from elmo_hf_cli import main
-from elmo_hf.embedding.embedder import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_texts
+from elmo_hf import DEFAULT_MODEL_DIR
+from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
+from elmo_hf.embedding.shards import verify_embedding_output
+from elmo_hf.storage.output_directory import lock_path_of
 
 from ..conftest import REPOSITORY_ROOT
 
@@ -185,12 +188,22 @@ def wait_for_shards(process: subprocess.Popen, output_dir: Path, count: int, tim
     pytest.fail(f"no {count} shards in {output_dir} after {timeout} s")
 
 
-@pytest.mark.parametrize("interruption", [signal.SIGKILL, signal.SIGINT])
-def test_interrupted_run_resumes_to_byte_identical_output(tmp_path, model_dir, interruption):
-    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(1000, seed=1))
-    common = [corpus, "--model", model_dir, "--shard-size", "20"]
-    assert run_embed(*common, "--output", tmp_path / "uninterrupted") == 0
+INTERRUPTED_CORPUS_LINES = 1000
 
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory, model_dir):
+    """One uninterrupted run that the interrupted runs are compared with (the corpus, the options, the output)."""
+    directory = tmp_path_factory.mktemp("uninterrupted")
+    corpus = write_lines(directory / "corpus.txt", synthetic_sentences(INTERRUPTED_CORPUS_LINES, seed=1))
+    common = [corpus, "--model", model_dir, "--shard-size", "20"]
+    assert run_embed(*common, "--output", directory / "out") == 0
+    return common, directory / "out"
+
+
+@pytest.mark.parametrize("interruption", [signal.SIGKILL, signal.SIGINT])
+def test_interrupted_run_resumes_to_byte_identical_output(tmp_path, uninterrupted_run, interruption):
+    common, reference_dir = uninterrupted_run
     output_dir = tmp_path / "interrupted"
     process = cli_subprocess(*common, "--output", output_dir)
     wait_for_shards(process, output_dir, count=2)
@@ -200,32 +213,81 @@ def test_interrupted_run_resumes_to_byte_identical_output(tmp_path, model_dir, i
     assert not manifest["complete"] and 2 <= len(manifest["shards"]) < 50, len(manifest["shards"])
     if interruption == signal.SIGINT:
         assert process.returncode == 130
-        assert "run the same command with --resume to continue" in stderr
+        assert "finished shard(s) are kept" in stderr and "run the same command with --resume to continue" in stderr
     else:
         assert process.returncode == -signal.SIGKILL
+        assert lock_path_of(output_dir).exists()  # a SIGKILL leaves its lock; the resume takes it over
 
     assert run_embed(*common, "--output", output_dir, "--resume") == 0
-    assert shard_hashes(output_dir) == shard_hashes(tmp_path / "uninterrupted")
-    resumed, reference = (json.loads((path / "manifest.json").read_text()) for path in (output_dir, tmp_path / "uninterrupted"))
+    assert shard_hashes(output_dir) == shard_hashes(reference_dir)
+    resumed, reference = (json.loads((path / "manifest.json").read_text()) for path in (output_dir, reference_dir))
     assert resumed["shards"] == reference["shards"] and resumed["totals"] == reference["totals"]
-    assert load_shards(output_dir)["input_row"][:] == list(range(1000))
+    assert load_shards(output_dir)["input_row"][:] == list(range(INTERRUPTED_CORPUS_LINES))
+    assert not lock_path_of(output_dir).exists() and run_embed("--verify", output_dir) == 0
 
 
-def test_resume_discards_a_shard_written_after_the_last_manifest_update(tmp_path, model_dir):
-    """A kill between a shard's rename and the manifest update leaves an unlisted shard: it is redone."""
-    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(30, seed=2))
+def test_ctrl_c_before_the_first_shard_keeps_nothing(tmp_path, model_dir, monkeypatch, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ELMoEmbedder, "embed_sentences", interrupted)
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "new" / "out") == 130
+    assert "interrupted before the first shard was finished: nothing was kept" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # no output, no parent, no lock
+
+
+def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_path, model_dir, capsys):
+    """Resume trusts nothing it has not checked: a listed shard that is missing or damaged is redone, a shard written
+    after the last manifest update and temporary files are dropped; files that are not ours stop the resume."""
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(50, seed=2))
     output_dir = tmp_path / "out"
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10") == 0
     reference = shard_hashes(output_dir)
     manifest_path = output_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["shards"], manifest["complete"] = manifest["shards"][:1], False
+    manifest["shards"], manifest["complete"] = manifest["shards"][:3], False
     manifest_path.write_text(json.dumps(manifest))
-    (output_dir / "shard-00001.parquet").write_bytes(b"half-written garbage")
-    (output_dir / ".shard-00002.parquet.tmp").write_bytes(b"temporary")
+    (output_dir / "shard-00000.parquet").unlink()  # listed, missing
+    damaged = bytearray((output_dir / "shard-00001.parquet").read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF  # listed, one byte flipped: same size, another sha256
+    (output_dir / "shard-00001.parquet").write_bytes(bytes(damaged))
+    (output_dir / "shard-00003.parquet").write_bytes(b"half-written garbage")  # renamed after the last manifest update
+    (output_dir / ".shard-00004.parquet.1234.tmp").write_bytes(b"temporary")
+    problems = verify_embedding_output(output_dir)
+    assert any("shard-00000.parquet is missing" in problem for problem in problems)
+    assert any("shard-00001.parquet has another sha256" in problem for problem in problems)
+    assert any("shard-00003.parquet is not listed" in problem for problem in problems)
+    assert run_embed("--verify", output_dir) == 1
+
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 0
-    assert shard_hashes(output_dir) == reference
+    assert "2 damaged shards redone" in capsys.readouterr().out
+    assert shard_hashes(output_dir) == reference and verify_embedding_output(output_dir) == []
     assert not list(output_dir.glob(".*tmp"))
+
+    (output_dir / "notes.txt").write_text("mine")
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 2
+    assert "also holds what elmo-hf does not write (notes.txt)" in capsys.readouterr().err
+    assert (output_dir / "notes.txt").read_text() == "mine"
+
+
+def test_two_runs_into_one_output_never_both_succeed(tmp_path, model_dir):
+    """Started together into one directory (one on the lines reversed): one run writes, the other is refused, naming
+    the holder or the finished run; the output is intact and is the winner's."""
+    lines = synthetic_sentences(200, seed=6)
+    forward = write_lines(tmp_path / "forward.txt", lines)
+    backward = write_lines(tmp_path / "backward.txt", lines[::-1])
+    output_dir = tmp_path / "shared"
+    processes = [cli_subprocess(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "20") for corpus in (forward, backward)]
+    results = [process.communicate(timeout=300) for process in processes]
+    codes = sorted(process.returncode for process in processes)
+    assert codes == [0, 2], results
+    refused = results[[process.returncode for process in processes].index(2)][1]
+    assert "is locked by another elmo-hf run" in refused or "already holds an embedding run (complete)" in refused
+    assert verify_embedding_output(output_dir) == []
+    winner = lines if processes[0].returncode == 0 else lines[::-1]
+    assert load_shards(output_dir)["text"][:] == winner
 
 
 def test_undecodable_line_is_named_or_skipped(tmp_path, model_dir, capsys):
@@ -287,7 +349,7 @@ def test_dataset_output_format_equals_the_shards(tmp_path, model_dir):
 
 
 def test_default_model_is_the_shipped_demo_model(tmp_path, capsys):
-    assert "small demonstration model" in (DEFAULT_MODEL_DIR / "README.md").read_text()
+    assert "small demonstration model" in (Path(DEFAULT_MODEL_DIR) / "README.md").read_text()
 
     corpus = write_lines(tmp_path / "corpus.txt", ["No model was named ."])
     assert run_embed(corpus, "--output", tmp_path / "out") == 0

@@ -288,3 +288,22 @@ def test_unigram_baseline_by_hand():
     # No <UNK> in training and an unknown held-out word: add-one smoothing instead of an infinite perplexity.
     smoothed = unigram_perplexity(ELMoWordVocabulary.from_sentences([["a", "b"]]), [["z"]])
     assert smoothed["forward_smoothing"] == "add-one" and math.isfinite(smoothed["forward_perplexity"])
+
+
+@pytest.mark.parametrize("content", [b"", b"\n  \n\n"])
+def test_a_corpus_without_words_is_named_and_leaves_nothing_behind(tmp_path, content, capsys):
+    corpus = tmp_path / "empty.txt"
+    corpus.write_bytes(content)
+    assert main(pretrain_args(corpus, tmp_path / "new" / "out", "--max-steps", 2)) == EXIT_USAGE_ERROR
+    assert f"{corpus}: no sentence with at least one word" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["empty.txt"]  # no output, no parent, no lock
+
+
+def test_structured_corpora_train_like_text(tmp_path, corpus):
+    """pretrain reads every format embed reads: the same sentences as JSON lines give the same vocabulary."""
+    lines = [line for line in corpus.read_text(encoding="utf-8").splitlines()]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"sentence": line}) + "\n" for line in lines), encoding="utf-8")
+    arguments = pretrain_args(tmp_path / "corpus.jsonl", tmp_path / "json-run", "--max-steps", 1, "--eval-steps", 0, "--text-column", "sentence")
+    assert main(arguments) == 0
+    assert main(pretrain_args(corpus, tmp_path / "text-run", "--max-steps", 1, "--eval-steps", 0)) == 0
+    assert ELMoWordVocabulary.load(tmp_path / "json-run") == ELMoWordVocabulary.load(tmp_path / "text-run")

@@ -68,16 +68,18 @@ def test_overwrite_never_deletes_the_working_directory_its_parents_home_root_or_
     inner = output_dir / "part-1.txt"
     inner.write_text("input")
     monkeypatch.chdir(output_dir)
-    with pytest.raises(OutputDirectoryError, match="current directory, one of its parents"):
+    with pytest.raises(OutputDirectoryError, match="is the current directory: it is never deleted"):
         check_deletable(output_dir, KIND)
+    with pytest.raises(OutputDirectoryError, match="is a parent of the current directory"):
+        check_deletable(tmp_path, KIND)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(OutputDirectoryError, match="holds an input of this run"):
+    with pytest.raises(OutputDirectoryError, match="an input of this run or a directory holding one"):
         check_deletable(output_dir, KIND, inputs=[inner])
     monkeypatch.setenv("HOME", str(output_dir))
     with pytest.raises(OutputDirectoryError, match="the home directory"):
         check_deletable(output_dir, KIND)
     monkeypatch.delenv("HOME")
-    with pytest.raises(OutputDirectoryError, match="never deleted"):
+    with pytest.raises(OutputDirectoryError, match="is the root directory"):
         check_deletable(Path("/"), KIND)
     link = tmp_path / "link"
     link.symlink_to(output_dir)

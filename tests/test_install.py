@@ -1,0 +1,79 @@
+"""A non-editable install works from anywhere: a fresh virtual environment, `pip install <checkout>`, and then, from
+an unrelated directory, `elmo-hf convert --verify` on the original fixture, the export back (bit-exact) and
+`elmo-hf embed` with the model shipped in the package.
+
+The environment sees this interpreter's packages (``--system-site-packages``: torch and transformers are not
+installed again, nothing is downloaded) but its own elmo-hf, built from a copy of the working tree; the test checks
+that the installed copy, not the checkout, is what runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPOSITORY_ROOT
+from .helpers import assert_hdf5_files_identical
+
+
+def working_tree_files() -> list[str]:
+    """Tracked files and untracked ones git does not ignore: what a clean clone plus the current changes holds."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPOSITORY_ROOT, capture_output=True,
+        text=True, check=True,
+    )
+    return [name for name in listed.stdout.splitlines() if (REPOSITORY_ROOT / name).is_file()]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The bin/ directory of a virtual environment with elmo-hf installed (not editable) from a copy of the tree."""
+    root = tmp_path_factory.mktemp("install")
+    source = root / "source"
+    for name in working_tree_files():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPOSITORY_ROOT / name, source / name)
+    environment = root / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(environment)  # pip from the bundled wheel
+    # The bundled setuptools may predate the project's build requirement; the system's (>= 68) is used instead.
+    subprocess.run([environment / "bin" / "python", "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"], check=True)
+    result = subprocess.run(
+        # No index and no build isolation: nothing is downloaded (setuptools comes from the system site-packages).
+        [environment / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", source],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return environment / "bin"
+
+
+def run(command: list, cwd: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def test_the_installed_package_converts_verifies_exports_and_embeds_from_anywhere(installed, allennlp_fixture_dir, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    located = run([installed / "python", "-c", "import conversion, elmo_hf, elmo_hf_cli; print(elmo_hf.__file__, conversion.__file__, elmo_hf_cli.__file__)"], elsewhere)
+    assert str(REPOSITORY_ROOT) not in located.stdout and located.stdout.count(str(installed.parent)) == 3, located.stdout
+
+    converted = run(
+        [installed / "elmo-hf", "convert", "--options", allennlp_fixture_dir / "options.json",
+         "--weights", allennlp_fixture_dir / "lm_weights.hdf5", "--output", "elmo-fixture", "--verify", allennlp_fixture_dir],
+        elsewhere,
+    )
+    assert converted.stdout.count(" ok\n") == 11 and "FAIL" not in converted.stdout  # 10 batches + the token layer
+    assert (elsewhere / "elmo-fixture" / "README.md").is_file()  # the card's template is installed with the converter
+
+    run([installed / "elmo-hf", "export", "--model", "elmo-fixture", "--output", "exported"], elsewhere)
+    assert_hdf5_files_identical(allennlp_fixture_dir / "lm_weights.hdf5", elsewhere / "exported" / "weights.hdf5")
+
+    (elsewhere / "corpus.txt").write_text("The installed package embeds .\n")
+    embedded = run([installed / "elmo-hf", "embed", "corpus.txt", "--output", "vectors", "--no-progress"], elsewhere)
+    assert "embedded 1 sentence (5 words)" in embedded.stdout  # with the default model shipped as package data
