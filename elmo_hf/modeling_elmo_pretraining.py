@@ -5,7 +5,7 @@ predicts the next word from the top forward LSTM layer, the backward LM the prev
 layer, and the loss is the mean of the two directions' mean negative log-likelihoods (bilm-tf's joint loss). The
 token layer (character CNN) is shared too; the LSTM stacks are separate.
 
-Two regimes, chosen by the batch (see docs/pretraining.md and docs/pretraining-data.md):
+Two regimes, chosen by the batch (see docs/guide/pretraining.md and docs/design/pretraining-data.md):
 
 - **Per sentence** (``DataCollatorForBiLM``): ``input_ids`` (B, T, 50) are sentences; the model adds ``<S>`` /
   ``</S>`` and predicts ``next_word_labels`` / ``previous_word_labels`` of shape (B, T) (word positions only) or

@@ -26,6 +26,27 @@ def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _within(value: Any, minimum: Any, maximum: Any, minimum_inclusive: bool, maximum_inclusive: bool) -> bool:
+    above = minimum is None or (value >= minimum if minimum_inclusive else value > minimum)
+    below = maximum is None or (value <= maximum if maximum_inclusive else value < maximum)
+    return above and below
+
+
+def _range_expectation(
+    noun: str, minimum: Any, maximum: Any, minimum_inclusive: bool, maximum_inclusive: bool, allow_none: bool
+) -> str:
+    """``"an int in [0, 3)"``, ``"a number > 0"``, ``"None or an int >= 1"``, ..."""
+    if minimum is not None and maximum is not None:
+        expectation = f"{noun} in {'[' if minimum_inclusive else '('}{minimum:g}, {maximum:g}{']' if maximum_inclusive else ')'}"
+    elif minimum is not None:
+        expectation = f"{noun} {'>=' if minimum_inclusive else '>'} {minimum:g}"
+    elif maximum is not None:
+        expectation = f"{noun} {'<=' if maximum_inclusive else '<'} {maximum:g}"
+    else:
+        expectation = noun
+    return f"None or {expectation}" if allow_none else expectation
+
+
 def check_int(
     name: str,
     value: Any,
@@ -38,20 +59,8 @@ def check_int(
     """``value`` as an int within ``[minimum, maximum_exclusive)`` (either bound optional), or None if allowed."""
     if value is None and allow_none:
         return None
-    in_range = is_int(value) and (minimum is None or value >= minimum) and (
-        maximum_exclusive is None or value < maximum_exclusive
-    )
-    if not in_range:
-        if minimum is not None and maximum_exclusive is not None:
-            expectation = f"an int in [{minimum}, {maximum_exclusive})"
-        elif minimum is not None:
-            expectation = f"an int >= {minimum}"
-        elif maximum_exclusive is not None:
-            expectation = f"an int < {maximum_exclusive}"
-        else:
-            expectation = "an int"
-        if allow_none:
-            expectation = "None or " + expectation
+    if not (is_int(value) and _within(value, minimum, maximum_exclusive, True, False)):
+        expectation = _range_expectation("an int", minimum, maximum_exclusive, True, False, allow_none)
         raise ValueError(f"{name} must be {_explained(expectation, hint)}, got {value!r}")
     return int(value)
 
@@ -70,26 +79,10 @@ def check_number(
     """``value`` as a finite float within the given bounds (inclusive unless said otherwise), or None if allowed."""
     if value is None and allow_none:
         return None
-    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    in_range = (
-        is_number
-        and math.isfinite(value)
-        and (minimum is None or (value >= minimum if minimum_inclusive else value > minimum))
-        and (maximum is None or (value <= maximum if maximum_inclusive else value < maximum))
-    )
-    if not in_range:
-        if minimum is not None and maximum is not None:
-            expectation = (
-                f"a number in {'[' if minimum_inclusive else '('}{minimum:g}, {maximum:g}{']' if maximum_inclusive else ')'}"
-            )
-        elif minimum is not None:
-            expectation = f"a number {'>=' if minimum_inclusive else '>'} {minimum:g}"
-        elif maximum is not None:
-            expectation = f"a number {'<=' if maximum_inclusive else '<'} {maximum:g}"
-        else:
-            expectation = "a finite number"
-        if allow_none:
-            expectation = "None or " + expectation
+    is_number = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not (is_number and _within(value, minimum, maximum, minimum_inclusive, maximum_inclusive)):
+        noun = "a number" if minimum is not None or maximum is not None else "a finite number"
+        expectation = _range_expectation(noun, minimum, maximum, minimum_inclusive, maximum_inclusive, allow_none)
         raise ValueError(f"{name} must be {_explained(expectation, hint)}, got {value!r}")
     return float(value)
 

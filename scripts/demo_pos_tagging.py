@@ -3,7 +3,7 @@ split is not available offline). Compares the task model with the character CNN 
 token layer, ``task_use_elmo=False``) against the same model with the learned ELMo mix added (``[x; ELMo]``), and
 plots the mix's learned layer weights softmax(w).
 
-    python scripts/demo_pos_tagging.py --model elmo_hf/default_model --output docs/demo [--epochs 8]
+    python scripts/demo_pos_tagging.py --model elmo_hf/default_model --output docs/results/demo [--epochs 8]
 
 Writes OUTPUT/pos_tagging.json and OUTPUT/pos_layer_weights.png; prints the figures.
 """
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(Path(__file__).resolve().parents[1] / "elmo_hf" / "default_model"))
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
-    parser.add_argument("--output", type=Path, default=Path("docs/demo"))
+    parser.add_argument("--output", type=Path, default=Path("docs/results/demo"))
     parser.add_argument("--epochs", type=float, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=3e-3)

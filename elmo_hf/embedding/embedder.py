@@ -437,7 +437,7 @@ def embed_dataset(
 
     ``map_batch_size`` rows are grouped by length at a time (a larger value groups better and holds more vectors in
     memory). ``map_kwargs`` go to `map` (e.g. `cache_file_name`, `num_proc`; with `num_proc > 1` on CPU call
-    `torch.set_num_threads(1)` first, see docs/embedding.md). Rows keep their order; with `on_invalid="skip"` invalid
+    `torch.set_num_threads(1)` first, see docs/design/embedding.md). Rows keep their order; with `on_invalid="skip"` invalid
     rows are dropped.
     """
     if dataset.features is None:

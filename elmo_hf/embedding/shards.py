@@ -409,7 +409,8 @@ def embed_corpus(
                 words_this_run += words
                 if bar is not None:
                     bar.update(sentences)
-                    bar.set_postfix_str(f"{words_this_run / max(time.perf_counter() - start_time, 1e-9):,.0f} words/s", refresh=False)
+                    # Refreshed on every model batch: a long sentence shows its words/s before it is finished.
+                    bar.set_postfix_str(f"{words_this_run / max(time.perf_counter() - start_time, 1e-9):,.0f} words/s", refresh=True)
 
             writer = ShardWriter(source, embedder, on_progress)
             redone = 0

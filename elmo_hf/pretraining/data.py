@@ -1,6 +1,6 @@
 """Training data for ELMo's biLM: sentence datasets, and batches with forward and backward LM targets.
 
-Two regimes (design, worked examples and the bilm-tf comparison: docs/pretraining-data.md):
+Two regimes (design, worked examples and the bilm-tf comparison: docs/design/pretraining-data.md):
 
 1. **Per sentence** (`DataCollatorForBiLM`, a `Trainer` data collator). Each sentence is its own row; `ELMoModel`
    wraps it in `<S> ... </S>` itself and starts from its initial LSTM state. Targets are aligned with the WORD

@@ -15,7 +15,7 @@ backward LM at position j has read ``</S> wn .. wj`` and predicts the word at j 
 - **In-context substitutes** (``substitutes``): the word at position i predicted from both sides, the forward LM
   at i - 1 and the backward LM at i + 1, combined as a product of experts; the word at i itself is never read.
 
-Design and worked examples: docs/pretraining.md, section "LM scoring".
+Design and worked examples: docs/guide/pretraining.md, section "LM scoring".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
     report = pretrain(PretrainingOptions(corpus=["tinyshakespeare.txt"], output_dir="elmo-shakespeare", config="small"))
     print(report.describe())
 
-Steps (docs/pretraining.md, "Pre-training (elmo-hf pretrain)"):
+Steps (docs/guide/pretraining.md, "Pre-training (elmo-hf pretrain)"):
 
 1. Sentences from text files (one sentence per line, split by the tokenizer's word splitter) and/or ``.conllu``
    files; the held-out sentences are the ``held_out`` files or a seeded random ``held_out_fraction`` of the corpus.
@@ -422,7 +422,7 @@ def sample_sentences(sentences: Dataset, size: int, seed: int) -> Dataset:
 
 
 def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequence[Sequence[str]]) -> dict[str, Any]:
-    """Perplexity of the unigram model of `vocabulary.counts` (docs/pretraining-data.md) over the biLM's
+    """Perplexity of the unigram model of `vocabulary.counts` (docs/design/pretraining-data.md) over the biLM's
     predictions of `sentences`: n + 1 per sentence of n words and direction (forward: w1 .. wn, `</S>`;
     backward: w1 .. wn, `<S>`), unknown words as `<UNK>`. Forward: `p(w) = count[w] / (sum(counts) -
     count[<S>])`; backward the same without `</S>`. A direction whose predictions include a class of count 0

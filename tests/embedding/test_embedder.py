@@ -239,6 +239,15 @@ def test_progress_callback_counts_sentences_and_words(embedder):
     assert sum(s for s, _ in calls) == 4 and sum(w for _, w in calls) == 6
 
 
+def test_a_long_sentence_reports_its_words_before_it_is_finished(fixture_model, tokenizer):
+    """A 200-word line in windows of 16 runs in many model batches: progress comes after each, not only at its end."""
+    embedder = ELMoEmbedder(fixture_model, tokenizer, batch_size=2, max_window_words=16, window_context=2)
+    calls = []
+    embedder.embed_words([["word"] * 200], on_progress=lambda sentences, words: calls.append((sentences, words)))
+    unfinished = [words for sentences, words in calls if sentences == 0 and words > 0]
+    assert len(unfinished) >= 5 and sum(words for _, words in calls) == 200 and calls[-1][0] == 1
+
+
 def test_from_pretrained_and_device(converted_fixture_dir):
     embedder = ELMoEmbedder.from_pretrained(str(converted_fixture_dir), device="cpu", representation="top")
     assert embedder.model.device.type == "cpu" and not embedder.model.training

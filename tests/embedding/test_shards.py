@@ -214,6 +214,7 @@ def test_interrupted_run_resumes_to_byte_identical_output(tmp_path, uninterrupte
     if interruption == signal.SIGINT:
         assert process.returncode == 130
         assert "finished shard(s) are kept" in stderr and "run the same command with --resume to continue" in stderr
+        assert "Loading weights" not in stderr  # --no-progress: no bar at all, weight loading included
     else:
         assert process.returncode == -signal.SIGKILL
         assert lock_path_of(output_dir).exists()  # a SIGKILL leaves its lock; the resume takes it over

@@ -3,7 +3,7 @@
 The fixture commits a tiny ELMo (model + tokenizer) into a git repository laid out the way olah's local mirrors
 want it (``<mirrors-path>/models/<org>/<name>``, plain git blobs, no git-lfs), starts ``python -m olah.server`` on
 127.0.0.1 with ``offline = true``, and every download goes through the real ``huggingface_hub`` client inside
-``from_pretrained``, in a subprocess (``HF_ENDPOINT`` is read when huggingface_hub is imported). See docs/olah.md.
+``from_pretrained``, in a subprocess (``HF_ENDPOINT`` is read when huggingface_hub is imported). See docs/design/olah.md.
 
 Repository history:
 

@@ -5,7 +5,7 @@ already imported in this process, so every client action runs in another process
 points at the in-process server. Such a process costs ~5 s (importing torch, transformers and elmo_hf), so each one
 does several related things and reports them as JSON (`attempt` / `finish`), the assertions being made here. The
 processes are forks of a helper interpreter that has imported torch but never huggingface_hub (`ZYGOTE`), which saves
-~2 s each; where `os.fork` is missing they are plain subprocesses. See docs/hub-testing.md.
+~2 s each; where `os.fork` is missing they are plain subprocesses. See docs/design/hub-testing.md.
 """
 
 from __future__ import annotations
