@@ -3,7 +3,7 @@
 ``write_atomically(path, write)``: ``write`` fills a temporary file beside ``path`` (a name unique to this process and
 call, so two writers never share one), which is flushed to disk and renamed over ``path``; the directory entry is
 flushed too. After a crash ``path`` is either complete or absent / its old self. If ``write`` fails (a full disk, an
-exception), the temporary file is removed and the error propagates.
+exception), the temporary file is removed and the error propagates (an ``OSError`` naming ``path``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,6 @@ def temporary_path_beside(path: Path) -> Path:
     return Path(name)
 
 
-def is_temporary_file_of(name: str, final_name: str) -> bool:
-    """Whether ``name`` is one of ``temporary_path_beside``'s names for ``final_name``."""
-    return name.startswith(f".{final_name}.") and name.endswith(TEMPORARY_SUFFIX)
-
-
 def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     """``write(temporary)`` writes the file's content to a temporary path beside ``path``; see the module docstring."""
     temporary = temporary_path_beside(path)
@@ -38,6 +33,9 @@ def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
         with open(temporary, "rb+") as file:
             os.fsync(file.fileno())
         os.replace(temporary, path)
+    except OSError as error:  # a full disk, a quota, a file size limit: say which file could not be written
+        temporary.unlink(missing_ok=True)
+        raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from error
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -62,4 +60,4 @@ def sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["fsync_directory", "is_temporary_file_of", "sha256_of_file", "temporary_path_beside", "write_atomically"]
+__all__ = ["TEMPORARY_SUFFIX", "fsync_directory", "sha256_of_file", "temporary_path_beside", "write_atomically"]

@@ -255,11 +255,13 @@ def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_pa
     damaged[len(damaged) // 2] ^= 0xFF  # listed, one byte flipped: same size, another sha256
     (output_dir / "shard-00001.parquet").write_bytes(bytes(damaged))
     (output_dir / "shard-00003.parquet").write_bytes(b"half-written garbage")  # renamed after the last manifest update
+    (output_dir / "shard-00042.parquet").write_bytes(b"stray")  # unlisted, and no run would write it again
     (output_dir / ".shard-00004.parquet.1234.tmp").write_bytes(b"temporary")
     problems = verify_embedding_output(output_dir)
     assert any("shard-00000.parquet is missing" in problem for problem in problems)
     assert any("shard-00001.parquet has another sha256" in problem for problem in problems)
     assert any("shard-00003.parquet is not listed" in problem for problem in problems)
+    assert any("shard-00042.parquet is not listed" in problem for problem in problems)
     assert run_embed("--verify", output_dir) == 1
 
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 0

@@ -1,0 +1,35 @@
+"""Atomic writes (elmo_hf.storage.files): a failed write leaves the old file and no temporary, and names the file."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from elmo_hf.storage.files import TEMPORARY_SUFFIX, sha256_of_file, temporary_path_beside, write_atomically
+
+
+def test_a_failed_write_keeps_the_old_file_leaves_no_temporary_and_names_the_file(tmp_path):
+    target = tmp_path / "shard-00000.parquet"
+    write_atomically(target, lambda temporary: temporary.write_bytes(b"first"))
+
+    def disk_full(temporary):
+        temporary.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match=r"cannot write .*shard-00000.parquet: No space left on device") as failure:
+        write_atomically(target, disk_full)
+    assert failure.value.errno == errno.ENOSPC
+    assert target.read_bytes() == b"first" and [path.name for path in tmp_path.iterdir()] == [target.name]
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(target, lambda temporary: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert [path.name for path in tmp_path.iterdir()] == [target.name]
+
+
+def test_temporary_names_are_unique_per_call_hidden_and_marked(tmp_path):
+    target = tmp_path / "manifest.json"
+    first, second = temporary_path_beside(target), temporary_path_beside(target)
+    assert first != second and first.exists() and second.exists()
+    assert all(path.name.startswith(".manifest.json.") and path.name.endswith(TEMPORARY_SUFFIX) for path in (first, second))
+    target.write_bytes(b"abc")
+    assert sha256_of_file(target) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
