@@ -54,6 +54,7 @@ SAVED_DATASET_DIR = "dataset"
 SAVED_DATASET_CACHE_DIR = ".cache"
 # Skipped rows are counted exactly; only the first ones are listed with their reason.
 MAX_LISTED_SKIPPED_ROWS = 100
+PROGRESS_REFRESH_SECONDS = 0.5
 
 EMBEDDINGS_OUTPUT = OutputKind(
     name="embeddings",
@@ -403,14 +404,21 @@ def embed_corpus(
             worth_keeping=_has_finished_shards, describe_existing=_describe_run,
         ) as output:
             bar = None
+            last_refresh = time.monotonic()
 
             def on_progress(sentences: int, words: int) -> None:
-                nonlocal words_this_run
+                nonlocal words_this_run, last_refresh
                 words_this_run += words
                 if bar is not None:
-                    bar.update(sentences)
-                    # Refreshed on every model batch: a long sentence shows its words/s before it is finished.
-                    bar.set_postfix_str(f"{words_this_run / max(time.perf_counter() - start_time, 1e-9):,.0f} words/s", refresh=True)
+                    rate = words_this_run / max(time.perf_counter() - start_time, 1e-9)
+                    bar.set_postfix_str(f"{rate:,.0f} words/s", refresh=False)
+                    if sentences:
+                        bar.update(sentences)
+                    elif time.monotonic() - last_refresh >= PROGRESS_REFRESH_SECONDS:
+                        # A long sentence runs in many model batches before it counts: show its words/s meanwhile,
+                        # at most twice a second (in a log file every redraw is another line).
+                        bar.refresh()
+                        last_refresh = time.monotonic()
 
             writer = ShardWriter(source, embedder, on_progress)
             redone = 0

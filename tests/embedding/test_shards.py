@@ -24,7 +24,7 @@ from elmo_hf import ELMoModel, ELMoTokenizer
 from elmo_hf_cli import main
 from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
-from elmo_hf.embedding.shards import verify_embedding_output
+from elmo_hf.embedding.shards import PROGRESS_REFRESH_SECONDS, verify_embedding_output
 from elmo_hf.storage.output_directory import lock_path_of
 
 from ..conftest import REPOSITORY_ROOT
@@ -366,3 +366,15 @@ def test_progress_bar_reports_words_per_second(tmp_path, model_dir, capsys):
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(50, seed=5))
     assert main(["embed", str(corpus), "--model", str(model_dir), "--output", str(tmp_path / "out")]) == 0
     assert "words/s" in capsys.readouterr().err
+
+
+def test_progress_bar_of_a_long_sentence_is_refreshed_at_most_twice_a_second(tmp_path, model_dir, capsys):
+    """A long line runs in many model batches; each used to redraw the bar, flooding a log with hundreds of lines."""
+    corpus = write_lines(tmp_path / "corpus.txt", [" ".join(["word"] * 3000)])
+    args = ["embed", str(corpus), "--model", str(model_dir), "--output", str(tmp_path / "out"), "--max-window-words", "16",
+            "--window-context", "4", "--batch-size", "1"]
+    started = time.monotonic()
+    assert main(args) == 0
+    elapsed = time.monotonic() - started
+    redraws = capsys.readouterr().err.count("\r")
+    assert redraws <= 6 + 2 * elapsed / PROGRESS_REFRESH_SECONDS, (redraws, elapsed)
