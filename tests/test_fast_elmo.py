@@ -15,7 +15,7 @@ from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from .conftest import shared_path
-from .helpers import SENTENCES, random_model, tiny_config
+from .helpers import SENTENCES, random_model, tiny_config, torch_threads
 
 # The issue's bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
 FAST_PATH_TOLERANCE = 1e-4
@@ -280,9 +280,7 @@ def test_trimmed_character_slots_keep_every_window_and_one_fewer_does_not(origin
     those of all 50 slots up to float32 rounding (a convolution of another width may sum in another order; measured
     0 to 1.8e-7 at a feature scale of about 2, depending on the thread count). Dropping one more slot loses a
     window and changes a feature by far more than rounding."""
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         char_embeddings = original_model.char_embeddings
         words = ["a", "bank", "Größe", "unbelievably", "<S>", "</S>", "x" * 60, ""]
         rows = torch.tensor([word_to_character_ids(word) for word in words] + [[0] * 50])
@@ -299,8 +297,6 @@ def test_trimmed_character_slots_keep_every_window_and_one_fewer_does_not(origin
         full, _ = max_pooled_features(char_embeddings, lambda: char_embeddings.reference_forward(rows[:4]))
         one_fewer, _ = max_pooled_features(char_embeddings, lambda: char_embeddings.reference_forward(rows[:4, : 12 + 2 + 6]))
         assert max_abs_difference(one_fewer[3], full[3]) > 1e-3
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def test_token_cache_equals_the_cnn_and_falls_back_for_unknown_words(tokenizer):

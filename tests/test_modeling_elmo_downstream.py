@@ -29,7 +29,7 @@ from elmo_hf import (
 from elmo_hf.corpus.sentences import load_conllu_sentences
 from elmo_hf import DEFAULT_MODEL_DIR
 
-from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config
+from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config, torch_threads
 from .helpers import trainer_arguments as shared_trainer_arguments
 
 HEADS = (ELMoForTokenClassification, ELMoForSequenceClassification)
@@ -39,12 +39,8 @@ NO_DROPOUT = dict(task_mix_dropout=0.0, task_dropout=0.0)
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():
-    """The models here are tiny: a second intra-op thread buys nothing, and while another process holds one of the
-    two cores it makes every op wait at OpenMP barriers (the Trainer tests took 22 s instead of 1.3 s)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    with torch_threads(1):
+        yield
 
 
 def head_config(**task_fields) -> ELMoConfig:

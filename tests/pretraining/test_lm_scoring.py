@@ -15,15 +15,14 @@ from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer, LexicalSubst
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.pretraining.vocabulary import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
 
-from ..helpers import TOY_SENTENCES
+from ..helpers import TOY_SENTENCES, torch_threads
 
 # Sentences of different lengths, one with words outside the vocabulary (zebra, purple).
 SCORED_SENTENCES = TOY_SENTENCES + [["zebra"], "the purple cat sat on a zebra".split(), ["a", "dog"]]
 
 
-def tiny_pretraining_model(vocabulary_size: int, seed: int = 0, std: float = 0.5) -> ELMoForPreTraining:
-    """Random weights large enough that every position's distribution is far from uniform."""
-    config = ELMoConfig(
+def tiny_pretraining_config(vocabulary_size: int) -> ELMoConfig:
+    return ELMoConfig(
         char_cnn_filters=[[1, 4], [2, 8]],
         num_highway_layers=1,
         projection_dim=8,
@@ -32,7 +31,11 @@ def tiny_pretraining_model(vocabulary_size: int, seed: int = 0, std: float = 0.5
         char_embedding_dim=4,
         word_vocab_size=vocabulary_size,
     )
-    model = ELMoForPreTraining(config)
+
+
+def tiny_pretraining_model(vocabulary_size: int, seed: int = 0, std: float = 0.5) -> ELMoForPreTraining:
+    """Random weights large enough that every position's distribution is far from uniform."""
+    model = ELMoForPreTraining(tiny_pretraining_config(vocabulary_size))
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -44,11 +47,8 @@ def tiny_pretraining_model(vocabulary_size: int, seed: int = 0, std: float = 0.5
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
-    """Tiny models: one thread is faster, and on a busy machine two threads made the per-step LSTM loop 25x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -346,17 +346,7 @@ def test_errors_name_the_input_and_what_was_expected(scorer, vocabulary, tokeniz
 def test_a_trained_model_predicts_the_corpus(vocabulary, tokenizer):
     """60 full-batch Adam steps on the toy corpus (the checks hold for seeds 0-5)."""
     torch.manual_seed(0)
-    model = ELMoForPreTraining(
-        ELMoConfig(
-            char_cnn_filters=[[1, 4], [2, 8]],
-            num_highway_layers=1,
-            projection_dim=8,
-            lstm_cell_size=16,
-            num_lstm_layers=2,
-            char_embedding_dim=4,
-            word_vocab_size=len(vocabulary),
-        )
-    )
+    model = ELMoForPreTraining(tiny_pretraining_config(len(vocabulary)))
     collator = DataCollatorForBiLM(vocabulary, label_boundary_positions=True)
     batch = collator([{"words": words} for words in TOY_SENTENCES])
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)

@@ -36,7 +36,7 @@ from elmo_hf.storage.output_directory import MARKER_NAME
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
 from ..conftest import REPOSITORY_ROOT, shared_path
-from ..helpers import tiny_options
+from ..helpers import tiny_options, torch_threads
 
 ROWS, WINDOW, STEPS = 8, 10, 40
 DIRECTIONS = ("forward", "backward")
@@ -44,11 +44,9 @@ DIRECTIONS = ("forward", "backward")
 
 @pytest.fixture(scope="module", autouse=True)
 def one_torch_thread():
-    """The runs use --threads 1; so do the hand-written evaluations (two threads on shared cores can be 10x slower)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    """The runs use --threads 1; so do the hand-written evaluations."""
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="module")
