@@ -24,9 +24,8 @@ runs (config fields in brackets, see [`ELMoConfig`]):
 Loss: the task loss plus ``task_mix_l2 * sum over the head's mixes of ||w||^2``. The head's mixes are its own
 (``task_encoder.scalar_mixes``), not the biLM's ``scalar_mixes``, which the heads never use (they stay frozen).
 
-Both heads subclass ``ELMoTaskModel`` (an [`ELMoPreTrainedModel`]), which holds the biLM as ``self.elmo`` (the base
-model prefix, so a saved biLM loads into a head) and the task encoder; a frozen biLM is one of its
-``frozen_submodules``.
+Both heads subclass [`ELMoPreTrainedModel`] and hold the biLM as ``self.elmo`` (the base model prefix, so a saved
+biLM loads into a head); a frozen biLM is one of their ``frozen_submodules``.
 """
 
 from __future__ import annotations
@@ -157,21 +156,28 @@ def run_bilm(
     return token_layer, output.hidden_states, output.mask
 
 
-class ELMoTaskModel(ELMoPreTrainedModel):
-    """What both heads share: the biLM as ``self.elmo`` (the base model prefix, so a saved biLM loads into a head)
-    and the task encoder, steps 1-5 of the module docstring. A head adds its classifier, then calls ``post_init()``
-    and ``freeze_submodules()``."""
+def frozen_bilm_parts(elmo: ELMoModel, config: ELMoConfig) -> list[nn.Module]:
+    """What a head keeps frozen: the whole biLM (``task_freeze_elmo``, the paper's recipe), or else only its own
+    ``scalar_mixes``, which the heads never use (they learn their own)."""
+    return [elmo] if config.task_freeze_elmo else [elmo.scalar_mixes]
+
+
+class ELMoForTokenClassification(ELMoPreTrainedModel):
+    """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
+    module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
+    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.elmo = ELMoModel(config)
         self.task_encoder = ELMoTaskEncoder(config)
+        self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
+        self.post_init()
+        self.freeze_submodules()
 
     def frozen_submodules(self) -> list[nn.Module]:
-        """The whole biLM (``task_freeze_elmo``, the paper's recipe), or else only its own ``scalar_mixes``, which
-        the heads never use (they learn their own)."""
-        return [self.elmo] if self.config.task_freeze_elmo else [self.elmo.scalar_mixes]
+        return frozen_bilm_parts(self.elmo, self.config)
 
     def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
         """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
@@ -180,26 +186,6 @@ class ELMoTaskModel(ELMoPreTrainedModel):
     def mix_l2_penalty(self) -> torch.Tensor:
         """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
         return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
-
-    def word_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, torch.BoolTensor]:
-        """Steps 1-5: each word's features (batch, words, ``task_encoder.output_size``), the biLM's L + 1
-        ``hidden_states`` (None without ELMo) and the word mask (batch, words)."""
-        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
-        return self.task_encoder(token_layer, layers, word_mask), layers, word_mask
-
-
-class ELMoForTokenClassification(ELMoTaskModel):
-    """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
-    module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
-    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
-
-    def __init__(self, config: ELMoConfig):
-        super().__init__(config)
-        self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
-        self.post_init()
-        self.freeze_submodules()
 
     def forward(
         self,
@@ -226,7 +212,8 @@ class ELMoForTokenClassification(ELMoTaskModel):
             plus the mix penalty, see `mix_l2_penalty`), `logits` `(batch, words, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
+        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
+        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
         logits = self.classifier(features)  # (B, T, num_labels)
 
         loss = None
@@ -277,7 +264,7 @@ class ELMoForTokenClassification(ELMoTaskModel):
         return labels
 
 
-class ELMoForSequenceClassification(ELMoTaskModel):
+class ELMoForSequenceClassification(ELMoPreTrainedModel):
     """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
     module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
     transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
@@ -286,10 +273,24 @@ class ELMoForSequenceClassification(ELMoTaskModel):
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elmo = ELMoModel(config)
+        self.task_encoder = ELMoTaskEncoder(config)
         pooled_size = self.task_encoder.output_size * (2 if config.task_pooling == "first_last" else 1)
         self.classifier = nn.Linear(pooled_size, config.num_labels)
         self.post_init()
         self.freeze_submodules()
+
+    def frozen_submodules(self) -> list[nn.Module]:
+        return frozen_bilm_parts(self.elmo, self.config)
+
+    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
+        """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
+        return self.task_encoder.mix_layer_weights()
+
+    def mix_l2_penalty(self) -> torch.Tensor:
+        """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
+        return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
     def forward(
         self,
@@ -317,7 +318,8 @@ class ELMoForSequenceClassification(ELMoTaskModel):
             `mix_l2_penalty`), `logits` `(batch, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
+        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
+        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
         logits = self.classifier(pool_words(features, word_mask, self.config.task_pooling))  # (B, num_labels)
 
         loss = None
@@ -421,7 +423,6 @@ __all__ = [
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
-    "ELMoTaskModel",
     "pool_words",
     "run_bilm",
 ]
