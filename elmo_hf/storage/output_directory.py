@@ -10,7 +10,9 @@ or a directory holding one, or a path that is a symbolic link. Otherwise it refu
 ``.<name>.elmo-hf.lock``, created atomically (it appears complete or not at all) and holding the pid, host, start
 time and command of its holder. A second run is refused with the holder's details. A lock whose holder is provably
 gone (same host, and that pid is not running or is another process than the one that took the lock) is taken over
-with a warning; any other lock is reported with the command to remove it.
+with a warning; any other lock is reported with the command to remove it. So the folder that holds the output must
+take new files: where only a mounted volume is writable (``/output`` on a read-only root), write into a folder inside
+it (``--output /output/run1``); otherwise the run is refused naming that folder and the reason.
 
 **Failure.** Temporary files are unique per process and call and never outlive a failure (``files.write_atomically``).
 A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is removed
@@ -244,7 +246,13 @@ class OutputLock:
     def _create_with(self, content: str) -> bool:
         """Create the lock file with ``content`` atomically: written under a temporary name, then hard-linked to the
         lock's name, which fails if the name exists. False when another lock is there."""
-        descriptor, temporary = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=TEMPORARY_SUFFIX, dir=self.path.parent)
+        try:
+            descriptor, temporary = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=TEMPORARY_SUFFIX, dir=self.path.parent)
+        except OSError as error:  # a read-only file system, no permission, a full disk
+            raise OutputDirectoryError(
+                f"cannot write output {self.directory}: its folder {self.path.parent} does not take new files "
+                f"({error.strerror}); choose another --output"
+            ) from None
         try:
             with os.fdopen(descriptor, "w", encoding="utf-8") as file:
                 file.write(content)
@@ -306,7 +314,12 @@ def _remove_directory_contents(path: Path) -> None:
 def _locked(path: Path) -> Iterator[Path | None]:
     """Hold ``path``'s lock; yields the top-most parent directory created for the lock (None if all existed). If the
     block raises and ``path`` is gone (not kept), that parent directory is removed again."""
-    created_parent = _make_directory(path.parent)
+    try:
+        created_parent = _make_directory(path.parent)
+    except OSError as error:
+        raise OutputDirectoryError(
+            f"cannot write output {path}: cannot create its folder {path.parent} ({error.strerror}); choose another --output"
+        ) from None
     lock = OutputLock(path)
     try:
         lock.acquire()

@@ -3,11 +3,13 @@ the lock, cleanup after a failure, staged outputs."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,24 @@ def test_an_existing_output_is_refused_without_resume_or_overwrite_and_a_file_is
     empty.mkdir()
     with open_output_directory(empty, KIND) as output:  # an empty directory is claimed
         assert not output.resumed and (empty / MARKER_NAME).exists()
+
+
+def test_a_folder_that_takes_no_new_files_is_named_with_the_reason(tmp_path, monkeypatch):
+    """A read-only file system (or no permission, a full disk) where the lock or the output's folder would go. Made
+    with a monkeypatch: tests often run as root, for whom a read-only mode bit changes nothing."""
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(OutputDirectoryError, match=f"cannot write output {tmp_path / 'out'}: its folder {tmp_path} does not "
+                       "take new files \\(Read-only file system\\)"):
+        with open_output_directory(tmp_path / "out", KIND):
+            pass
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(OutputDirectoryError, match=f"cannot create its folder {tmp_path / 'new'} \\(Read-only file system\\)"):
+        with staged_output_directory(tmp_path / "new" / "out", KIND):
+            pass
+    assert sorted(tmp_path.iterdir()) == []
 
 
 def test_a_failed_run_leaves_nothing_it_created_unless_it_is_worth_keeping(tmp_path):
