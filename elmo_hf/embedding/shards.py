@@ -435,7 +435,10 @@ def embed_corpus(
                     output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards), 0.0,
                     0, resumed_from_row, already_complete=True, redone_shards=redone,
                 )
-            bar = tqdm(total=source.num_rows(), initial=resumed_from_row, unit=" sentences", disable=not progress, dynamic_ncols=True)
+            bar = tqdm(
+                total=source.num_rows(), initial=resumed_from_row, unit=" sentences", disable=not progress,
+                dynamic_ncols=True, mininterval=PROGRESS_REFRESH_SECONDS,
+            )
             start_time = time.perf_counter()
             try:
                 for rows in _chunks(source.rows(start=resumed_from_row), shard_size):
