@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from conversion.hdf5_layout import weight_mappings
-from elmo_hf import ELMoConfig, ELMoModel
+from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel
+from elmo_hf.pretraining.trainer import CarriedLstmState
 
 
 def write_random_original_model(options: dict, directory: Path, seed: int = 0, scale: float = 0.3) -> tuple[Path, Path]:
@@ -176,3 +177,25 @@ def run_without_elmo_hf(script: str, tmp_path, *arguments: str):
         text=True,
         timeout=300,
     )
+
+
+def pretraining_model(vocabulary_size: int, seed: int = 0, **overrides) -> ELMoForPreTraining:
+    torch.manual_seed(seed)
+    config = tiny_config(projection_dim=16, lstm_cell_size=32, word_vocab_size=vocabulary_size, **overrides)
+    return ELMoForPreTraining(config)
+
+
+def stream_totals(model, stream, carried: CarriedLstmState | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL and counts of a whole stream, the LSTM state carried from window to window (in ``carried``, under
+    the model's mode) as ELMoPreTrainingTrainer does."""
+    carried = carried if carried is not None else CarriedLstmState()
+    mode = "train" if model.training else "eval"
+    nll, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.long)
+    with torch.no_grad():
+        for batch in stream.batches():
+            state = carried.state_for(mode, int(batch["window_index"][0]), stream.num_rows)
+            output = model(**batch, lstm_state=state, return_lstm_state=True)
+            carried.keep(mode, int(batch["window_index"][0]), output.lstm_state)
+            nll += output.negative_log_likelihood.double()
+            counts += output.num_predictions
+    return nll, counts

@@ -1,21 +1,20 @@
-"""ELMoForPreTraining: the biLM objective, exact perplexity, sampled softmax, the windowed regime with carried state,
-Trainer, save / load."""
+"""ELMoForPreTraining: the biLM objective, exact perplexity, sampled softmax, the windowed regime (the state passed in
+and out; tests/pretraining/test_trainer.py covers the training loop that carries it), the stock Trainer, save / load."""
 
 from __future__ import annotations
 
 import logging
 import math
 import random
-import shutil
 
 import pytest
 import torch
 from torch.nn import functional as F
 from transformers import AutoModel, AutoModelForPreTraining, Trainer
 
-from elmo_hf import ELMoForPreTraining, ELMoModel, bilm_perplexity_metrics
+from elmo_hf import ELMoForPreTraining, ELMoModel
 from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream
-from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, ELMoPreTrainingTrainer
+from elmo_hf.pretraining.trainer import CarriedLstmState
 from elmo_hf.modeling_elmo_pretraining import (
     log_uniform_log_probabilities,
     perplexity_from_totals,
@@ -24,19 +23,13 @@ from elmo_hf.modeling_elmo_pretraining import (
 )
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-from .helpers import TOY_SENTENCES, tiny_config, trainer_arguments
+from .helpers import TOY_SENTENCES, pretraining_model, stream_totals, tiny_config, trainer_arguments
 
 
 
 @pytest.fixture(scope="module")
 def vocabulary() -> ELMoWordVocabulary:
     return ELMoWordVocabulary.from_sentences(TOY_SENTENCES)
-
-
-def pretraining_model(vocabulary_size: int, seed: int = 0, **overrides) -> ELMoForPreTraining:
-    torch.manual_seed(seed)
-    config = tiny_config(projection_dim=16, lstm_cell_size=32, word_vocab_size=vocabulary_size, **overrides)
-    return ELMoForPreTraining(config)
 
 
 def sentence_batch(vocabulary, sentences=TOY_SENTENCES, boundaries=True):
@@ -191,22 +184,6 @@ def test_training_with_sampled_softmax_lowers_the_exact_full_softmax_perplexity(
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def stream_totals(model, stream, carried: CarriedLstmState | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed NLL and counts of a whole stream, the LSTM state carried from window to window (in ``carried``, under
-    the model's mode) as ELMoPreTrainingTrainer does."""
-    carried = carried if carried is not None else CarriedLstmState()
-    mode = "train" if model.training else "eval"
-    nll, counts = torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.long)
-    with torch.no_grad():
-        for batch in stream.batches():
-            state = carried.state_for(mode, int(batch["window_index"][0]), stream.num_rows)
-            output = model(**batch, lstm_state=state, return_lstm_state=True)
-            carried.keep(mode, int(batch["window_index"][0]), output.lstm_state)
-            nll += output.negative_log_likelihood.double()
-            counts += output.num_predictions
-    return nll, counts
-
-
 def without_window_keys(batch: dict) -> dict:
     return {key: value for key, value in batch.items() if key not in ("window_index", "row_index")}
 
@@ -326,75 +303,9 @@ def test_a_window_without_carried_state_starts_from_the_initial_state(vocabulary
     torch.testing.assert_close(resumed.negative_log_likelihood, cold.negative_log_likelihood)
 
 
-def test_train_and_eval_streams_carry_separate_states(vocabulary):
-    model = pretraining_model(len(vocabulary))
-    stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
-    batches = list(stream.batches())
-    carried = CarriedLstmState()
-    with torch.no_grad():
-        carried.keep("train", 0, model.train()(**batches[0], return_lstm_state=True).lstm_state)
-        eval_totals = stream_totals(model.eval(), stream, carried)  # a whole evaluation between two training windows
-        model.train()(**batches[1], lstm_state=carried.state_for("train", 1, num_rows=2))  # still follows window 0
-    fresh = pretraining_model(len(vocabulary)).eval()
-    torch.testing.assert_close(eval_totals[0], stream_totals(fresh, stream)[0])
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Trainer, save / load, errors
 # ----------------------------------------------------------------------------------------------------------------------
-
-
-def test_trainer_trains_on_windows_and_evaluates_exact_perplexity(vocabulary, tmp_path):
-    model = pretraining_model(len(vocabulary))
-    train_stream = WindowedBiLMStream(TOY_SENTENCES * 4, vocabulary, num_rows=4, window_size=5, seed=0)
-    eval_stream = WindowedBiLMStream(TOY_SENTENCES, vocabulary, num_rows=2, window_size=5, shuffle=False, remainder="pad")
-    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=12, per_device_train_batch_size=4, per_device_eval_batch_size=2)
-    trainer = ELMoPreTrainingTrainer(
-        model=model, args=arguments, train_dataset=train_stream, eval_dataset=eval_stream, compute_metrics=bilm_perplexity_metrics
-    )
-    before = trainer.evaluate()
-    trainer.train()
-    after = trainer.evaluate()
-    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    assert losses[-1] < losses[0]
-    assert after["eval_perplexity"] < before["eval_perplexity"]
-    # Trainer's metric is the exact perplexity of the whole evaluation stream.
-    nll, counts = stream_totals(model.eval(), eval_stream)
-    exact = perplexity_from_totals(nll, counts)
-    assert after["eval_forward_perplexity"] == pytest.approx(exact["forward_perplexity"], rel=1e-5)
-    assert after["eval_backward_perplexity"] == pytest.approx(exact["backward_perplexity"], rel=1e-5)
-    assert after["eval_num_forward_predictions"] == sum(len(words) + 1 for words in TOY_SENTENCES)
-
-
-def test_resuming_from_a_checkpoint_continues_the_carried_state_exactly(vocabulary, tmp_path):
-    """A run stopped at a checkpoint and resumed ends with the same weights as one run straight through: the
-    checkpoint records the carried LSTM state of the training stream, so the next window continues where it was."""
-    stream = WindowedBiLMStream(TOY_SENTENCES * 6, vocabulary, num_rows=3, window_size=4, seed=0)
-    assert stream.num_batches >= 6
-
-    def run(output_dir, max_steps, resume=False):
-        model = pretraining_model(len(vocabulary))
-        arguments = trainer_arguments(
-            output_dir, learning_rate=1e-2, max_steps=max_steps, per_device_train_batch_size=3, save_strategy="steps",
-            save_steps=3, num_train_epochs=1, lr_scheduler_type="constant",
-        )
-        trainer = ELMoPreTrainingTrainer(model=model, args=arguments, train_dataset=stream)
-        trainer.train(resume_from_checkpoint=True if resume else None)
-        return model, trainer
-
-    straight, _ = run(tmp_path / "straight", max_steps=6)
-    run(tmp_path / "stopped", max_steps=3)
-    checkpoint = tmp_path / "stopped" / "trainer" / "checkpoint-3"
-    assert (checkpoint / CARRIED_STATE_FILE_NAME).is_file()
-    resumed, trainer = run(tmp_path / "stopped", max_steps=6, resume=True)
-    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
-        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=name)
-    # Without the saved state the resumed windows start cold and the weights differ.
-    (checkpoint / CARRIED_STATE_FILE_NAME).unlink()
-    for later in (tmp_path / "stopped" / "trainer").glob("checkpoint-6"):
-        shutil.rmtree(later)
-    cold, _ = run(tmp_path / "stopped", max_steps=6, resume=True)
-    assert not torch.equal(cold.softmax.weight, straight.softmax.weight)
 
 
 def test_trainer_trains_per_sentence(vocabulary, tmp_path):

@@ -1,0 +1,88 @@
+"""pretraining/trainer.py: the LSTM state carried between windows by the training loop (one per stream), the
+exact perplexity of a whole evaluation stream, and a resume that continues the carried state."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from elmo_hf import bilm_perplexity_metrics
+from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
+from elmo_hf.pretraining.data import WindowedBiLMStream
+from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, ELMoPreTrainingTrainer
+from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+
+from ..helpers import TOY_SENTENCES, pretraining_model, stream_totals, trainer_arguments
+
+
+@pytest.fixture(scope="module")
+def vocabulary() -> ELMoWordVocabulary:
+    return ELMoWordVocabulary.from_sentences(TOY_SENTENCES)
+
+
+def test_train_and_eval_streams_carry_separate_states(vocabulary):
+    model = pretraining_model(len(vocabulary))
+    stream = WindowedBiLMStream(TOY_SENTENCES * 3, vocabulary, num_rows=2, window_size=3, shuffle=False)
+    batches = list(stream.batches())
+    carried = CarriedLstmState()
+    with torch.no_grad():
+        carried.keep("train", 0, model.train()(**batches[0], return_lstm_state=True).lstm_state)
+        eval_totals = stream_totals(model.eval(), stream, carried)  # a whole evaluation between two training windows
+        model.train()(**batches[1], lstm_state=carried.state_for("train", 1, num_rows=2))  # still follows window 0
+    fresh = pretraining_model(len(vocabulary)).eval()
+    torch.testing.assert_close(eval_totals[0], stream_totals(fresh, stream)[0])
+
+
+def test_trainer_trains_on_windows_and_evaluates_exact_perplexity(vocabulary, tmp_path):
+    model = pretraining_model(len(vocabulary))
+    train_stream = WindowedBiLMStream(TOY_SENTENCES * 4, vocabulary, num_rows=4, window_size=5, seed=0)
+    eval_stream = WindowedBiLMStream(TOY_SENTENCES, vocabulary, num_rows=2, window_size=5, shuffle=False, remainder="pad")
+    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=12, per_device_train_batch_size=4, per_device_eval_batch_size=2)
+    trainer = ELMoPreTrainingTrainer(
+        model=model, args=arguments, train_dataset=train_stream, eval_dataset=eval_stream, compute_metrics=bilm_perplexity_metrics
+    )
+    before = trainer.evaluate()
+    trainer.train()
+    after = trainer.evaluate()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses[-1] < losses[0]
+    assert after["eval_perplexity"] < before["eval_perplexity"]
+    # Trainer's metric is the exact perplexity of the whole evaluation stream.
+    nll, counts = stream_totals(model.eval(), eval_stream)
+    exact = perplexity_from_totals(nll, counts)
+    assert after["eval_forward_perplexity"] == pytest.approx(exact["forward_perplexity"], rel=1e-5)
+    assert after["eval_backward_perplexity"] == pytest.approx(exact["backward_perplexity"], rel=1e-5)
+    assert after["eval_num_forward_predictions"] == sum(len(words) + 1 for words in TOY_SENTENCES)
+
+
+def test_resuming_from_a_checkpoint_continues_the_carried_state_exactly(vocabulary, tmp_path):
+    """A run stopped at a checkpoint and resumed ends with the same weights as one run straight through: the
+    checkpoint records the carried LSTM state of the training stream, so the next window continues where it was."""
+    stream = WindowedBiLMStream(TOY_SENTENCES * 6, vocabulary, num_rows=3, window_size=4, seed=0)
+    assert stream.num_batches >= 6
+
+    def run(output_dir, max_steps, resume=False):
+        model = pretraining_model(len(vocabulary))
+        arguments = trainer_arguments(
+            output_dir, learning_rate=1e-2, max_steps=max_steps, per_device_train_batch_size=3, save_strategy="steps",
+            save_steps=3, num_train_epochs=1, lr_scheduler_type="constant",
+        )
+        trainer = ELMoPreTrainingTrainer(model=model, args=arguments, train_dataset=stream)
+        trainer.train(resume_from_checkpoint=True if resume else None)
+        return model, trainer
+
+    straight, _ = run(tmp_path / "straight", max_steps=6)
+    run(tmp_path / "stopped", max_steps=3)
+    checkpoint = tmp_path / "stopped" / "trainer" / "checkpoint-3"
+    assert (checkpoint / CARRIED_STATE_FILE_NAME).is_file()
+    resumed, trainer = run(tmp_path / "stopped", max_steps=6, resume=True)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=name)
+    # Without the saved state the resumed windows start cold and the weights differ.
+    (checkpoint / CARRIED_STATE_FILE_NAME).unlink()
+    for later in (tmp_path / "stopped" / "trainer").glob("checkpoint-6"):
+        shutil.rmtree(later)
+    cold, _ = run(tmp_path / "stopped", max_steps=6, resume=True)
+    assert not torch.equal(cold.softmax.weight, straight.softmax.weight)
