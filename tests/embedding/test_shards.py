@@ -371,7 +371,7 @@ def test_progress_bar_reports_words_per_second(tmp_path, model_dir, capsys):
 def test_progress_bar_is_redrawn_at_most_twice_a_second(tmp_path, model_dir, capsys):
     """A long line runs in many model batches; each used to redraw the bar, flooding a log with hundreds of lines.
     So did every batch of short sentences, ten times a second (tqdm's default)."""
-    corpus = write_lines(tmp_path / "corpus.txt", [" ".join(["word"] * 3000)] + synthetic_sentences(400, seed=3))
+    corpus = write_lines(tmp_path / "corpus.txt", [" ".join(["word"] * 1500)] + synthetic_sentences(200, seed=3))
     args = ["embed", str(corpus), "--model", str(model_dir), "--output", str(tmp_path / "out"), "--max-window-words", "16",
             "--window-context", "4", "--batch-size", "1"]
     started = time.monotonic()
