@@ -11,12 +11,13 @@ weights the encoder prepares with ``PreparedLstmWeights.prepare`` and keeps in i
 Token layer (``fast_character_embeddings``)
     * every distinct word of the batch goes through the CNN once (``<S>``, ``</S>``, all-zero padding rows and
       repeated words cost one row each);
-    * the 50 character slots are trimmed to (start of the longest row's constant tail) + widest filter width:
-      every convolution window that reads a real character is kept, plus one window made only of padding, so the
-      max-pool sees the same windows (equal up to float32 rounding: a convolution of another width may sum in another
-      order; tested at 1 and 2 threads);
-    * an optional cache of token vectors for a known vocabulary (``ELMoModel.cache_token_embeddings``) replaces the
-      CNN for the words it holds; other words still go through the CNN.
+    * each word's 50 character slots are trimmed to (start of its constant tail) + widest filter width, rounded up
+      to 8: every convolution window that reads a real character is kept, plus one window made only of padding, so
+      the max-pool sees the same windows (equal up to float32 rounding: a convolution of another width may sum in
+      another order; tested at 1 and 2 threads). Words of equal slot count run together; a word's vector depends on
+      the word alone, never on the batch it came in (tested bit for bit);
+    * an optional cache of token vectors (``ELMoModel.cache_token_embeddings``: a known vocabulary, and optionally
+      every word met up to a size) replaces the CNN for the words it holds; bulk embedding turns it on.
 
 biLM (``fast_encoder_forward``)
     * the batch is packed time-major with rows sorted by length, like ``PackedSequence``: step t works on the rows
@@ -40,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from transformers.utils import logging
@@ -126,12 +128,14 @@ def needed_character_slots(character_ids: torch.LongTensor, widest_filter: int) 
     return min(num_slots, tail_start + widest_filter)
 
 
-# The CNN's input shape is rounded up (rows padded with padding words to a power of two below CNN_ROW_MULTIPLE and to
-# a multiple of it above, more character slots kept): oneDNN keeps memory for every convolution shape it has seen,
-# so unrounded shapes made the peak RSS of a long run grow steadily (~10 MB per 1000 sentences); a few shapes keep
-# it flat, and powers of two keep a single sentence cheap (21 words -> 32 rows, not 64). Extra slots only repeat
-# windows the max-pool has already seen (the same windows); extra rows are dropped, but change the highway matmuls'
-# row count, which moves the last bits (float32 rounding, ~1e-7).
+# The CNN's input shape is rounded up (rows padded with padding words to a power of two from CNN_MIN_ROWS to
+# CNN_ROW_MULTIPLE and to a multiple of it above, more character slots kept): oneDNN keeps memory for every convolution
+# shape it has seen, so unrounded shapes made the peak RSS of a long run grow steadily (~10 MB per 1000 sentences); a
+# few shapes keep it flat, and powers of two keep a single sentence cheap (21 words -> 32 rows, not 64). Extra slots
+# only repeat windows the max-pool has already seen (the same windows); extra rows are dropped. Below 16 rows the CPU
+# kernels sum in another order (matrix-vector code for one row, other blocking up to 8 rows of the original shape at
+# one thread), so a word's last bits would depend on how many words came with it; from 16 rows on they do not.
+CNN_MIN_ROWS = 16
 CNN_ROW_MULTIPLE = 64
 CNN_SLOT_MULTIPLE = 8
 
@@ -141,10 +145,11 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 def _cnn_rows(num_rows: int) -> int:
-    """Rows the CNN runs on for ``num_rows`` words: 1, 2, 4, ..., CNN_ROW_MULTIPLE, then multiples of it."""
+    """Rows the CNN runs on for ``num_rows`` words: CNN_MIN_ROWS, 2 * CNN_MIN_ROWS, ..., CNN_ROW_MULTIPLE, then
+    multiples of it."""
     if num_rows >= CNN_ROW_MULTIPLE:
         return _round_up(num_rows, CNN_ROW_MULTIPLE)
-    return 1 << max(num_rows - 1, 0).bit_length()
+    return max(CNN_MIN_ROWS, 1 << max(num_rows - 1, 0).bit_length())
 
 
 def trim_character_slots(character_ids: torch.LongTensor, widest_filter: int) -> torch.LongTensor:
@@ -162,33 +167,100 @@ def trim_character_slots(character_ids: torch.LongTensor, widest_filter: int) ->
 TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
 
 
+def word_slot_counts(character_ids: torch.LongTensor, widest_filter: int) -> torch.LongTensor:
+    """The character slots each row needs on its own (``needed_character_slots`` of that row alone), rounded up to a
+    multiple of ``CNN_SLOT_MULTIPLE``, at most C. (N, C) -> (N,)"""
+    num_slots = character_ids.shape[-1]
+    differs_from_last = character_ids != character_ids[:, -1:]  # (N, C)
+    positions = torch.arange(1, num_slots + 1, device=character_ids.device)
+    tail_starts = (differs_from_last * positions).amax(dim=1) if num_slots else character_ids.new_zeros(len(character_ids))
+    rounded = torch.div(tail_starts + widest_filter + CNN_SLOT_MULTIPLE - 1, CNN_SLOT_MULTIPLE, rounding_mode="floor")
+    return (rounded * CNN_SLOT_MULTIPLE).clamp(max=num_slots)
+
+
 def token_layer_on_rows(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:
-    """``token_layer`` on the trimmed character slots, its rows padded to ``_cnn_rows``: equal to the token layer on
-    all slots up to float32 rounding. (N, C) -> (N, P)."""
-    trimmed = trim_character_slots(character_ids, widest_filter)
-    num_rows = character_ids.shape[0]
-    padded = trimmed.new_zeros(_cnn_rows(num_rows), trimmed.shape[1])
-    padded[:num_rows] = trimmed
-    return token_layer(padded)[:num_rows]
+    """``token_layer`` on each row trimmed to its own slots (``word_slot_counts``), rows of equal slot count in one
+    call, padded to ``_cnn_rows``: equal to the token layer on all slots up to float32 rounding. (N, C) -> (N, P).
+
+    A row's vector depends on that row alone, not on the others computed with it: the CNN and the highway matmuls
+    compute every row the same way whatever the row count (tested bit for bit on CPU at 1 and 2 threads). That is
+    what lets ``TokenEmbeddingCache`` keep vectors across batches without changing a single bit of the output."""
+    slot_counts = word_slot_counts(character_ids, widest_filter)  # (N,)
+    vectors = None
+    for slots in sorted(set(slot_counts.tolist())):
+        selected = (slot_counts == slots).nonzero().squeeze(1)  # (n,)
+        rows = character_ids.new_zeros(_cnn_rows(len(selected)), slots)
+        rows[: len(selected)] = character_ids[selected, :slots]
+        computed = token_layer(rows)[: len(selected)]  # (n, P)
+        if vectors is None:
+            vectors = computed.new_empty(len(character_ids), computed.shape[-1])
+        vectors[selected] = computed
+    if vectors is None:  # no rows: the layer's output width from a single padding row
+        vectors = token_layer(character_ids.new_zeros(1, min(character_ids.shape[-1], widest_filter)))[:0]
+    return vectors
+
+
+def distinct_rows(rows: torch.LongTensor) -> tuple[torch.LongTensor, torch.LongTensor]:
+    """The distinct rows of ``rows`` and, for each row, the index of its distinct row: (N, C) -> (U, C), (N,).
+    On CPU through NumPy on the rows' bytes (about 10x faster than ``torch.unique(dim=0)``); the order of the distinct
+    rows is unspecified."""
+    if rows.device.type != "cpu":
+        return torch.unique(rows, dim=0, return_inverse=True)
+    as_bytes = _row_bytes(rows)
+    _, first_index, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+    return rows[torch.from_numpy(first_index)], torch.from_numpy(inverse.reshape(-1))
+
+
+def _row_bytes(rows: torch.LongTensor) -> np.ndarray:
+    """One fixed-size bytes value per row of character ids (ids < 2**15 fit in int16). (N, C) -> (N,) void"""
+    compact = np.ascontiguousarray(rows.cpu().to(torch.int16).numpy())
+    return compact.view(np.dtype((np.void, compact.dtype.itemsize * max(compact.shape[1], 1)))).reshape(-1)
+
+
+def is_batch_invariant(token_layer: TokenLayer, widest_filter: int, num_slots: int, device: torch.device) -> bool:
+    """Whether ``token_layer_on_rows`` gives each word the same bits alone as among others on ``device``: probe words
+    of every slot count, computed together (several times over, past ``CNN_ROW_MULTIPLE`` rows) and one by one. The
+    CPU kernels measured here pass; others (a GPU library choosing its algorithm by row count) may not."""
+    generator = torch.Generator().manual_seed(0)
+    probes = torch.randint(1, 256, (2 * num_slots, num_slots), generator=generator)
+    lengths = torch.arange(len(probes)) % num_slots  # every tail start, so every slot count
+    probes[torch.arange(num_slots) >= lengths[:, None]] = 261  # a constant tail, like the padding after a word
+    probes = probes.to(device)
+    together = token_layer_on_rows(token_layer, probes.repeat(3, 1), widest_filter)
+    if not torch.equal(together, together[: len(probes)].repeat(3, 1)):
+        return False
+    return all(
+        torch.equal(token_layer_on_rows(token_layer, probes[index : index + 1], widest_filter)[0], together[index])
+        for index in range(0, len(probes), 7)
+    )
 
 
 class TokenEmbeddingCache:
-    """Token-layer vectors of a fixed set of words, looked up by their character-id rows.
+    """Token-layer vectors of words, looked up by their character-id rows: a vocabulary given up front and, while
+    fewer than ``max_words`` are held, every word the model meets (first come, first kept; nothing is evicted).
 
-    The vectors are computed by the token layer itself (``token_layer_on_rows``), so a hit returns what the CNN would.
-    ``refresh`` recomputes them when the token layer's ``parameter_key`` changed (weights modified in place, moved by
-    ``.to()``, reloaded).
+    The vectors are computed by ``token_layer_on_rows``. The cache grows only where that gives a word the same bits
+    whatever batch it came in (``is_batch_invariant``, probed on the device at each refresh), so a hit returns exactly
+    what a miss would compute and the output does not depend on what was met before. ``refresh`` recomputes every
+    vector when the token layer's ``parameter_key`` changed (weights modified in place, moved by ``.to()``, reloaded).
     """
 
-    def __init__(self, character_ids: torch.LongTensor):
-        rows = torch.unique(character_ids.cpu(), dim=0)  # (V, C)
-        self.character_ids = rows
-        self.row_of = {row.tobytes(): index for index, row in enumerate(rows.numpy())}
-        self.vectors: torch.Tensor | None = None  # (V, P), filled by `refresh`
+    def __init__(self, character_ids: torch.LongTensor, max_words: int | None = None):
+        rows, _ = distinct_rows(character_ids.cpu())  # (V, C)
+        self.max_words = max(len(rows), max_words or 0)
+        self._rows = [rows]  # chunks of (n, C) character ids, in the order of `vectors`
+        self.row_of = {key.tobytes(): index for index, key in enumerate(_row_bytes(rows))}
+        self._vectors: torch.Tensor | None = None  # (capacity, P); rows [0, len(self)) are filled
         self.parameter_key: tuple | None = None
+        self.grows = False  # set by `refresh`
 
     def __len__(self) -> int:
         return len(self.row_of)
+
+    @property
+    def vectors(self) -> torch.Tensor:
+        """(len(self), P) token vectors, row i for the i-th cached word."""
+        return self._vectors[: len(self)]
 
     @torch.no_grad()
     def refresh(
@@ -197,26 +269,57 @@ class TokenEmbeddingCache:
         """(Re)compute the vectors with ``token_layer`` on ``device`` unless they were computed under ``key``."""
         if key == self.parameter_key:
             return
-        self.vectors = torch.cat(
-            [token_layer_on_rows(token_layer, rows.to(device), widest_filter) for rows in self.character_ids.split(batch_size)]
+        rows = torch.cat(self._rows)
+        self._rows = [rows]
+        vectors = torch.cat(
+            [token_layer_on_rows(token_layer, chunk.to(device), widest_filter) for chunk in rows.split(batch_size)]
         )
+        self._vectors = vectors.new_empty(max(len(vectors), min(self.max_words, 2 * len(vectors) + 1024)), vectors.shape[1])
+        self._vectors[: len(vectors)] = vectors
         self.parameter_key = key
+        self.grows = self.max_words > len(self) and is_batch_invariant(token_layer, widest_filter, rows.shape[1], device)
+        if self.max_words > len(self) and not self.grows:
+            logger.warning_once(
+                f"The token-layer cache keeps only its {len(self)} given words on {device}: there the character CNN "
+                "computes a word's last bits differently by batch, so a growing cache would change outputs."
+            )
 
     def lookup(self, character_ids: torch.LongTensor) -> torch.LongTensor:
         """Row index of each word in ``vectors``, -1 for words not in the cache. (N, C) -> (N,)"""
-        rows = character_ids.cpu().numpy()
-        indices = [self.row_of.get(row.tobytes(), -1) for row in rows]
+        indices = [self.row_of.get(key.tobytes(), -1) for key in _row_bytes(character_ids)]
         return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
+
+    def add(self, character_ids: torch.LongTensor, vectors: torch.Tensor) -> None:
+        """Keep the vectors (N, P) of words (N, C) not cached yet, as many as ``max_words`` leaves room for; they must
+        come from ``token_layer_on_rows`` under the current ``parameter_key``."""
+        room = self.max_words - len(self)
+        if room <= 0 or not self.grows:
+            return
+        keys = [key.tobytes() for key in _row_bytes(character_ids)]
+        new = [index for index, key in enumerate(keys) if key not in self.row_of][:room]
+        if not new:
+            return
+        start, end = len(self), len(self) + len(new)
+        if end > len(self._vectors):
+            grown = self._vectors.new_empty(min(self.max_words, max(end, 2 * len(self._vectors))), self._vectors.shape[1])
+            grown[:start] = self._vectors[:start]
+            self._vectors = grown
+        selected = torch.tensor(new, dtype=torch.long, device=character_ids.device)
+        self._vectors[start:end] = vectors[selected].to(self._vectors.dtype)
+        self._rows.append(character_ids[selected].cpu())
+        for offset, index in enumerate(new):
+            self.row_of[keys[index]] = start + offset
 
 
 def fast_character_embeddings(
     character_ids: torch.LongTensor, token_layer: TokenLayer, widest_filter: int, cache: TokenEmbeddingCache | None
 ) -> torch.Tensor:
     """What ``token_layer`` computes on (..., C) character ids -> (..., P) token vectors, with each distinct word
-    computed once and cached words (``cache``, already refreshed) looked up."""
+    computed once and cached words (``cache``, already refreshed) looked up; words missing from a cache with room
+    are added to it."""
     leading_shape, num_slots = character_ids.shape[:-1], character_ids.shape[-1]
     # Each distinct word once: boundaries, padding rows and repeated words cost one CNN row each.
-    words, word_of_row = torch.unique(character_ids.reshape(-1, num_slots), dim=0, return_inverse=True)  # (U, C), (N,)
+    words, word_of_row = distinct_rows(character_ids.reshape(-1, num_slots))  # (U, C), (N,)
     if cache is None:
         vectors = token_layer_on_rows(token_layer, words, widest_filter)  # (U, P)
     else:
@@ -225,7 +328,10 @@ def fast_character_embeddings(
         vectors = cache.vectors.new_empty(words.shape[0], cache.vectors.shape[1])
         vectors[is_cached] = cache.vectors[cached_row[is_cached]]
         if not bool(is_cached.all()):
-            vectors[~is_cached] = token_layer_on_rows(token_layer, words[~is_cached], widest_filter)
+            missing = words[~is_cached]
+            computed = token_layer_on_rows(token_layer, missing, widest_filter)
+            vectors[~is_cached] = computed.to(vectors.dtype)
+            cache.add(missing, computed)
     return vectors[word_of_row].reshape(*leading_shape, vectors.shape[-1])
 
 
@@ -543,13 +649,16 @@ __all__ = [
     "PackedBatch",
     "PreparedLstmWeights",
     "TokenEmbeddingCache",
+    "distinct_rows",
     "fast_character_embeddings",
     "fast_encoder_forward",
     "fast_path_unavailable_reason",
+    "is_batch_invariant",
     "needed_character_slots",
     "onednn_available",
     "parameter_key",
     "token_layer_on_rows",
     "trim_character_slots",
     "use_fast_path",
+    "word_slot_counts",
 ]

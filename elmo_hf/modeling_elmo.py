@@ -49,6 +49,7 @@ from .fast_elmo import (
     use_fast_path,
 )
 from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS, word_to_character_ids
+from .validation_elmo import check_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -571,17 +572,21 @@ class ELMoModel(ELMoPreTrainedModel):
         self.encoder.pre_pack_weights = pre_pack
 
     @torch.no_grad()
-    def cache_token_embeddings(self, words: Iterable[str] | None) -> int:
-        """Precompute the token layer for a known vocabulary; the fast path then looks these words up instead of
-        running the character CNN (other words still go through the CNN). The vectors are computed by the same CNN
-        and recomputed on next use if the weights change; the cache is not saved with the model. ``<S>`` and
-        ``</S>`` are always included. ``None`` removes the cache. Returns the number of distinct cached words."""
+    def cache_token_embeddings(self, words: Iterable[str] | None = (), *, max_words: int | None = None) -> int:
+        """Keep token-layer vectors so that the fast path looks words up instead of running the character CNN.
+
+        ``words``: a vocabulary computed now (``<S>`` and ``</S>`` are always included); ``None`` removes the cache.
+        ``max_words``: also keep every other word the model meets, until the cache holds this many (first come,
+        first kept; the original shape's vectors take 2 KB a word). The cached vectors are exactly what the CNN
+        computes for the word in any batch, they are recomputed on next use if the weights change, and they are not
+        saved with the model. Returns the number of cached words."""
         if words is None:
             self.char_embeddings.token_embedding_cache = None
             return 0
+        check_int("max_words", max_words, 1, allow_none=True)
         num_slots = self.config.max_characters_per_token
         rows = [word_to_character_ids(word, num_slots) for word in words] + [BOS_CHARACTER_IDS, EOS_CHARACTER_IDS]
-        cache = TokenEmbeddingCache(torch.tensor(rows, dtype=torch.long))
+        cache = TokenEmbeddingCache(torch.tensor(rows, dtype=torch.long), max_words=max_words)
         token_layer = self.char_embeddings
         cache.refresh(token_layer.reference_forward, token_layer.widest_filter, parameter_key(token_layer), self.device)
         token_layer.token_embedding_cache = cache

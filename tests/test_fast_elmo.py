@@ -10,7 +10,7 @@ from transformers.utils import logging as transformers_logging
 from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf import fast_elmo, modeling_elmo
-from elmo_hf.fast_elmo import PackedBatch, needed_character_slots, token_layer_on_rows
+from elmo_hf.fast_elmo import PackedBatch, needed_character_slots, token_layer_on_rows, word_slot_counts
 from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
@@ -128,16 +128,16 @@ def test_fast_equals_reference_where_the_cell_and_the_projection_are_clipped(tok
     assert max_difference(reference, fast) <= 1e-5
 
 
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        dict(),
-        dict(char_cnn_filters=[[1, 4], [2, 4]], projection_dim=8),  # F == P: no token projection
-        dict(projection_dim=16, lstm_cell_size=16),  # P == D: no LSTM projection
-        dict(num_highway_layers=0, use_skip_connections=False, cell_clip=None, projection_clip=None),
-        dict(num_highway_layers=3, num_lstm_layers=3, char_cnn_activation="tanh", num_output_representations=2),
-    ],
-)
+ARCHITECTURE_VARIANTS = [
+    dict(),
+    dict(char_cnn_filters=[[1, 4], [2, 4]], projection_dim=8),  # F == P: no token projection
+    dict(projection_dim=16, lstm_cell_size=16),  # P == D: no LSTM projection
+    dict(num_highway_layers=0, use_skip_connections=False, cell_clip=None, projection_clip=None),
+    dict(num_highway_layers=3, num_lstm_layers=3, char_cnn_activation="tanh", num_output_representations=2),
+]
+
+
+@pytest.mark.parametrize("overrides", ARCHITECTURE_VARIANTS)
 def test_fast_equals_reference_on_every_architecture_variant(overrides, tokenizer):
     model = random_model(tiny_config(**overrides))
     inputs = encode(tokenizer, SENTENCES + [[]])  # mixed lengths and a sentence with no words
@@ -286,11 +286,13 @@ def test_trimmed_character_slots_keep_every_window_and_one_fewer_does_not(origin
         rows = torch.tensor([word_to_character_ids(word) for word in words] + [[0] * 50])
         for subset in (rows[:2], rows[:4], rows[4:6], rows[8:], rows):
             full, full_pooled = max_pooled_features(char_embeddings, lambda: char_embeddings.reference_forward(subset))
-            trimmed, trimmed_pooled = max_pooled_features(
-                char_embeddings, lambda: token_layer_on_rows(char_embeddings.reference_forward, subset, char_embeddings.widest_filter)
-            )
-            # The fast CNN pads the rows (fast_elmo._cnn_rows): compare the real ones.
-            assert largest(max_abs_difference(a[: len(b)], b) for a, b in zip(trimmed_pooled, full_pooled)) <= 1e-6
+            # The fast path runs each word on its own slots (word_slot_counts): the same max-pooled features.
+            for row, slots in enumerate(word_slot_counts(subset, char_embeddings.widest_filter).tolist()):
+                _, trimmed_pooled = max_pooled_features(
+                    char_embeddings, lambda: char_embeddings.reference_forward(subset[row : row + 1, :slots])
+                )
+                assert largest(max_abs_difference(a[0], b[row]) for a, b in zip(trimmed_pooled, full_pooled)) <= 1e-6
+            trimmed = token_layer_on_rows(char_embeddings.reference_forward, subset, char_embeddings.widest_filter)
             torch.testing.assert_close(trimmed, full, rtol=0, atol=1e-5)
         # The issue's formula, longest word + 2 + (widest filter - 1), loses the all-padding window of the widest
         # filter for the longest word (here "unbelievably": 12 bytes + 2 marks + 6 slots) and changes its vector.
@@ -326,6 +328,75 @@ def test_token_cache_equals_the_cnn_and_falls_back_for_unknown_words(tokenizer):
     model.cache_token_embeddings(None)
     assert model.char_embeddings.token_embedding_cache is None
     assert max_difference(refreshed, run(model, "reference", **inputs)) <= 1e-5
+
+
+CACHE_WORDS = ["a", "bank", "Größe", "unbelievably", "<S>", "</S>", "x" * 60, "", "of", "the", "banks", "Ünïcödé"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("overrides", ARCHITECTURE_VARIANTS + ["original"])
+def test_a_words_token_vector_does_not_depend_on_its_batch(overrides, threads, original_model):
+    """What makes the automatic cache exact: a word's vector is the same bits alone, in any company, at any row."""
+    model = original_model if overrides == "original" else random_model(tiny_config(**overrides))
+    token_layer = model.char_embeddings
+    rows = torch.tensor([word_to_character_ids(word) for word in CACHE_WORDS] + [[0] * 50])
+    with torch_threads(threads), torch.no_grad():
+        together = token_layer_on_rows(token_layer.reference_forward, rows, token_layer.widest_filter)
+        permutation = torch.randperm(len(rows), generator=torch.Generator().manual_seed(0))
+        shuffled = token_layer_on_rows(token_layer.reference_forward, rows[permutation], token_layer.widest_filter)
+        assert torch.equal(shuffled, together[permutation])
+        many = rows.repeat(11, 1)  # 143 rows: past CNN_ROW_MULTIPLE, so the CNN runs on another row count
+        assert torch.equal(token_layer_on_rows(token_layer.reference_forward, many, token_layer.widest_filter), together.repeat(11, 1))
+        for index in range(len(rows)):
+            alone = token_layer_on_rows(token_layer.reference_forward, rows[index : index + 1], token_layer.widest_filter)
+            assert torch.equal(alone[0], together[index]), CACHE_WORDS[index] if index < len(CACHE_WORDS) else "padding"
+        assert fast_elmo.is_batch_invariant(token_layer.reference_forward, token_layer.widest_filter, 50, torch.device("cpu"))
+
+
+def test_the_batch_invariance_probe_fails_where_the_row_count_changes_a_vector():
+    token_layer = random_model().char_embeddings
+
+    def row_count_dependent(rows):
+        return token_layer.reference_forward(rows) * (1 + 1e-7 * len(rows))
+
+    assert not fast_elmo.is_batch_invariant(row_count_dependent, token_layer.widest_filter, 50, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_growing_token_cache_changes_no_bit_and_keeps_its_bound(tokenizer, threads):
+    model = random_model()
+    batches = [SENTENCES[:2], SENTENCES[1:], SENTENCES]
+    with torch_threads(threads):
+        uncached = [run(model, "fast", **encode(tokenizer, batch)) for batch in batches]
+        assert model.cache_token_embeddings(max_words=10) == 2  # <S> and </S>, then every word met up to 10
+        for batch, expected in zip(batches, uncached):
+            cached = run(model, "fast", **encode(tokenizer, batch))
+            assert max_difference(cached, expected) == 0.0
+        cache = model.char_embeddings.token_embedding_cache
+        assert len(cache) == 10 and len(cache.vectors) == 10 and len(cache.row_of) == 10
+        # What it kept are the first words met, with their own vectors.
+        held = torch.cat(cache._rows)
+        assert torch.equal(cache.vectors, token_layer_on_rows(model.char_embeddings.reference_forward, held, model.char_embeddings.widest_filter))
+        # New weights: every kept vector is recomputed, and the output follows the reference path.
+        with torch.no_grad():
+            model.char_embeddings.highways[0].transform.bias.add_(0.1)
+        inputs = encode(tokenizer, SENTENCES)
+        assert max_difference(run(model, "fast", **inputs), run(model, "reference", **inputs)) <= 1e-5
+        assert len(model.char_embeddings.token_embedding_cache) == 10
+
+
+def test_a_token_cache_does_not_grow_where_the_probe_fails(tokenizer, monkeypatch):
+    monkeypatch.setattr(fast_elmo, "is_batch_invariant", lambda *args: False)
+    model = random_model()
+    inputs = encode(tokenizer, SENTENCES)
+    model.cache_token_embeddings(max_words=100)
+    assert max_difference(run(model, "fast", **inputs), run(model, "reference", **inputs)) <= 1e-5
+    assert len(model.char_embeddings.token_embedding_cache) == 2
+
+
+def test_token_cache_size_is_checked():
+    with pytest.raises(ValueError, match="max_words"):
+        random_model().cache_token_embeddings(max_words=0)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

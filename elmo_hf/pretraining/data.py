@@ -17,11 +17,9 @@ index) where there is nothing to predict.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np

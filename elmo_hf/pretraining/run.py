@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import shutil
 import signal
 import sys
 import threading

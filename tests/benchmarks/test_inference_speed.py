@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from elmo_hf import ELMoConfig, ELMoTokenizer
+from elmo_hf import ELMoConfig
 
 from ..conftest import REPOSITORY_ROOT
 from ..helpers import SENTENCES, random_model
