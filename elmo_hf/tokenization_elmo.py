@@ -47,6 +47,7 @@ its own), so the two can be copied next to a checkpoint and loaded with `trust_r
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -169,6 +170,26 @@ def word_to_character_ids(
     character_ids.append(END_WORD_CHARACTER_ID)
     character_ids.extend([PADDING_CHARACTER_ID] * (max_characters_per_token - len(character_ids)))
     return character_ids
+
+
+# Words whose character-id rows are remembered (LRU): bulk embedding meets the same words again and again.
+CHARACTER_ID_ROW_CACHE_WORDS = 2**17
+
+
+@functools.lru_cache(maxsize=CHARACTER_ID_ROW_CACHE_WORDS)
+def _character_id_row(word: str, max_characters_per_token: int, unicode_errors: str) -> np.ndarray:
+    """``word_to_character_ids`` as a read-only int64 array (C,), remembered."""
+    row = np.array(word_to_character_ids(word, max_characters_per_token, unicode_errors), dtype=np.int64)
+    row.flags.writeable = False
+    return row
+
+
+def character_id_rows(words: Sequence[str], max_characters_per_token: int, unicode_errors: str = "strict") -> np.ndarray:
+    """``word_to_character_ids`` of each word, as one int64 array (len(words), C); each distinct word's row is computed
+    once and remembered (``CHARACTER_ID_ROW_CACHE_WORDS``)."""
+    if not words:
+        return np.zeros((0, max_characters_per_token), dtype=np.int64)
+    return np.stack([_character_id_row(word, max_characters_per_token, unicode_errors) for word in words])
 
 
 def character_ids_to_word(character_ids: Sequence[int]) -> str:
@@ -569,6 +590,27 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             raise ValueError("ELMoTokenizer encodes single sentences; `pair` is not supported")
         return [word for word, _ in self.split_words(text)]
 
+    def batch_character_ids(self, sentences: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+        """
+        Character ids and attention mask of pre-split sentences, padded on the right: what
+        `tokenizer(sentences, is_split_into_words=True, padding=True)` returns as int64 arrays, about 10x faster for
+        bulk work (no per-id Python lists; repeated words are looked up, see `character_id_rows`).
+
+        Returns:
+            `input_ids` (batch, longest, max_characters_per_token) and `attention_mask` (batch, longest).
+        """
+        num_slots = self.max_characters_per_token
+        longest = max((len(words) for words in sentences), default=0)
+        input_ids = np.zeros((len(sentences), longest, num_slots), dtype=np.int64)
+        attention_mask = np.zeros((len(sentences), longest), dtype=np.int64)
+        for index, words in enumerate(sentences):
+            try:
+                input_ids[index, : len(words)] = character_id_rows(words, num_slots, self.unicode_errors)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"sentence {index} ({' '.join(map(str, words))[:60]!r}): {error}") from None
+            attention_mask[index, : len(words)] = 1
+        return input_ids, attention_mask
+
     @staticmethod
     def _as_batch_of_sentences(text: Any, is_split_into_words: bool) -> tuple[list[Any], bool]:
         """
@@ -939,6 +981,7 @@ __all__ = [
     "PTB_WORD_PATTERN",
     "WORD_SPLITTERS",
     "build_word_splitter",
+    "character_id_rows",
     "character_ids_to_word",
     "word_to_character_ids",
 ]

@@ -47,8 +47,15 @@ def add_parsers(commands) -> None:
     embed.add_argument("--mix-index", type=int, help="which scalar mix with --representation mix (default 0)")
     embed.add_argument("--pooling", help="none: per-word vectors (default); mean: one vector per sentence")
     embed.add_argument("--dtype", help="storage dtype of the vectors: float32 (default) or float16")
-    embed.add_argument("--batch-size", type=int, help="sentences per model batch (default 32)")
-    embed.add_argument("--max-words-per-batch", type=int, help="padded words per model batch (sentences x longest)")
+    embed.add_argument("--batch-size", type=int, help="most sentences per model batch (default: no limit of its own)")
+    embed.add_argument(
+        "--max-words-per-batch", type=int,
+        help="most padded words per model batch, sentences x longest (default without --batch-size: 4096 on CPU, 16384 on CUDA)",
+    )
+    embed.add_argument(
+        "--token-cache-words", type=int,
+        help="keep the token-layer vectors of up to this many distinct words; same output, fewer CNN runs (default 50000, 0: off)",
+    )
     embed.add_argument("--max-window-words", type=int, help="longer sentences run in windows (default 256)")
     embed.add_argument("--window-context", type=int, help="context words on each side of a window's core (default 32)")
     embed.add_argument("--shard-size", type=int, help="input rows per output shard (default 1000)")
@@ -71,7 +78,7 @@ def add_parsers(commands) -> None:
 EMBEDDER_OPTIONS = {
     "representation": "representation", "mix_index": "mix_index", "pooling": "pooling", "dtype": "dtype",
     "batch_size": "batch_size", "max_words_per_batch": "max_words_per_batch", "max_window_words": "max_window_words",
-    "window_context": "window_context", "output_column": "output_column",
+    "window_context": "window_context", "output_column": "output_column", "token_cache_words": "token_cache_words",
 }
 CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format"}
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}

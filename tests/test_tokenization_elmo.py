@@ -624,3 +624,22 @@ def test_default_splitter_is_moses_like_elmos_training_data():
     default = ELMoTokenizer()
     assert default.word_splitter == "moses"
     assert default.tokenize("I don't know.") == ["I", "don", "'t", "know", "."]
+
+
+def test_batch_character_ids_equal_the_tokenizers_padded_output():
+    tokenizer = ELMoTokenizer()
+    sentences = [["The", "bank", "."], [], ["Größe", "<S>", "x" * 70, "</S>", "은행에"], ["bank"]]
+    input_ids, attention_mask = tokenizer.batch_character_ids(sentences)
+    expected = tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="np")
+    assert input_ids.dtype == attention_mask.dtype == np.int64
+    assert np.array_equal(input_ids, expected["input_ids"]) and np.array_equal(attention_mask, expected["attention_mask"])
+    # Twice (the rows are now remembered) and with another slot count: still equal.
+    assert np.array_equal(tokenizer.batch_character_ids(sentences)[0], input_ids)
+    short = ELMoTokenizer(max_characters_per_token=10)
+    assert np.array_equal(short.batch_character_ids(sentences)[0], short(sentences, is_split_into_words=True, padding=True, return_tensors="np")["input_ids"])
+    assert tokenizer.batch_character_ids([])[0].shape == (0, 0, 50)
+
+
+def test_batch_character_ids_name_the_sentence_of_a_bad_word():
+    with pytest.raises(ValueError, match=r"sentence 1 \('ok \\ud800'\)"):
+        ELMoTokenizer().batch_character_ids([["fine"], ["ok", "\ud800"]])

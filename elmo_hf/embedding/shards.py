@@ -29,19 +29,24 @@ import json
 import logging
 import shutil
 import time
+from collections import defaultdict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from datasets import Dataset, Features, Value
+from datasets.arrow_writer import OptimizedTypedSequence
 
 from ..corpus.readers import CorpusSource, InvalidRowError
 from ..storage.files import sha256_of_file, write_atomically
 from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, OutputKind, open_output_directory, read_marker
-from .embedder import ELMoEmbedder
+from .embedder import ELMoEmbedder, PreparedSentences
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +111,8 @@ class EmbeddingRunSummary:
     resumed_from_row: int = 0
     already_complete: bool = False
     redone_shards: int = 0
+    # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline.
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def words_per_second(self) -> float:
@@ -264,13 +271,69 @@ def verify_embedding_output(output_dir: str | Path) -> list[str]:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+def vectors_to_arrow(vectors: Sequence[np.ndarray], arrow_type: pa.DataType) -> pa.Array:
+    """Arrow array of type ``arrow_type`` (a datasets ``Array2D``/``Array3D`` extension type, or a list type) holding
+    one array per row: what datasets' own conversion gives, straight from the NumPy buffers (5x faster).
+
+    Every level of nesting is a list (variable length) or a fixed-size list, as ``arrow_type`` says; row i holds
+    ``vectors[i]`` (n_i, *trailing) with the same trailing shape in every row."""
+    storage_type = arrow_type.storage_type if isinstance(arrow_type, pa.ExtensionType) else arrow_type
+    level_types = [storage_type]
+    while pa.types.is_list(level_types[-1]) or pa.types.is_fixed_size_list(level_types[-1]):
+        level_types.append(level_types[-1].value_type)
+    list_types, leaf_type = level_types[:-1], level_types[-1]
+    trailing = vectors[0].shape[1:] if len(vectors) else (0,) * (len(list_types) - 1)
+    lengths = [np.array([len(row) for row in vectors], dtype=np.int64)]  # per level, outermost first
+    for size in trailing:
+        lengths.append(np.full(int(lengths[-1].sum()), size, dtype=np.int64))
+    flat = np.concatenate([row.reshape(-1) for row in vectors]) if len(vectors) else np.zeros(0, leaf_type.to_pandas_dtype())
+    array = pa.array(flat, type=leaf_type)
+    for list_type, level_lengths in zip(reversed(list_types), reversed(lengths)):
+        if pa.types.is_fixed_size_list(list_type):
+            array = pa.FixedSizeListArray.from_arrays(array, type=list_type)
+        else:
+            offsets = np.concatenate([[0], np.cumsum(level_lengths)]).astype(np.int32)
+            array = pa.ListArray.from_arrays(pa.array(offsets), array, type=list_type)
+    if isinstance(arrow_type, pa.ExtensionType):
+        return pa.ExtensionArray.from_storage(arrow_type, array)
+    return array
+
+
+def shard_table(columns: dict[str, list], features: Features, vectors_column: str) -> pa.Table:
+    """What ``Dataset.from_dict(columns, features=features).data.table`` holds (its Parquet bytes are the same,
+    tested), without a Dataset, whose fingerprint pickles the whole table: the vectors straight from NumPy
+    (``vectors_to_arrow``), the other columns through datasets' own typed conversion."""
+    schema = features.arrow_schema
+    arrays = [
+        vectors_to_arrow(columns[name], schema.field(name).type)
+        if name == vectors_column
+        else pa.array(OptimizedTypedSequence(features.encode_column(columns[name], name), type=features[name], col=name))
+        for name in features
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+@dataclass
+class PreparedShard:
+    """One shard's rows read and split into words, ready for the model (``ShardWriter.prepare``)."""
+
+    rows: list[tuple[int, dict | InvalidRowError]]
+    kept_rows: list[tuple[int, dict]]
+    skipped: list[dict[str, Any]]
+    sentences: PreparedSentences
+
+
 class ShardWriter:
-    """Turns one shard's rows into a Parquet file: the embedding itself and the typed table."""
+    """Turns one shard's rows into a Parquet file in three stages: ``prepare`` (split the words, group and encode the
+    model batches; CPU only), ``embed`` (the model) and ``finish`` (the typed table, the Parquet file written
+    atomically, its sha256). ``write`` runs them in a row; ``embed_corpus`` runs them as a pipeline. Each stage adds
+    its busy time to ``stage_seconds``."""
 
     def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress: Callable[[int, int], None] | None):
         self.source = source
         self.embedder = embedder
         self.on_progress = on_progress
+        self.stage_seconds: dict[str, float] = defaultdict(float)
         self.input_features = source.features()
         reserved = {INPUT_ROW_COLUMN, *embedder.features}
         clashes = sorted(reserved & set(self.input_features))
@@ -288,6 +351,13 @@ class ShardWriter:
 
     def write(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> dict[str, Any]:
         """Embed ``rows`` and write them to ``path`` atomically; return the manifest entry."""
+        shard = self.prepare(rows)
+        return self.finish(shard, self.embed(shard), path)
+
+    def prepare(self, rows: list[tuple[int, dict | InvalidRowError]]) -> PreparedShard:
+        """Split each row into words (invalid rows raise or are skipped, as the embedder says) and prepare the model
+        batches."""
+        started = time.perf_counter()
         kept_rows, sentences, skipped = [], [], []
         for input_row, record in rows:
             try:
@@ -300,24 +370,95 @@ class ShardWriter:
                 if self.embedder.on_invalid == "raise":
                     raise InvalidRowError(f"{message} (pass --skip-invalid to skip such rows)") from None
                 skipped.append({"row": input_row, "reason": str(error)})
+        shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences))
+        self.stage_seconds["read"] += time.perf_counter() - started
+        return shard
+
+    def embed(self, shard: PreparedShard) -> list[np.ndarray]:
+        """The vectors of the shard's sentences (the model's stage)."""
+        started = time.perf_counter()
+        vectors = self.embedder.embed_prepared(shard.sentences, self.on_progress)
+        self.stage_seconds["model"] += time.perf_counter() - started
+        return vectors
+
+    def finish(self, shard: PreparedShard, vectors: list[np.ndarray], path: Path) -> dict[str, Any]:
+        """Write the shard's table to ``path`` atomically; return its manifest entry."""
+        started = time.perf_counter()
+        sentences = shard.sentences.sentences
         columns = {
-            INPUT_ROW_COLUMN: [input_row for input_row, _ in kept_rows],
-            **{name: [record[name] for _, record in kept_rows] for name in self.input_features},
+            INPUT_ROW_COLUMN: [input_row for input_row, _ in shard.kept_rows],
+            **{name: [record[name] for _, record in shard.kept_rows] for name in self.input_features},
+            **self.embedder.output_columns(sentences, vectors),
         }
-        columns.update(self.embedder.embed_sentences(sentences, self.on_progress))
-        table = Dataset.from_dict(columns, features=self.features).data.table
+        table = shard_table(columns, self.features, self.embedder.output_column)
         write_atomically(path, lambda temporary: pq.write_table(table, temporary))
-        return {
+        entry = {
             "file": path.name,
-            "first_row": rows[0][0] if rows else 0,
-            "input_rows": len(rows),
-            "rows": len(kept_rows),
+            "first_row": shard.rows[0][0] if shard.rows else 0,
+            "input_rows": len(shard.rows),
+            "rows": len(shard.kept_rows),
             "words": sum(len(words) for words in sentences),
-            "skipped_rows": len(skipped),
-            "skipped": skipped[:MAX_LISTED_SKIPPED_ROWS],
+            "skipped_rows": len(shard.skipped),
+            "skipped": shard.skipped[:MAX_LISTED_SKIPPED_ROWS],
             "bytes": path.stat().st_size,
             "sha256": sha256_of_file(path),
         }
+        self.stage_seconds["write"] += time.perf_counter() - started
+        return entry
+
+
+def _record_first(writing: deque[Future], record: Callable[[dict], None]) -> None:
+    """Record the first shard of ``writing`` once written; if writing it failed, it stays first (for the cleanup)."""
+    entry = writing[0].result()
+    writing.popleft()
+    record(entry)
+
+
+def write_shards_pipelined(
+    chunks: Iterable[list], writer: ShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
+) -> None:
+    """Shards ``first_index``, ``first_index + 1``, ... from ``chunks`` of rows: while the model embeds shard k (on
+    this thread), shard k + 1 is read and prepared on a reading thread and shard k - 1 written and hashed on a
+    writing thread. ``record(entry)`` is called on this thread for each written shard, in order.
+
+    On any error or Ctrl-C the shard being read is abandoned and the shards being written are finished and recorded,
+    in order up to the first that failed (a finished shard is never lost, the manifest never has a gap; a shard
+    finished after a failed one is removed) before the error goes on."""
+    chunk_iterator = iter(chunks)
+
+    def read_next() -> PreparedShard | None:
+        rows = next(chunk_iterator, None)
+        return None if rows is None else writer.prepare(rows)
+
+    reader = ThreadPoolExecutor(1, thread_name_prefix="elmo-hf-read")
+    writer_thread = ThreadPoolExecutor(1, thread_name_prefix="elmo-hf-write")
+    writing: deque[Future] = deque()
+    try:
+        reading = reader.submit(read_next)
+        index = first_index
+        while (shard := reading.result()) is not None:
+            reading = reader.submit(read_next)
+            vectors = writer.embed(shard)
+            writing.append(writer_thread.submit(writer.finish, shard, vectors, output_dir / shard_file_name(index)))
+            index += 1
+            while writing and (writing[0].done() or len(writing) > 1):  # at most one shard waits to be written
+                _record_first(writing, record)
+        while writing:
+            _record_first(writing, record)
+    except BaseException:
+        reader.shutdown(wait=True, cancel_futures=True)
+        in_order = True  # shards are recorded up to the first one that failed; later ones are removed
+        while writing:
+            future = writing.popleft()
+            in_order = in_order and future.exception() is None
+            if in_order:
+                record(future.result())
+            elif future.exception() is None:
+                (output_dir / future.result()["file"]).unlink(missing_ok=True)
+        raise
+    finally:
+        reader.shutdown(wait=True, cancel_futures=True)
+        writer_thread.shutdown(wait=True)
 
 
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
@@ -441,11 +582,15 @@ def embed_corpus(
             )
             start_time = time.perf_counter()
             try:
-                for rows in _chunks(source.rows(start=resumed_from_row), shard_size):
-                    entry = writer.write(rows, output_dir / shard_file_name(len(manifest.shards)))
+
+                def record(entry: dict[str, Any]) -> None:
                     bar.update(entry["skipped_rows"])
                     manifest.shards.append(entry)
                     manifest.write(output_dir / MANIFEST_NAME)
+
+                write_shards_pipelined(
+                    _chunks(source.rows(start=resumed_from_row), shard_size), writer, output_dir, len(manifest.shards), record
+                )
                 if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
                     manifest.shards.append(writer.write([], output_dir / shard_file_name(0)))
                 if output_format == "dataset":
@@ -460,6 +605,7 @@ def embed_corpus(
     return EmbeddingRunSummary(
         output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards),
         time.perf_counter() - start_time, words_this_run, resumed_from_row, redone_shards=redone,
+        stage_seconds=dict(writer.stage_seconds),
     )
 
 
@@ -497,5 +643,8 @@ __all__ = [
     "Manifest",
     "embed_corpus",
     "model_fingerprint",
+    "shard_table",
+    "vectors_to_arrow",
     "verify_embedding_output",
+    "write_shards_pipelined",
 ]

@@ -186,7 +186,7 @@ def test_column_clash_and_missing_column_are_refused(embedder):
         ({"pooling": "max"}, "pooling must be one of"),
         ({"dtype": "bfloat16"}, "dtype must be one of"),
         ({"batch_size": 0}, r"batch_size must be None or an int >= 1"),
-        ({"batch_size": None}, "set batch_size, max_words_per_batch or both"),
+        ({"token_cache_words": -1}, r"token_cache_words must be an int >= 0"),
         ({"max_window_words": 64, "window_context": 32}, r"max_window_words must be an int >= 65 \(larger than 2 \* window_context = 64"),
         ({"on_invalid": "ignore"}, "on_invalid must be one of"),
     ],
@@ -231,6 +231,26 @@ def test_length_grouped_batches_respect_limits_and_cover_everything():
             assert batch_size is None or len(batch) <= batch_size
             assert budget is None or len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget
             assert lengths[batch[0]] == max(lengths[i] for i in batch)
+
+
+def test_default_batches_are_the_devices_word_budget_and_the_token_cache_changes_no_bit(converted_fixture_dir):
+    from elmo_hf import ELMoModel
+    from elmo_hf.embedding.embedder import DEFAULT_WORDS_PER_BATCH
+
+    cached = ELMoEmbedder(ELMoModel.from_pretrained(converted_fixture_dir), token_cache_words=40)
+    assert (cached.batch_size, cached.max_words_per_batch) == (None, DEFAULT_WORDS_PER_BATCH["cpu"])
+    assert cached.options()["max_words_per_batch"] == DEFAULT_WORDS_PER_BATCH["cpu"]
+    uncached = ELMoEmbedder(ELMoModel.from_pretrained(converted_fixture_dir), token_cache_words=0)
+    assert uncached.model.char_embeddings.token_embedding_cache is None
+    texts = TEXTS * 3 + [" ".join(f"w{index}" for index in range(30))]  # more distinct words than the cache holds
+    for first, second in [(texts, texts[::-1]), (texts[::-1], texts)]:
+        for with_cache, without in zip(embed_texts(cached, first) + embed_texts(cached, second), embed_texts(uncached, first) + embed_texts(uncached, second)):
+            assert np.array_equal(with_cache, without)
+    assert len(cached.model.char_embeddings.token_embedding_cache) == 40
+    # A cache the model already has is the user's: left as it is.
+    model = ELMoModel.from_pretrained(converted_fixture_dir)
+    model.cache_token_embeddings(["bank"])
+    assert len(ELMoEmbedder(model).model.char_embeddings.token_embedding_cache) == 3
 
 
 def test_progress_callback_counts_sentences_and_words(embedder):

@@ -232,7 +232,7 @@ def test_ctrl_c_before_the_first_shard_keeps_nothing(tmp_path, model_dir, monkey
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ELMoEmbedder, "embed_sentences", interrupted)
+    monkeypatch.setattr(ELMoEmbedder, "embed_prepared", interrupted)
     assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "new" / "out") == 130
     assert "interrupted before the first shard was finished: nothing was kept" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # no output, no parent, no lock
@@ -378,3 +378,117 @@ def test_progress_bar_is_redrawn_at_most_twice_a_second(tmp_path, model_dir, cap
     elapsed = time.monotonic() - started
     redraws = capsys.readouterr().err.count("\r")
     assert redraws <= 6 + 2 * elapsed / PROGRESS_REFRESH_SECONDS, (redraws, elapsed)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The staged pipeline: tables without datasets.Dataset, shards written on their own thread
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def parquet_bytes(table) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("representation", ["mix", "all"])
+@pytest.mark.parametrize("pooling", ["none", "mean"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_shard_tables_are_byte_identical_to_the_datasets_engine(fixture_model, tokenizer, representation, pooling, dtype):
+    from datasets import Features, Value
+
+    from elmo_hf.embedding.shards import shard_table
+
+    embedder = ELMoEmbedder(fixture_model, tokenizer, representation=representation, pooling=pooling, dtype=dtype)
+    features = Features({"input_row": Value("int64"), "text": Value("string"), **embedder.features})
+    for texts in (synthetic_sentences(30, seed=4) + ["", "   "], [], [""]):
+        sentences = [embedder.words_of(text) for text in texts]
+        columns = {"input_row": list(range(len(texts))), "text": texts, **embedder.embed_sentences(sentences)}
+        expected = Dataset.from_dict(columns, features=features).data.table
+        table = shard_table(columns, features, embedder.output_column)
+        assert table.schema == expected.schema and table.schema.metadata == expected.schema.metadata
+        assert parquet_bytes(table) == parquet_bytes(expected)
+
+
+class _Recorder:
+    def __init__(self):
+        self.entries = []
+
+    def __call__(self, entry):
+        self.entries.append(entry)
+
+
+def _pipeline_parts(tmp_path, model_dir, lines, shard_size=10, **options):
+    from elmo_hf.corpus.readers import CorpusSource
+    from elmo_hf.embedding.shards import ShardWriter
+
+    corpus = write_lines(tmp_path / "corpus.txt", lines)
+    source = CorpusSource.open(corpus)
+    writer = ShardWriter(source, ELMoEmbedder.from_pretrained(model_dir, **options), None)
+    rows = list(source.rows(start=0))
+    return writer, [rows[start : start + shard_size] for start in range(0, len(rows), shard_size)]
+
+
+def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir):
+    from elmo_hf.embedding.shards import write_shards_pipelined
+
+    writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(55, seed=5))
+    (tmp_path / "serial").mkdir(), (tmp_path / "pipelined").mkdir()
+    serial = [writer.write(chunk, tmp_path / "serial" / f"shard-{index:05d}.parquet") for index, chunk in enumerate(chunks)]
+    recorded = _Recorder()
+    write_shards_pipelined(chunks, writer, tmp_path / "pipelined", 0, recorded)
+    assert recorded.entries == serial  # in order, same bytes (sha256), same counts
+    assert set(writer.stage_seconds) == {"read", "model", "write"}
+
+
+def test_a_failing_stage_keeps_every_shard_written_before_it(tmp_path, model_dir, monkeypatch):
+    """An error in any stage (here: the model on the 4th shard, then the disk on the 3rd) stops the pipeline with
+    that error; every shard finished before it is recorded, in order, and nothing half-written stays behind."""
+    from elmo_hf.embedding.shards import write_shards_pipelined
+
+    writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(60, seed=6))
+    embed = writer.embed
+    calls = []
+
+    def model_fails_on_the_fourth_shard(shard):
+        calls.append(shard)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return embed(shard)
+
+    monkeypatch.setattr(writer, "embed", model_fails_on_the_fourth_shard)
+    recorded = _Recorder()
+    with pytest.raises(KeyboardInterrupt):
+        write_shards_pipelined(chunks, writer, tmp_path, 0, recorded)
+    assert [entry["file"] for entry in recorded.entries] == [f"shard-0000{index}.parquet" for index in range(3)]
+    assert sorted(path.name for path in tmp_path.glob("shard-*")) == [entry["file"] for entry in recorded.entries]
+
+    monkeypatch.setattr(writer, "embed", embed)
+    finish = writer.finish
+
+    def disk_full_on_the_third_shard(shard, vectors, path):
+        if path.name == "shard-00002.parquet":
+            raise OSError(28, "No space left on device")
+        return finish(shard, vectors, path)
+
+    monkeypatch.setattr(writer, "finish", disk_full_on_the_third_shard)
+    recorded = _Recorder()
+    (tmp_path / "second").mkdir()
+    with pytest.raises(OSError, match="No space left"):
+        write_shards_pipelined(chunks, writer, tmp_path / "second", 0, recorded)
+    assert [entry["file"] for entry in recorded.entries] == ["shard-00000.parquet", "shard-00001.parquet"]
+    assert not list((tmp_path / "second").glob("*tmp*"))
+
+
+def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_path, model_dir, capsys):
+    lines = synthetic_sentences(30, seed=7) + ["bad \udcff line"] + synthetic_sentences(9, seed=8)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape"))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10") != 0
+    assert "line 31" in capsys.readouterr().err
+    manifest = json.loads((output_dir / "manifest.json").read_text())
+    assert [shard["file"] for shard in manifest["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", "--skip-invalid") != 0  # options differ
