@@ -54,3 +54,16 @@ def test_the_script_runs_and_reports_json(speed_script, capsys):
     assert small["equality"]["allennlp_style_vs_reference_max_abs_diff"] <= 1e-4
     assert report["matmul"]["float32"]["limit_gflops"] > 0
     assert abs(sum(small["fast_float32_profile_batch_2"].values()) - 1.0) < 0.01
+
+
+@pytest.mark.slow  # 20 s: the bfloat16 matmul limit is measured on large shapes, emulated on CPUs without AMX
+def test_each_dtype_is_measured_against_its_own_limit(speed_script, capsys):
+    """bfloat16 work divided by the float32 limit gave a "fraction of the limit" above 2 on a GPU."""
+    report = speed_script.main(
+        ["--shapes", "small", "--batch-sizes", "1", "--dtypes", "float32", "bfloat16", "--paths", "fast", "--min-seconds", "0", "--words", "2", "--threads", "1"]
+    )
+    capsys.readouterr()
+    flops = report["shapes"]["small"]["flop_per_position"]["total"]
+    for row in report["shapes"]["small"]["results"]:
+        limit = report["matmul"][row["dtype"]]["limit_gflops"] * 1e9
+        assert row["fraction_of_limit"] == round(row["words_per_second"] * flops / limit, 3), row
