@@ -3,6 +3,7 @@ import torch
 
 from elmo_hf import ELMoModel, ELMoModelOutput, ELMoScalarMix, ELMoTokenizer
 from elmo_hf.modeling_elmo import ELMoLstmLayer, add_sentence_boundaries, reverse_padded_sequences
+from elmo_hf.tokenization_elmo import word_to_character_ids
 
 from .helpers import SENTENCES, random_model, tiny_config
 
@@ -312,3 +313,39 @@ def test_narrower_integer_ids_give_the_same_vectors(model, tokenizer):
     for dtype in (torch.int16, torch.int32):
         got = model(input_ids=inputs["input_ids"].to(dtype), attention_mask=inputs["attention_mask"]).last_hidden_state
         assert torch.equal(got, expected), dtype
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Float32 is float32 on CUDA: no TF32 unless asked
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def _precisions() -> tuple[str, str]:
+    return torch.backends.cudnn.conv.fp32_precision, torch.backends.cuda.matmul.fp32_precision
+
+
+def test_forward_runs_cuda_float32_in_full_precision_unless_tf32_is_allowed(tmp_path):
+    """torch's default lets cuDNN convolutions use TF32 (2.2e-2 off in the original shape's top layer on an H100).
+    The settings are process-wide, so the model sets them for its forward pass only and puts the user's back."""
+    from elmo_hf.modeling_elmo import float32_precision
+
+    model = random_model()
+    seen = []
+    model.char_embeddings.register_forward_hook(lambda *args: seen.append(_precisions()))
+    model.encoder.register_forward_hook(lambda *args: seen.append(_precisions()))
+    inputs = {"input_ids": torch.tensor([[word_to_character_ids("bank")]])}
+    users = _precisions()
+    with torch.no_grad():
+        model(**inputs)
+        model.token_layer(**inputs)
+        assert seen == [("ieee", "ieee")] * 3 and _precisions() == users
+        model.allow_tf32 = True
+        model(**inputs)
+        assert seen[3:] == [("tf32", "tf32")] * 2 and _precisions() == users
+    # Restored after an error too.
+    with pytest.raises(RuntimeError, match="boom"):
+        with float32_precision(False):
+            raise RuntimeError("boom")
+    assert _precisions() == users
+    model.save_pretrained(tmp_path)  # the choice is not saved: a loaded model is exact again
+    assert ELMoModel.from_pretrained(tmp_path).allow_tf32 is False

@@ -313,6 +313,33 @@ def shard_table(columns: dict[str, list], features: Features, vectors_column: st
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def write_parquet(table: pa.Table, path: Path, vectors_column: str) -> None:
+    """``table`` as Parquet, every column dictionary-encoded (pyarrow's default) but the vectors: floats of a model
+    almost never repeat, so a dictionary is built and thrown away. Measured on a shard of the shipped model's vectors
+    (1000 sentences, 6.4 MB): 51 ms and 6.72 MB with a dictionary, 23 ms and 6.16 MB without (zstd level 1: 29 ms and
+    5.30 MB; snappy, pyarrow's default, kept)."""
+    dictionary_columns = [
+        path for field in table.schema if field.name != vectors_column for path in _parquet_leaf_paths(field.name, field.type)
+    ]
+    pq.write_table(table, path, use_dictionary=dictionary_columns)
+
+
+def _parquet_leaf_paths(name: str, arrow_type: pa.DataType) -> list[str]:
+    """The Parquet column paths under one Arrow field (``words`` -> ``words.list.element``): what pyarrow's
+    per-column options are keyed by."""
+    if isinstance(arrow_type, pa.ExtensionType):
+        return _parquet_leaf_paths(name, arrow_type.storage_type)
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type):
+        return _parquet_leaf_paths(f"{name}.list.element", arrow_type.value_type)
+    if pa.types.is_struct(arrow_type):
+        return [path for child in arrow_type for path in _parquet_leaf_paths(f"{name}.{child.name}", child.type)]
+    if pa.types.is_map(arrow_type):
+        return _parquet_leaf_paths(f"{name}.key_value.key", arrow_type.key_type) + _parquet_leaf_paths(
+            f"{name}.key_value.value", arrow_type.item_type
+        )
+    return [name]
+
+
 @dataclass
 class PreparedShard:
     """One shard's rows read and split into words, ready for the model (``ShardWriter.prepare``)."""
@@ -391,7 +418,7 @@ class ShardWriter:
             **self.embedder.output_columns(sentences, vectors),
         }
         table = shard_table(columns, self.features, self.embedder.output_column)
-        write_atomically(path, lambda temporary: pq.write_table(table, temporary))
+        write_atomically(path, lambda temporary: write_parquet(table, temporary, self.embedder.output_column))
         entry = {
             "file": path.name,
             "first_row": shard.rows[0][0] if shard.rows else 0,
@@ -646,5 +673,6 @@ __all__ = [
     "shard_table",
     "vectors_to_arrow",
     "verify_embedding_output",
+    "write_parquet",
     "write_shards_pipelined",
 ]

@@ -492,3 +492,40 @@ def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_
     manifest = json.loads((output_dir / "manifest.json").read_text())
     assert [shard["file"] for shard in manifest["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", "--skip-invalid") != 0  # options differ
+
+
+def test_parquet_shards_dictionary_encode_every_column_but_the_vectors(tmp_path):
+    import pyarrow as pa
+
+    from elmo_hf.embedding.shards import write_parquet
+
+    table = pa.table(
+        {
+            "words": pa.array([["a", "b"], ["a"]]),
+            "meta": pa.array([{"source": "x", "tags": ["t"]}, {"source": "x", "tags": []}]),
+            "elmo": pa.array([[[0.5, 1.5]], [[2.5, 3.5]]], type=pa.list_(pa.list_(pa.float32()))),
+        }
+    )
+    write_parquet(table, tmp_path / "shard.parquet", "elmo")
+    row_group = pq.ParquetFile(tmp_path / "shard.parquet").metadata.row_group(0)
+    encodings = {row_group.column(index).path_in_schema: row_group.column(index).encodings for index in range(row_group.num_columns)}
+    assert set(encodings) == {"words.list.element", "meta.source", "meta.tags.list.element", "elmo.list.element.list.element"}
+    for path, used in encodings.items():
+        assert ("RLE_DICTIONARY" in used) == (path != "elmo.list.element.list.element"), (path, used)
+    assert pq.read_table(tmp_path / "shard.parquet").equals(table)
+
+
+def test_tf32_is_an_explicit_recorded_option(fixture_model, tokenizer):
+    embedder = ELMoEmbedder(fixture_model, tokenizer, allow_tf32=True)
+    assert fixture_model.allow_tf32 is True and embedder.options()["allow_tf32"] is True
+    assert ELMoEmbedder(fixture_model, tokenizer).options()["allow_tf32"] is False and fixture_model.allow_tf32 is False
+    with pytest.raises(ValueError, match="allow_tf32 must be a bool"):
+        ELMoEmbedder(fixture_model, tokenizer, allow_tf32="yes")
+
+
+def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    for flag, expected in (([], False), (["--allow-tf32"], True)):
+        output_dir = tmp_path / f"out-{expected}"
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *flag) == 0
+        assert json.loads((output_dir / "manifest.json").read_text())["options"]["allow_tf32"] is expected

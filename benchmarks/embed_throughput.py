@@ -1,0 +1,151 @@
+"""End-to-end `elmo-hf embed` against the model alone, on the same sentences, batches and device, in one run.
+
+    python benchmarks/embed_throughput.py [--model DIR] [--input FILE] [--lines 8000] [--device cpu]
+        [--threads 2] [--batch-size N] [--max-words-per-batch N] [--token-cache-words N] [--dtype float16]
+        [--representation mix] [--shard-size 1000]
+
+``model_alone``: the sentences cut into the embedder's own model batches (``ELMoEmbedder.prepare``, per shard, as a
+run does), character ids made before the clock starts, then only the model's forward calls are timed.
+``end_to_end``: ``embed_corpus`` on the same lines (reading, splitting, batching, the model, Arrow tables, Parquet,
+sha256, manifest) into a temporary directory; start-up (loading the model, fingerprinting its weights) is reported
+apart. ``ratio`` = end-to-end words/s / model-alone words/s. ``stage_seconds``: busy time of each pipeline stage
+(read = split + batch + character ids, model, write = table + Parquet + sha256); they overlap, so their sum may exceed
+the wall time. Both measurements start with an empty token-layer cache.
+
+Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
+Prints one JSON object; check ``load_average``: other processes on the machine change the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPOSITORY_ROOT))
+
+from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
+from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
+from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
+from elmo_hf.embedding.shards import embed_corpus, model_fingerprint  # noqa: E402
+
+DEFAULT_INPUT = REPOSITORY_ROOT.parent / "shared" / "corpora" / "tinyshakespeare.txt"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def fresh_token_cache(embedder: ELMoEmbedder, words: int) -> None:
+    """Start from an empty token-layer cache (or none), as a new run does."""
+    embedder.model.cache_token_embeddings(None)
+    if words:
+        embedder.model.cache_token_embeddings(max_words=words)
+
+
+def model_alone(embedder: ELMoEmbedder, sentences: list[list[str]], shard_size: int, token_cache_words: int) -> dict:
+    """Words/s of the model's forward calls alone on the embedder's batches of ``sentences``."""
+    prepared = [embedder.prepare(sentences[start : start + shard_size]) for start in range(0, len(sentences), shard_size)]
+    batches = [batch for shard in prepared for batch in shard.batches]
+    device = embedder.model.device
+    inputs = [(batch.input_ids.to(device), batch.attention_mask.to(device)) for batch in batches]
+    with torch.inference_mode():
+        embedder.model(input_ids=inputs[0][0], attention_mask=inputs[0][1])  # warm-up: kernels, prepared weights
+        fresh_token_cache(embedder, token_cache_words)
+        synchronize(device)
+        started = time.perf_counter()
+        for input_ids, attention_mask in inputs:
+            embedder.model(input_ids=input_ids, attention_mask=attention_mask)
+        synchronize(device)
+        seconds = time.perf_counter() - started
+    words = sum(len(words) for words in sentences)
+    return {"words": words, "batches": len(batches), "seconds": round(seconds, 3), "words_per_second": round(words / seconds, 1)}
+
+
+def end_to_end(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size: int, token_cache_words: int) -> dict:
+    fresh_token_cache(embedder, token_cache_words)
+    summary = embed_corpus(
+        CorpusSource.open(corpus), embedder, work_dir / "out", model_name="benchmark", shard_size=shard_size, progress=False
+    )
+    seconds = summary.seconds
+    return {
+        "words": summary.words,
+        "shards": summary.shards,
+        "seconds": round(seconds, 3),
+        "words_per_second": round(summary.words_per_second, 1),
+        "stage_seconds": {stage: round(busy, 3) for stage, busy in summary.stage_seconds.items()},
+        "stage_fraction_of_wall": {stage: round(busy / seconds, 3) for stage, busy in summary.stage_seconds.items()},
+    }
+
+
+def run(args: argparse.Namespace) -> dict:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    options = {
+        name: value
+        for name, value in (
+            ("batch_size", args.batch_size),
+            ("max_words_per_batch", args.max_words_per_batch),
+            ("dtype", args.dtype),
+            ("representation", args.representation),
+        )
+        if value is not None
+    }
+    started = time.perf_counter()
+    embedder = ELMoEmbedder.from_pretrained(args.model, device=args.device, token_cache_words=args.token_cache_words, **options)
+    loaded = time.perf_counter()
+    model_fingerprint(embedder.model)
+    fingerprinted = time.perf_counter()
+    with open(args.input, encoding="utf-8") as lines:
+        texts = [line.rstrip("\n") for line in islice(lines, args.lines)]
+    with tempfile.TemporaryDirectory() as work:
+        work_dir = Path(work)
+        corpus = work_dir / "corpus.txt"
+        corpus.write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
+        sentences = [embedder.words_of(text) for text in texts]
+        alone = model_alone(embedder, sentences, args.shard_size, args.token_cache_words)
+        whole = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words)
+    return {
+        "device": str(embedder.model.device),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "model": str(args.model),
+        "input": f"{args.input} (first {len(texts):,} lines)",
+        "options": {**embedder.options(), "token_cache_words": args.token_cache_words, "shard_size": args.shard_size},
+        "start_up_seconds": {"load_model": round(loaded - started, 3), "fingerprint": round(fingerprinted - loaded, 3)},
+        "model_alone": alone,
+        "end_to_end": whole,
+        "ratio": round(whole["words_per_second"] / alone["words_per_second"], 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=str(DEFAULT_MODEL_DIR), help="model directory (default: the shipped demo model)")
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="text file, one sentence per line")
+    parser.add_argument("--lines", type=int, default=8000, help="first lines of --input (default 8000)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--max-words-per-batch", type=int)
+    parser.add_argument("--token-cache-words", type=int, default=50_000, help="0: no token-layer cache")
+    parser.add_argument("--dtype", help="storage dtype of the vectors (float32, float16)")
+    parser.add_argument("--representation")
+    parser.add_argument("--shard-size", type=int, default=1000)
+    report = run(parser.parse_args(argv))
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
