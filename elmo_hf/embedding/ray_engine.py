@@ -38,7 +38,7 @@ from ..corpus.readers import EXTENSION_FORMATS
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
-from .shards import EmbeddingRunSummary
+from .shards import EmbeddingRunSummary, vectors_array
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
@@ -60,15 +60,12 @@ def _import_ray():
 
 def vectors_to_arrow(vectors: list[np.ndarray], vector_shape: tuple[int, ...], pooled: bool, dtype: str) -> pa.Array:
     """Per-sentence arrays as an Arrow column: per-word `(words, *vector_shape)` -> ``list<fixed_size_list...>``,
-    pooled `vector_shape` -> ``fixed_size_list...``, one fixed-size level per dimension of ``vector_shape``."""
-    flat = np.concatenate([array.reshape(-1) for array in vectors]) if vectors else np.zeros(0, dtype)
-    values: pa.Array = pa.array(flat.astype(dtype, copy=False))
+    pooled `vector_shape` -> ``fixed_size_list...``, one fixed-size level per dimension of ``vector_shape``
+    (built by the one conversion, ``shards.vectors_array``)."""
+    arrow_type = pa.from_numpy_dtype(np.dtype(dtype))
     for size in reversed(vector_shape):
-        values = pa.FixedSizeListArray.from_arrays(values, size)
-    if pooled:
-        return values
-    offsets = np.concatenate([[0], np.cumsum([len(array) for array in vectors], dtype=np.int64)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), values)
+        arrow_type = pa.list_(arrow_type, size)
+    return vectors_array(vectors, arrow_type if pooled else pa.list_(arrow_type))
 
 
 class RayEmbeddingActor:
