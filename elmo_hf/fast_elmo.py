@@ -122,10 +122,17 @@ def needed_character_slots(character_ids: torch.LongTensor, widest_filter: int) 
     num_slots = character_ids.shape[-1]
     if character_ids.numel() == 0:
         return min(num_slots, widest_filter)
+    return min(num_slots, int(constant_tail_starts(character_ids).max()) + widest_filter)
+
+
+def constant_tail_starts(character_ids: torch.LongTensor) -> torch.LongTensor:
+    """The slots before each row's constant tail (``needed_character_slots``). (N, C) -> (N,)"""
+    num_slots = character_ids.shape[-1]
+    if num_slots == 0:
+        return character_ids.new_zeros(len(character_ids))
     differs_from_last = character_ids != character_ids[:, -1:]  # (N, C)
     positions = torch.arange(1, num_slots + 1, device=character_ids.device)
-    tail_start = int((differs_from_last * positions).amax())  # slots before the longest row's constant tail
-    return min(num_slots, tail_start + widest_filter)
+    return (differs_from_last * positions).amax(dim=1)
 
 
 # The CNN's input shape is rounded up (rows padded with padding words to a power of two from CNN_MIN_ROWS to
@@ -170,12 +177,9 @@ TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
 def word_slot_counts(character_ids: torch.LongTensor, widest_filter: int) -> torch.LongTensor:
     """The character slots each row needs on its own (``needed_character_slots`` of that row alone), rounded up to a
     multiple of ``CNN_SLOT_MULTIPLE``, at most C. (N, C) -> (N,)"""
-    num_slots = character_ids.shape[-1]
-    differs_from_last = character_ids != character_ids[:, -1:]  # (N, C)
-    positions = torch.arange(1, num_slots + 1, device=character_ids.device)
-    tail_starts = (differs_from_last * positions).amax(dim=1) if num_slots else character_ids.new_zeros(len(character_ids))
-    rounded = torch.div(tail_starts + widest_filter + CNN_SLOT_MULTIPLE - 1, CNN_SLOT_MULTIPLE, rounding_mode="floor")
-    return (rounded * CNN_SLOT_MULTIPLE).clamp(max=num_slots)
+    needed = constant_tail_starts(character_ids) + widest_filter
+    rounded = torch.div(needed + CNN_SLOT_MULTIPLE - 1, CNN_SLOT_MULTIPLE, rounding_mode="floor") * CNN_SLOT_MULTIPLE
+    return rounded.clamp(max=character_ids.shape[-1])
 
 
 def token_layer_on_rows(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:

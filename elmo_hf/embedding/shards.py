@@ -475,7 +475,6 @@ def write_shards_pipelined(
         while writing:
             _record_first(writing, record)
     except BaseException:
-        reader.shutdown(wait=True, cancel_futures=True)
         in_order = True  # shards are recorded up to the first one that failed; later ones are removed
         while writing:
             future = writing.popleft()
