@@ -62,7 +62,11 @@ CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
 # Choices of the downstream task heads' fields (ELMoForTokenClassification, ELMoForSequenceClassification).
 TASK_INPUT_EMBEDDINGS = ("char_cnn", "none")
 TASK_MIX_POSITIONS = ("input", "output")
-TASK_POOLINGS = ("mean", "max", "first_last")
+
+# Sentence vectors from word vectors, everywhere (modeling_elmo.pool_words: the model's output, the pipeline, the
+# embedder, sentence-transformers, the heads): "mean" / "max" over the real words, "mean_max" the two concatenated,
+# "first_last" the first word's vector concatenated with the last word's.
+POOLINGS = ("mean", "max", "mean_max", "first_last")
 
 # The 2048-filter character CNN shared by all four released models.
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
@@ -169,8 +173,9 @@ class ELMoConfig(PretrainedConfig):
         task_dropout (`float`, *optional*, defaults to 0.2):
             Dropout on the task encoder's output and between its layers. Training mode only.
         task_pooling (`str`, *optional*, defaults to `"mean"`):
-            Sentence vector of [`ELMoForSequenceClassification`]: `"mean"` or `"max"` over the real words'
-            features, or `"first_last"`, the first word's features concatenated with the last word's.
+            Sentence vector of [`ELMoForSequenceClassification`] (`POOLINGS`, see `modeling_elmo.pool_words`):
+            `"mean"` or `"max"` over the real words' features, `"mean_max"` both concatenated, or `"first_last"`,
+            the first word's features concatenated with the last word's.
 
     Example:
 
@@ -304,7 +309,7 @@ class ELMoConfig(PretrainedConfig):
         check_number(field("task_mix_l2"), self.task_mix_l2, 0.0, hint="0 disables the penalty")
         check_int(field("task_encoder_layers"), self.task_encoder_layers, 0)
         check_int(field("task_encoder_hidden_size"), self.task_encoder_hidden_size, 1)
-        check_choice(field("task_pooling"), self.task_pooling, TASK_POOLINGS)
+        check_choice(field("task_pooling"), self.task_pooling, POOLINGS)
         if not self.task_use_elmo and self.task_input_embeddings == "none":
             raise ValueError(
                 "ELMoConfig.task_use_elmo=False with task_input_embeddings='none' leaves the task model no input: use "

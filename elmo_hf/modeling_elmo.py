@@ -37,7 +37,7 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from .configuration_elmo import ELMoConfig
+from .configuration_elmo import POOLINGS, ELMoConfig
 from .fast_elmo import (
     INFERENCE_PATHS,
     LstmDirectionWeights,
@@ -50,7 +50,7 @@ from .fast_elmo import (
     use_fast_path,
 )
 from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS, word_to_character_ids
-from .validation_elmo import check_int
+from .validation_elmo import check_choice, check_int, is_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -62,6 +62,11 @@ SCALAR_MIX_LAYER_NORM_EPSILON = 1e-12
 IGNORE_INDEX = -100
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
+
+# Which vectors of an output a user takes (ELMoModelOutput.word_vectors), besides an int layer index (0 = token layer):
+# "mix" a scalar mix (the paper's ELMo_k), "top" the top biLSTM layer, "average" the plain mean of the L + 1 layers,
+# "all" every layer stacked.
+REPRESENTATIONS = ("mix", "top", "average", "all")
 
 
 @dataclass
@@ -86,6 +91,8 @@ class ELMoModelOutput(ModelOutput):
         lstm_state (`tuple(torch.FloatTensor)`, *optional*, returned when `return_lstm_state=True`):
             `(hidden, cell)` of shapes `(L, 2, state_batch, projection_dim)` and `(L, 2, state_batch, lstm_cell_size)`;
             direction 0 is forward, 1 backward. Pass it as `lstm_state` to the next call to carry the state over.
+        word_mask (`torch.BoolTensor` of shape `(batch, T)`):
+            True at the words only (never at kept boundaries): what `sentence_vectors` pools over.
     """
 
     last_hidden_state: torch.FloatTensor | None = None
@@ -93,12 +100,83 @@ class ELMoModelOutput(ModelOutput):
     mixed_representations: torch.FloatTensor | None = None
     mask: torch.BoolTensor | None = None
     lstm_state: LstmState | None = None
+    word_mask: torch.BoolTensor | None = None
 
     @property
     def elmo_representations(self) -> tuple[torch.FloatTensor, ...]:
         """The scalar mixes as `num_output_representations` tensors of shape `(batch, T, 2 * projection_dim)`:
         `elmo_representations[k]` is mix k (views into `mixed_representations`)."""
         return tuple(self.mixed_representations.unbind(1))
+
+    def word_vectors(self, representation: str | int = "mix", mix_index: int = 0) -> torch.FloatTensor:
+        """One representation (`REPRESENTATIONS` or a layer index, 0 = token layer): `(batch, T, 2P)`, or
+        `(batch, T, L + 1, 2P)` for `"all"`. `"mix"` is scalar mix `mix_index`."""
+        check_representation(representation, len(self.hidden_states), self.mixed_representations.shape[1], mix_index)
+        if representation == "mix":
+            return self.mixed_representations[:, mix_index]
+        if representation == "top":
+            return self.last_hidden_state
+        if representation == "average":
+            return torch.stack(self.hidden_states).mean(dim=0)
+        if representation == "all":
+            return torch.stack(self.hidden_states, dim=2)
+        return self.hidden_states[representation]
+
+    def sentence_vectors(
+        self, pooling: str = "mean", representation: str | int = "mix", mix_index: int = 0
+    ) -> torch.FloatTensor:
+        """One vector per sentence: `word_vectors(representation, mix_index)` pooled over the real words
+        (`pool_words`): `(batch, 2P)` (`(batch, L + 1, 2P)` for `"all"`), twice as wide for `"mean_max"` and
+        `"first_last"`. A sentence without words gets zeros."""
+        check_choice("pooling", pooling, POOLINGS)
+        return pool_words(self.word_vectors(representation, mix_index), self.word_mask, pooling)
+
+
+def check_representation(representation: str | int, num_layers: int, num_mixes: int, mix_index: int = 0) -> None:
+    """``ValueError`` unless ``representation`` names one of `REPRESENTATIONS` or is a layer index in
+    [0, num_layers), and, for `"mix"`, ``mix_index`` is in [0, num_mixes)."""
+    if isinstance(representation, bool) or not (
+        representation in REPRESENTATIONS or (is_int(representation) and 0 <= representation < num_layers)
+    ):
+        raise ValueError(
+            f"representation must be one of {list(REPRESENTATIONS)} or a layer index in [0, {num_layers}), "
+            f"got {representation!r}"
+        )
+    if representation == "mix":
+        check_int("mix_index", mix_index, 0, num_mixes, hint="config.num_output_representations")
+
+
+def pooled_size(size: int, pooling: str) -> int:
+    """Width of a `pool_words` vector from word vectors ``size`` wide."""
+    return 2 * size if pooling in ("mean_max", "first_last") else size
+
+
+def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str) -> torch.Tensor:
+    """One vector per sentence from its real words' vectors (`POOLINGS`): (batch, words, *S, D) -> (batch, *S, D'),
+    D' = `pooled_size(D, pooling)`. ``"mean"`` and ``"max"`` over the words where ``word_mask`` (batch, words) is
+    True; ``"mean_max"`` the mean then the max, concatenated; ``"first_last"`` the first word's vector then the last
+    word's. A sentence without words gets zeros. Computed in the features' dtype."""
+    batch_size, num_words = word_mask.shape
+    vector_shape = features.shape[2:]
+    if num_words == 0:
+        return features.new_zeros(batch_size, *vector_shape[:-1], pooled_size(vector_shape[-1], pooling))
+    mask = word_mask.reshape(batch_size, num_words, *[1] * len(vector_shape))  # (B, T, 1, ...)
+    lengths = word_mask.sum(dim=1).reshape(batch_size, *[1] * len(vector_shape))  # (B, 1, ...)
+    has_words = lengths > 0
+    if pooling == "mean":
+        return features.masked_fill(~mask, 0).sum(dim=1) / lengths.clamp(min=1).to(features.dtype)
+    if pooling == "max":
+        maximum = features.masked_fill(~mask, float("-inf")).max(dim=1).values
+        return torch.where(has_words, maximum, torch.zeros_like(maximum))
+    if pooling == "mean_max":
+        return torch.cat([pool_words(features, word_mask, "mean"), pool_words(features, word_mask, "max")], dim=-1)
+    if pooling == "first_last":
+        rows = torch.arange(batch_size, device=features.device)
+        first = word_mask.int().argmax(dim=1)  # (B,) words are contiguous (after <S> when boundaries are kept)
+        last = first + (word_mask.sum(dim=1) - 1).clamp(min=0)  # (B,)
+        ends = torch.cat([features[rows, first], features[rows, last]], dim=-1)
+        return torch.where(has_words, ends, torch.zeros_like(ends))
+    raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}.")
 
 
 class ELMoHighway(nn.Module):
@@ -708,6 +786,7 @@ class ELMoModel(ELMoPreTrainedModel):
             mixed_representations=mixed,  # (B, num_output_representations, T, 2P)
             mask=output_mask,
             lstm_state=self._merge_state(lstm_state, final_state, batch_size) if return_lstm_state else None,
+            word_mask=word_only_mask,
         )
         return output if return_dict else output.to_tuple()
 
@@ -850,7 +929,11 @@ __all__ = [
     "ELMoModelOutput",
     "ELMoPreTrainedModel",
     "ELMoScalarMix",
+    "REPRESENTATIONS",
     "add_sentence_boundaries",
+    "check_representation",
     "float32_precision",
+    "pool_words",
+    "pooled_size",
     "reverse_padded_sequences",
 ]

@@ -39,7 +39,7 @@ from torch.nn import functional as F
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 
 from .configuration_elmo import ELMoConfig
-from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
+from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix, pool_words, pooled_size
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
@@ -276,8 +276,7 @@ class ELMoForSequenceClassification(ELMoPreTrainedModel):
         self.num_labels = config.num_labels
         self.elmo = ELMoModel(config)
         self.task_encoder = ELMoTaskEncoder(config)
-        pooled_size = self.task_encoder.output_size * (2 if config.task_pooling == "first_last" else 1)
-        self.classifier = nn.Linear(pooled_size, config.num_labels)
+        self.classifier = nn.Linear(pooled_size(self.task_encoder.output_size, config.task_pooling), config.num_labels)
         self.post_init()
         self.freeze_submodules()
 
@@ -396,33 +395,9 @@ class ELMoForSequenceClassification(ELMoPreTrainedModel):
         raise ValueError(f"config.problem_type must be None or one of {PROBLEM_TYPES}, got {problem_type!r}.")
 
 
-def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str) -> torch.Tensor:
-    """One vector per sentence from its real words' features: (batch, words, D) -> (batch, D), or (batch, 2D) for
-    ``"first_last"`` (first word's features, then last word's). A sentence without words gets zeros."""
-    batch_size, num_words, size = features.shape
-    pooled_size = 2 * size if pooling == "first_last" else size
-    if num_words == 0:
-        return features.new_zeros(batch_size, pooled_size)
-    lengths = word_mask.sum(dim=1)  # (B,)
-    has_words = (lengths > 0).unsqueeze(-1)  # (B, 1)
-    if pooling == "mean":
-        summed = (features * word_mask.unsqueeze(-1)).sum(dim=1)  # (B, D)
-        return summed / lengths.clamp(min=1).unsqueeze(-1).to(features.dtype)
-    if pooling == "max":
-        maximum = features.masked_fill(~word_mask.unsqueeze(-1), float("-inf")).max(dim=1).values  # (B, D)
-        return torch.where(has_words, maximum, torch.zeros_like(maximum))
-    if pooling == "first_last":
-        rows = torch.arange(batch_size, device=features.device)
-        first = features[:, 0]  # (B, D)
-        last = features[rows, (lengths - 1).clamp(min=0)]  # (B, D)
-        return torch.cat([first, last], dim=-1) * has_words
-    raise ValueError(f"pooling must be 'mean', 'max' or 'first_last', got {pooling!r}.")
-
-
 __all__ = [
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
-    "pool_words",
     "run_bilm",
 ]

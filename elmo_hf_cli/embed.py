@@ -45,7 +45,11 @@ def add_parsers(commands) -> None:
         help="mix (scalar mix, default), top, average, all, or a layer index (0 = token layer)",
     )
     embed.add_argument("--mix-index", type=int, help="which scalar mix with --representation mix (default 0)")
-    embed.add_argument("--pooling", help="none: per-word vectors (default); mean: one vector per sentence")
+    embed.add_argument(
+        "--pooling",
+        help="none: per-word vectors (default); one vector per sentence over its words: mean, max, mean_max (both "
+        "concatenated) or first_last (first and last word concatenated)",
+    )
     embed.add_argument("--dtype", help="storage dtype of the vectors: float32 (default) or float16")
     embed.add_argument("--batch-size", type=int, help="most sentences per model batch (default: no limit of its own)")
     embed.add_argument(

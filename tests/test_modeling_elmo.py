@@ -40,10 +40,11 @@ def test_return_dict_false_gives_the_same_tuple(model, tokenizer):
     inputs = encode(tokenizer, SENTENCES)
     as_dict = model(**inputs)
     as_tuple = model(**inputs, return_dict=False)
-    assert isinstance(as_tuple, tuple) and len(as_tuple) == 4
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == 5  # last_hidden_state, hidden_states, mixes, mask, word_mask
     assert torch.equal(as_tuple[0], as_dict.last_hidden_state)
     assert all(torch.equal(a, b) for a, b in zip(as_tuple[1], as_dict.hidden_states))
     assert torch.equal(as_tuple[2][:, 0], as_dict.elmo_representations[0])
+    assert torch.equal(as_tuple[4], as_dict.word_mask)
     assert torch.equal(as_tuple[3], as_dict.mask)
 
 

@@ -3,8 +3,9 @@
 [`ELMoEmbedder`] is a callable for `Dataset.map(batched=True)` (and `IterableDataset.map`): it takes a batch of rows
 with a text column (raw sentences) or a words column (pre-split sentences) and returns the new columns
 
-- `elmo` (name configurable): per-word vectors `(words, D)` (`(words, L + 1, D)` for all layers), or with
-  `pooling="mean"` one sentence vector `(D,)` (`(L + 1, D)`), the mean over the sentence's real words only;
+- `elmo` (name configurable): per-word vectors `(words, D)` (`(words, L + 1, D)` for all layers), or with a
+  `pooling` one sentence vector `(D,)` (`(L + 1, D)`; `2D` wide for `"mean_max"` and `"first_last"`) pooled over the
+  sentence's real words only (`modeling_elmo.pool_words`, the one pooling of the package);
 - `num_words`: the number of words of the sentence;
 - `words` (raw-text input only): the words the vectors belong to, as the tokenizer split them.
 
@@ -39,15 +40,15 @@ from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List,
 
 from .. import DEFAULT_MODEL_DIR
 from ..corpus.readers import InvalidRowError
-from ..modeling_elmo import ELMoModel
+from ..configuration_elmo import POOLINGS as SENTENCE_POOLINGS
+from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
-from ..validation_elmo import check_bool, check_choice, check_int, is_int
+from ..validation_elmo import check_bool, check_choice, check_int
 
 logger = logging.getLogger(__name__)
 
 
-REPRESENTATIONS = ("mix", "top", "average", "all")
-POOLINGS = ("none", "mean")
+POOLINGS = ("none", *SENTENCE_POOLINGS)
 STORAGE_DTYPES = ("float32", "float16")
 ON_INVALID_CHOICES = ("raise", "skip")
 
@@ -170,8 +171,9 @@ class ELMoEmbedder:
             (`elmo_representations`), `"top"` the top biLSTM layer, `"average"` the plain mean of the L + 1 layers,
             `"all"` every layer stacked `(words, L + 1, D)`, or an int j for layer j alone (0 = token layer).
         mix_index (`int`, defaults to 0): which scalar mix, with `representation="mix"`.
-        pooling (`str`, defaults to `"none"`): `"none"` per-word vectors; `"mean"` one vector per sentence, the mean
-            over its real words (zeros for a sentence with no words).
+        pooling (`str`, defaults to `"none"`): `"none"` per-word vectors; otherwise one vector per sentence over its
+            real words (zeros for a sentence with no words): `"mean"`, `"max"`, `"mean_max"` (both concatenated) or
+            `"first_last"` (the first and last word's vectors concatenated), as `ELMoModelOutput.sentence_vectors`.
         dtype (`str`, defaults to `"float32"`): storage dtype of the vectors, `"float32"` or `"float16"`; the model
             always computes in its own dtype and pooling is done in float32 before the cast.
         batch_size (`int`, *optional*): most sentences (windows) per model batch; `None` for no limit.
@@ -276,16 +278,7 @@ class ELMoEmbedder:
         config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
         window_context, on_invalid,
     ) -> None:
-        num_layers = config.num_representation_layers
-        if isinstance(representation, bool) or not (
-            representation in REPRESENTATIONS or (is_int(representation) and 0 <= representation < num_layers)
-        ):
-            raise ValueError(
-                f"representation must be one of {list(REPRESENTATIONS)} or a layer index in [0, {num_layers}), "
-                f"got {representation!r}"
-            )
-        if representation == "mix":
-            check_int("mix_index", mix_index, 0, config.num_output_representations, hint="config.num_output_representations")
+        check_representation(representation, config.num_representation_layers, config.num_output_representations, mix_index)
         check_choice("pooling", pooling, POOLINGS)
         check_choice("dtype", dtype, STORAGE_DTYPES)
         check_choice("on_invalid", on_invalid, ON_INVALID_CHOICES)
@@ -327,10 +320,15 @@ class ELMoEmbedder:
         return self.words_column or self.text_column
 
     @property
+    def pooled(self) -> bool:
+        """Whether a row gets one sentence vector (any `pooling` but `"none"`) rather than per-word vectors."""
+        return self.pooling != "none"
+
+    @property
     def features(self) -> Features:
         """The `datasets` features of the columns this embedder adds."""
         shape = self.vector_shape
-        if self.pooling == "mean":
+        if self.pooled:
             vectors = Array2D(shape, self.dtype) if len(shape) == 2 else List(Value(self.dtype), length=shape[0])
         else:
             vectors = (Array3D if len(shape) == 2 else Array2D)((None, *shape), self.dtype)
@@ -439,7 +437,7 @@ class ELMoEmbedder:
         """`embed_words` on what `prepare` made. On a GPU the next batch is computed while the last one is copied
         back (non-blocking, into pinned memory) and stored."""
         sentences = prepared.sentences
-        per_word = [np.zeros((len(words), *self.vector_shape), dtype=np.float32) for words in sentences]
+        per_word = [np.zeros((len(words), *self.word_vector_shape), dtype=np.float32) for words in sentences]
         pieces_left = Counter(piece.sentence for piece in prepared.pieces)
         if on_progress is not None:
             on_progress(len(sentences) - len(pieces_left), 0)  # sentences without words are done already
@@ -467,16 +465,30 @@ class ELMoEmbedder:
                 in_flight = (batch, *copy)
             if in_flight is not None:
                 store(*in_flight)
-        if self.pooling == "mean":
-            per_word = [vectors.mean(axis=0) if len(vectors) else np.zeros(self.vector_shape, np.float32) for vectors in per_word]
+        if self.pooled:
+            per_word = [self._pool_sentence(vectors) for vectors in per_word]
         return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
 
+    def _pool_sentence(self, vectors: np.ndarray) -> np.ndarray:
+        """One sentence's word vectors `(words, *word_vector_shape)` pooled, in float32: `(*vector_shape)`."""
+        words = torch.from_numpy(vectors).unsqueeze(0)  # (1, words, *word_vector_shape)
+        return pool_words(words, torch.ones(1, len(vectors), dtype=torch.bool), self.pooling)[0].numpy()
+
     @property
-    def vector_shape(self) -> tuple[int, ...]:
-        """Shape of one word's vector (one sentence's, when pooled): `(D,)`, or `(L + 1, D)` for all layers."""
+    def word_vector_shape(self) -> tuple[int, ...]:
+        """Shape of one word's vector: `(D,)`, or `(L + 1, D)` for all layers."""
         if self.representation == "all":
             return (self.model.config.num_representation_layers, self.vector_size)
         return (self.vector_size,)
+
+    @property
+    def vector_shape(self) -> tuple[int, ...]:
+        """Shape of one stored vector: a word's (`word_vector_shape`), or a sentence's when pooled, whose last
+        axis is twice as wide for `"mean_max"` and `"first_last"`."""
+        if not self.pooled:
+            return self.word_vector_shape
+        *leading, size = self.word_vector_shape
+        return (*leading, pooled_size(size, self.pooling))
 
     def _run_model(self, batch: "PreparedBatch") -> torch.Tensor:
         """The selected representation of one model batch, float32 on the model's device. (B, T, *vector_shape)"""
@@ -485,7 +497,7 @@ class ELMoEmbedder:
             input_ids=batch.input_ids.to(device, non_blocking=True),
             attention_mask=batch.attention_mask.to(device, non_blocking=True),
         )
-        return self._select(output).float()
+        return output.word_vectors(self.representation, self.mix_index).float()
 
     @staticmethod
     def _copy_to_host(vectors: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
@@ -509,17 +521,6 @@ class ELMoEmbedder:
             f"{' '.join(sentences[piece.sentence][piece.start : piece.end])[:80]!r}: a damaged model or a dtype "
             "overflow (pass check_finite=False / --allow-non-finite to store them anyway)"
         )
-
-    def _select(self, output) -> torch.Tensor:
-        if self.representation == "mix":
-            return output.elmo_representations[self.mix_index]
-        if self.representation == "top":
-            return output.last_hidden_state
-        if self.representation == "average":
-            return torch.stack(output.hidden_states).mean(dim=0)
-        if self.representation == "all":
-            return torch.stack(output.hidden_states, dim=2)
-        return output.hidden_states[self.representation]
 
 
 def embed_dataset(

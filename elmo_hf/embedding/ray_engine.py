@@ -89,7 +89,7 @@ class RayEmbeddingActor:
         new_columns = embedder.embed_sentences(sentences)
         for name, column in new_columns.items():
             if name == embedder.output_column:
-                array = vectors_to_arrow(column, embedder.vector_shape, embedder.pooling == "mean", embedder.dtype)
+                array = vectors_to_arrow(column, embedder.vector_shape, embedder.pooled, embedder.dtype)
             elif name == NUM_WORDS_COLUMN:
                 array = pa.array(column, pa.int32())
             else:

@@ -113,6 +113,23 @@ def test_feature_types_and_formats(fixture_model, tokenizer):
     assert pooled_all.features["elmo"] == Array2D((3, 32), "float32")
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max", "mean_max", "first_last"])
+def test_every_pooling_equals_the_model_outputs_sentence_vectors(fixture_model, tokenizer, pooling):
+    """The embedder pools each whole sentence (after windowing) with the model's own pool_words."""
+    texts = [TEXTS[0], "", TEXTS[1]]
+    embedder = ELMoEmbedder(fixture_model, tokenizer, pooling=pooling, representation="average", batch_size=2)
+    width = 64 if pooling in ("mean_max", "first_last") else 32
+    assert embedder.vector_shape == (width,) and embedder.features["elmo"] == List(Value("float32"), length=width)
+    vectors = embed_texts(embedder, texts)
+    np.testing.assert_array_equal(vectors[1], np.zeros(width, np.float32))
+    for text, got in zip(texts[::2], vectors[::2]):
+        with torch.inference_mode():
+            expected = fixture_model(**tokenizer([text], return_tensors="pt")).sentence_vectors(pooling, "average")[0]
+        np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-6)
+    stored = embed_dataset(Dataset.from_dict({"text": texts}), embedder).with_format("numpy")["elmo"]
+    np.testing.assert_array_equal(np.stack(stored), np.stack(vectors))
+
+
 def test_float16_storage_is_the_float32_vectors_cast(fixture_model, tokenizer):
     sentence = [TEXTS[0].split()]
     (full,) = ELMoEmbedder(fixture_model, tokenizer).embed_words(sentence)
@@ -183,7 +200,7 @@ def test_column_clash_and_missing_column_are_refused(embedder):
         ({"representation": "best"}, "representation must be one of"),
         ({"representation": 3}, r"layer index in \[0, 3\)"),
         ({"mix_index": 1}, r"mix_index must be an int in \[0, 1\)"),
-        ({"pooling": "max"}, "pooling must be one of"),
+        ({"pooling": "median"}, "pooling must be one of"),
         ({"dtype": "bfloat16"}, "dtype must be one of"),
         ({"batch_size": 0}, r"batch_size must be None or an int >= 1"),
         ({"token_cache_words": -1}, r"token_cache_words must be an int >= 0"),
