@@ -6,6 +6,8 @@
     elmo-hf export --model elmo/ --output elmo-hdf5/
     elmo-hf pretrain --corpus corpus.txt --output elmo-small/ [--config tiny|small|FILE] [--max-steps N] [--resume]
     elmo-hf similarity --model DIR --word bank "I sat on the bank ." "The bank raised rates ."
+    elmo-hf neighbours build vectors/ --output vectors-index/ [--index flat|ivf|ivfpq]
+    elmo-hf neighbours query vectors-index/ --sentence "We saw the play ." --word play [--same-word] [--static 10]
 
 This package lives beside ``elmo_hf`` rather than inside it: importing ``elmo_hf`` registers the ELMo classes with
 transformers, which imports torch (seconds), and ``--help`` of every command answers without any of that. Each
@@ -21,10 +23,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import convert, embed, pretrain, similarity
+from . import convert, embed, neighbours, pretrain, similarity
 from .common import EXIT_INTERRUPTED
 
-COMMANDS = (embed, convert, pretrain, similarity)
+COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
 
 def build_parser() -> argparse.ArgumentParser:
