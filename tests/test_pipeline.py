@@ -1,10 +1,13 @@
-"""The stock feature-extraction pipeline serves ELMo: one vector (the top layer) per input word, in batches too."""
+"""The stock feature-extraction pipeline serves ELMo: one vector (the top layer) per input word, in batches too;
+`ELMoFeatureExtractionPipeline` adds ELMo's representations and sentence pooling."""
 
 import numpy as np
+import pytest
 import torch
 from transformers import pipeline
 
 from elmo_hf import ELMoModel, ELMoTokenizer
+from elmo_hf.integrations.pipeline import ELMoFeatureExtractionPipeline
 
 
 def test_feature_extraction_pipeline_gives_one_vector_per_word(converted_fixture_dir):
@@ -41,3 +44,43 @@ def test_the_default_model_directory_works_as_model_and_tokenizer():
 
     extractor = pipeline("feature-extraction", model=DEFAULT_MODEL_DIR, tokenizer=DEFAULT_MODEL_DIR)
     assert np.array(extractor("a short sentence .")).shape == (1, 4, 256)
+
+
+@pytest.fixture(scope="module")
+def elmo_extractor(converted_fixture_dir):
+    return pipeline("feature-extraction", model=str(converted_fixture_dir), pipeline_class=ELMoFeatureExtractionPipeline)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "mean_max", "first_last"])
+def test_pooled_pipeline_equals_sentence_vectors_in_padded_batches(elmo_extractor, fixture_model, converted_fixture_dir, pooling):
+    extractor, model = elmo_extractor, fixture_model
+    tokenizer = ELMoTokenizer.from_pretrained(converted_fixture_dir)  # the pipeline's, as saved with the model
+    texts = ["The bank raised its rates .", "Hi .", "I don't know, said the banker."]
+    pooled = extractor(texts, batch_size=3, pooling=pooling, representation="mix")  # rows padded to the longest
+    for text, vector in zip(texts, pooled):
+        with torch.no_grad():
+            expected = model(**tokenizer(text, return_tensors="pt")).sentence_vectors(pooling, "mix")
+        np.testing.assert_allclose(np.array(vector), expected.numpy(), rtol=0, atol=1e-6)
+    assert np.array(pooled[0]).shape == (1, 64 if pooling in ("mean_max", "first_last") else 32)
+
+
+def test_elmo_pipeline_defaults_to_the_stock_output_and_takes_every_representation(elmo_extractor, converted_fixture_dir):
+    extractor = elmo_extractor
+    stock = pipeline("feature-extraction", model=str(converted_fixture_dir))
+    text = "The bank raised its rates ."
+    np.testing.assert_array_equal(np.array(extractor(text)), np.array(stock(text)))
+    assert extractor(text, representation="all", return_tensors=True).shape == (1, 6, 3, 32)
+    assert extractor(text, representation=0, pooling="mean", return_tensors=True).shape == (1, 32)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"pooling": "sum"}, "pooling must be one of"),
+        ({"representation": "bottom"}, "representation must be one of"),
+        ({"representation": "mix", "mix_index": 4}, "mix_index"),
+    ],
+)
+def test_elmo_pipeline_refuses_bad_options_before_running(elmo_extractor, options, message):
+    with pytest.raises(ValueError, match=message):
+        elmo_extractor("Hi .", **options)
