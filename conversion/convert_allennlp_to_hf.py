@@ -43,7 +43,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 CONVERTED_MODEL_OUTPUT = OutputKind(
     name="converted-model",
     description="an elmo-hf converted model",
-    entries=("config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME),
+    # vocab.txt: the LM softmax's words, written by convert_tf_checkpoint (a bilm-tf checkpoint has a softmax).
+    entries=("config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME, "vocab.txt"),
 )
 
 

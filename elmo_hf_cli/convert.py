@@ -17,13 +17,19 @@ CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
 def add_parsers(commands) -> None:
     convert = commands.add_parser(
         "convert",
-        help="convert an original ELMo (options.json + weights.hdf5) to a Hugging Face directory",
+        help="convert an original ELMo (options.json + weights.hdf5, or a bilm-tf checkpoint) to a Hugging Face directory",
         description="Convert an original ELMo (bilm-tf / AllenNLP options.json + weights.hdf5) to a Hugging Face "
         "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
         "--verify included, succeeds.",
     )
-    convert.add_argument("--options", required=True, type=Path, help="the original options.json")
-    convert.add_argument("--weights", required=True, type=Path, help="the original weights.hdf5")
+    convert.add_argument("--options", type=Path, help="the original options.json (with --checkpoint: default the one beside it)")
+    convert.add_argument("--weights", type=Path, help="the original weights.hdf5")
+    convert.add_argument(
+        "--checkpoint", type=Path, metavar="PATH",
+        help="instead of --weights: a bilm-tf TensorFlow checkpoint (its save directory, model.ckpt-N, or one of its "
+        "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
+    )
+    convert.add_argument("--vocab", type=Path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
     convert.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
@@ -55,6 +61,10 @@ def add_parsers(commands) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     if (args.private or args.revision) and not args.push_to_hub:
         return report_error(ValueError("--private and --revision only apply with --push-to-hub"))
+    if args.checkpoint is not None:
+        return run_convert_checkpoint(args)
+    if args.options is None or args.weights is None or args.vocab is not None:
+        return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
     try:
         from conversion.convert_allennlp_to_hf import (
             ConversionError,
@@ -84,6 +94,33 @@ def run_convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_convert_checkpoint(args: argparse.Namespace) -> int:
+    """``--checkpoint``: conversion.convert_tf_checkpoint (biLM + softmax + vocabulary)."""
+    if args.weights is not None or args.verify is not None or args.tolerance is not None or args.vocab is None:
+        return report_error(
+            ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
+        )
+    try:
+        from conversion.convert_allennlp_to_hf import HubPushError, push_directory_to_hub
+        from conversion.convert_tf_checkpoint import ConversionError, convert_tf_checkpoint, print_checkpoint_report
+    except ImportError as error:
+        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        report = convert_tf_checkpoint(
+            args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite, args.push_to_hub
+        )
+        if args.push_to_hub:
+            report.pushed_to = push_directory_to_hub(args.output, args.push_to_hub, args.private, args.revision)
+    except (ConversionError, OutputDirectoryError, HubPushError) as error:
+        return report_error(error)
+    print_checkpoint_report(report)
+    if report.pushed_to:
+        print(f"  pushed: {report.pushed_to}")
+    return EXIT_OK
+
+
 def run_export(args: argparse.Namespace) -> int:
     try:
         from conversion.convert_hf_to_allennlp import OPTIONS_FILE_NAME, WEIGHTS_FILE_NAME, convert_hf_to_allennlp
@@ -102,4 +139,4 @@ def run_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["add_parsers", "run_convert", "run_export"]
+__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_export"]

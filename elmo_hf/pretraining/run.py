@@ -347,6 +347,17 @@ class PretrainingReport:
 # ----------------------------------------------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------------------------------------------
+def pretraining_fields_from_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The `ELMoConfig` fields set by the training keys of an original `options.json` (bilm-tf's): `dropout` ->
+    `lm_dropout`, `n_negative_samples_batch` -> `softmax_num_samples` (unless `sample_softmax` is false)."""
+    fields = {}
+    if "dropout" in options:
+        fields["lm_dropout"] = options["dropout"]
+    if options.get("sample_softmax", True) and "n_negative_samples_batch" in options:
+        fields["softmax_num_samples"] = options["n_negative_samples_batch"]
+    return fields
+
+
 def load_pretraining_config(spec: str | Path) -> ELMoConfig:
     """The architecture to pre-train: a `CONFIG_PRESETS` name, or a JSON file holding `ELMoConfig` fields (a
     `config.json`) or an original `options.json` (sections `lstm` and `char_cnn`; its training keys `dropout` and
@@ -367,12 +378,7 @@ def load_pretraining_config(spec: str | Path) -> ELMoConfig:
         raise PretrainingError(f"config file {path} must hold a JSON object, got {type(values).__name__}")
     try:
         if "lstm" in values and "char_cnn" in values:  # an original options.json
-            training = {}
-            if "dropout" in values:
-                training["lm_dropout"] = values["dropout"]
-            if values.get("sample_softmax", True) and "n_negative_samples_batch" in values:
-                training["softmax_num_samples"] = values["n_negative_samples_batch"]
-            return ELMoConfig.from_options_dict(values, **training)
+            return ELMoConfig.from_options_dict(values, **pretraining_fields_from_options(values))
         model_type = values.get("model_type", ELMoConfig.model_type)
         if model_type != ELMoConfig.model_type:
             raise ValueError(f"model_type is {model_type!r}, expected {ELMoConfig.model_type!r}")
@@ -817,6 +823,7 @@ __all__ = [
     "export_hdf5",
     "load_pretraining_config",
     "load_training_sentences",
+    "pretraining_fields_from_options",
     "pretrain",
     "sample_sentences",
     "split_held_out",
