@@ -90,10 +90,22 @@ def _zero_bytes_operator(count: int) -> np.ndarray:
     return result
 
 
+def _four_zero_bytes(states: np.ndarray) -> np.ndarray:
+    for _ in range(4):
+        states = CRC32C_TABLE[states & np.uint32(0xFF)] ^ (states >> np.uint32(8))
+    return states
+
+
+# The state after 4 bytes is linear in (state ^ the 4 bytes as a little-endian word): its low and high halves are
+# looked up in two 65536-entry tables (256 KB each), 4 bytes per step instead of 1.
+_LOW_HALF_TABLE = _four_zero_bytes(np.arange(1 << 16, dtype=np.uint32))
+_HIGH_HALF_TABLE = _four_zero_bytes(np.arange(1 << 16, dtype=np.uint32) << np.uint32(16))
+
+
 def _raw_crc32c(data: np.ndarray) -> int:
     """CRC state after ``data`` (uint8) from state 0, without the final inversion. Large inputs are cut into 2**k
-    equal lanes updated together, then joined pairwise (the CRC is linear: crc(A + B) = shift(crc(A), len(B)) ^
-    crc(B) from state 0), so a gigabyte takes seconds, not minutes."""
+    equal lanes updated together, 4 bytes per step, then joined pairwise (the CRC is linear: crc(A + B) =
+    shift(crc(A), len(B)) ^ crc(B) from state 0), so a gigabyte takes seconds, not an hour."""
     size = int(data.size)
     if size < 4096:
         state = 0
@@ -101,13 +113,13 @@ def _raw_crc32c(data: np.ndarray) -> int:
             state = _CRC32C_TABLE_LIST[(state ^ byte) & 0xFF] ^ (state >> 8)
         return state
     lanes = 1 << min(14, (size // 1024).bit_length() - 1)
-    lane_length = size // lanes
-    grid = data[: lanes * lane_length].reshape(lanes, lane_length)
+    lane_length = size // lanes // 4 * 4
+    words = np.ascontiguousarray(data[: lanes * lane_length]).view("<u4").reshape(lanes, lane_length // 4)
     states = np.zeros(lanes, dtype=np.uint32)
-    for start in range(0, lane_length, 1024):
-        columns = np.ascontiguousarray(grid[:, start : start + 1024].T).astype(np.uint32)
-        for column in columns:
-            states = CRC32C_TABLE[(states ^ column) & np.uint32(0xFF)] ^ (states >> np.uint32(8))
+    for start in range(0, words.shape[1], 256):
+        for column in np.ascontiguousarray(words[:, start : start + 256].T):
+            mixed = states ^ column
+            states = _LOW_HALF_TABLE[mixed & np.uint32(0xFFFF)] ^ _HIGH_HALF_TABLE[mixed >> np.uint32(16)]
     shift = _zero_bytes_operator(lane_length)
     while states.size > 1:
         states = _apply_operator(shift, states[0::2]) ^ states[1::2]

@@ -20,6 +20,7 @@ OPTION_FIELDS = {
     "dropout": "dropout", "save_steps": "save_steps", "save_total_limit": "save_total_limit", "eval_steps": "eval_steps",
     "logging_steps": "logging_steps", "train_eval_sentences": "train_eval_sentences", "seed": "seed",
     "max_time_minutes": "max_time_minutes", "resume": "resume", "overwrite": "overwrite", "export_hdf5": "export_hdf5",
+    "init_from": "init_from", "init_vocab": "init_vocab", "add_words": "add_words",
     "threads": "num_threads",
 }
 
@@ -71,6 +72,12 @@ def add_parsers(commands) -> None:
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
+    add("--init-from", metavar="DIR_OR_CHECKPOINT", help="continue pre-training this model on --corpus (bilm-tf's "
+        "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
+        "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
+    add("--init-vocab", metavar="FILE", help="the vocabulary file of a TF checkpoint given to --init-from")
+    add("--add-words", action="store_true", help="with --init-from: append the corpus words (--min-count, "
+        "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
     add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
         "the original layout; needs elmo-hf[convert])")
     add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")

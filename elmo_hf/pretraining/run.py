@@ -48,6 +48,7 @@ from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import WORD_SPLITTERS, ELMoTokenizer
 from ..validation_elmo import check_choice, check_int, check_number
 from .data import DataCollatorForBiLM, WindowedBiLMStream
+from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .trainer import ELMoPreTrainingTrainer
 from .vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 
@@ -181,6 +182,13 @@ class PretrainingOptions:
         num_threads (`int`, *optional*): `torch.set_num_threads` for the run (process-wide, restored afterwards). On
             a CPU shared with other jobs, 1 thread can be many times faster than oversubscribed cores.
         dataset_cache_dir (*optional*): `datasets` cache for the loaded sentences.
+        init_from (*optional*): continue pre-training this model instead of a new one (bilm-tf's `restart.py`): an
+            `ELMoForPreTraining` directory with its `vocab.txt` (`elmo-hf convert --checkpoint`, an earlier run) or a
+            bilm-tf TensorFlow checkpoint (save directory or `model.ckpt-N`, `options.json` beside it). Its
+            architecture and vocabulary are kept (no `config`); the corpus gives the vocabulary's counts.
+        init_vocab (*optional*): the vocabulary file of an `init_from` TF checkpoint (or one replacing a directory's).
+        add_words (`bool`): with `init_from`, append the corpus words the model's vocabulary lacks (`min_count`,
+            `max_vocab_size` apply to them); their softmax rows start as `<UNK>`'s (`initial_model.grow_softmax`).
     """
 
     corpus: Sequence[str | Path]
@@ -219,6 +227,9 @@ class PretrainingOptions:
     handle_interrupt: bool = True
     num_threads: int | None = None
     dataset_cache_dir: str | Path | None = None
+    init_from: str | Path | None = None
+    init_vocab: str | Path | None = None
+    add_words: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -244,6 +255,14 @@ class PretrainingOptions:
         self.config = str(self.config)
         if self.resume and self.overwrite:
             raise PretrainingError("resume and overwrite exclude each other")
+        if self.init_from is None and (self.init_vocab is not None or self.add_words):
+            raise PretrainingError("init_vocab and add_words apply to a run with init_from (a model to continue)")
+        if self.init_from is not None and self.config != "small":  # "small": the default, i.e. not given
+            raise PretrainingError(f"config ({self.config}) and init_from exclude each other: the architecture is the initial model's")
+        if self.init_from is not None:
+            self.init_from = str(Path(self.init_from).resolve())
+        if self.init_vocab is not None:
+            self.init_vocab = str(Path(self.init_vocab).resolve())
         if self.text_column is not None and self.words_column is not None:
             raise PretrainingError("give text_column or words_column, not both")
         check_number("held_out_fraction", self.held_out_fraction, 0.0, 1.0, minimum_inclusive=False, maximum_inclusive=False)
@@ -307,6 +326,8 @@ class PretrainingReport:
     eval_history: list[list[float]] = field(default_factory=list)
     hdf5_dir: str | None = None
     learning_rate: float | None = None  # the peak learning rate used (the options may leave it to the default)
+    initialised_from: str | None = None  # options.init_from: the model this run continued
+    added_words: int = 0  # words appended to the initial model's vocabulary (options.add_words)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -330,8 +351,10 @@ class PretrainingReport:
             f"  held-out perplexity: {directions(self.held_out)}",
             f"    unigram baseline:  {directions(self.held_out_unigram)}",
         ]
+        if self.initialised_from:
+            lines.insert(1, f"  continued from {self.initialised_from} ({self.added_words:,} word(s) added to its vocabulary)")
         if self.held_out_initial:
-            lines.append(f"    untrained (step 0): {directions(self.held_out_initial)}")
+            lines.append(f"    {'initial model' if self.initialised_from else 'untrained'} (step 0): {directions(self.held_out_initial)}")
         lines += [
             f"  train perplexity ({self.num_train_sample_sentences:,} sentences): {directions(self.train_sample)}",
             f"    unigram baseline:  {directions(self.train_sample_unigram)}",
@@ -523,6 +546,14 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
 # ----------------------------------------------------------------------------------------------------------------
 # HDF5 export (the repository's `conversion` package, imported only when asked for)
 # ----------------------------------------------------------------------------------------------------------------
+def _initial_model(options: PretrainingOptions, with_weights: bool) -> InitialModel:
+    """`options.init_from` read by `initial_model.load_initial_model`; raises `PretrainingError`."""
+    try:
+        return load_initial_model(options.init_from, options.init_vocab, with_weights=with_weights)
+    except InitialModelError as error:
+        raise PretrainingError(str(error)) from None
+
+
 def _hdf5_exporter():
     """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to install."""
     try:
@@ -670,7 +701,8 @@ def pretrain(options: PretrainingOptions) -> PretrainingReport:
 
 def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     start = time.monotonic()
-    config = load_pretraining_config(options.config)
+    initial = _initial_model(options, with_weights=False) if options.init_from is not None else None
+    config = initial.config if initial is not None else load_pretraining_config(options.config)
     if options.export_hdf5:
         _hdf5_exporter()  # fail before training, not after it
     inputs = [*options.corpus, *(options.held_out or [])]
@@ -678,7 +710,8 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
         if not Path(path).exists():
             raise PretrainingError(f"corpus file {path} does not exist")
     with open_output_directory(
-        options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite, inputs=inputs,
+        options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
+        inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
         worth_keeping=_has_a_checkpoint, describe_existing=lambda path: "a pre-training run",
     ) as output:
         if options.resume and not output.resumed:
@@ -687,11 +720,16 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
                 "without --resume to start a new run"
             )
         checkpoint = _checkpoint_to_resume(output.path, options) if output.resumed else None
-        return _train_and_report(options, config, output.path, checkpoint, start)
+        return _train_and_report(options, config, output.path, checkpoint, start, initial)
 
 
 def _train_and_report(
-    options: PretrainingOptions, config: ELMoConfig, output_dir: Path, checkpoint: Path | None, start: float
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    output_dir: Path,
+    checkpoint: Path | None,
+    start: float,
+    initial_model: InitialModel | None = None,
 ) -> PretrainingReport:
     # Data: sentences, held-out split, vocabulary from the training sentences only.
     sentences = load_training_sentences(options.corpus, options)
@@ -701,9 +739,14 @@ def _train_and_report(
     else:
         train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
     try:
-        vocabulary = ELMoWordVocabulary.from_sentences(
-            train_sentences["words"], min_count=options.min_count, max_size=options.max_vocab_size
-        )
+        if initial_model is not None:  # the model's words keep their softmax rows; the corpus gives the counts
+            vocabulary = initial_model.vocabulary.counted_on(
+                train_sentences["words"], add_words=options.add_words, min_count=options.min_count, max_size=options.max_vocab_size
+            )
+        else:
+            vocabulary = ELMoWordVocabulary.from_sentences(
+                train_sentences["words"], min_count=options.min_count, max_size=options.max_vocab_size
+            )
     except ValueError as error:
         raise PretrainingError(f"vocabulary: {error}") from None
     train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
@@ -732,6 +775,8 @@ def _train_and_report(
     # Model and batches.
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
+    if initial_model is not None and checkpoint is None:
+        model.load_state_dict(initial_state_for(_initial_model(options, with_weights=True), vocabulary))
     if options.regime == "windowed":
         try:
             train_data = WindowedBiLMStream(
@@ -779,6 +824,8 @@ def _train_and_report(
     state = trainer.state
     report = PretrainingReport(
         learning_rate=options.resolved_learning_rate,
+        initialised_from=options.init_from,
+        added_words=len(vocabulary) - len(initial_model.vocabulary) if initial_model is not None else 0,
         output_dir=str(output_dir),
         regime=options.regime,
         steps=state.global_step,

@@ -193,13 +193,7 @@ class ELMoWordVocabulary:
         """
         _check_min_count(min_count)
         _check_max_size(max_size)
-        word_counts: Counter[str] = Counter()
-        num_sentences = 0
-        for index, sentence in enumerate(sentences):
-            words = check_sentence_words(sentence, f"sentence {index}")
-            if words:
-                word_counts.update(words)
-                num_sentences += 1
+        word_counts, num_sentences = _count_words(sentences)
         return cls.from_word_counts(word_counts, num_sentences, min_count=min_count, max_size=max_size)
 
     @classmethod
@@ -279,6 +273,39 @@ class ELMoWordVocabulary:
         words = list(SPECIAL_WORDS) + [word for word, _ in kept]
         counts = [num_sentences, num_sentences, unknown_count] + [count for _, count in kept]
         return cls(words, counts)
+
+    def counted_on(
+        self, sentences: Iterable[Sequence[str]], add_words: bool = False, min_count: int = 1, max_size: int | None = None
+    ) -> "ELMoWordVocabulary":
+        """
+        This vocabulary, every word keeping its id, with the counts of another corpus (as defined in the module
+        docstring): for continuing the pre-training of a model on new text, whose softmax rows are these words.
+
+        Args:
+            sentences (`Iterable[Sequence[str]]`): the new corpus, one list of words per sentence.
+            add_words (`bool`, *optional*, defaults to `False`): also append the corpus words this vocabulary lacks,
+                seen at least `min_count` times, most frequent first (ties by word), after the existing ids.
+            min_count, max_size: for the added words, as in [`~ELMoWordVocabulary.from_sentences`]; `max_size`
+                bounds the whole vocabulary and never removes an existing word.
+        """
+        _check_min_count(min_count)
+        _check_max_size(max_size)
+        word_counts, num_sentences = _count_words(sentences)
+        if num_sentences == 0:
+            raise ValueError("the corpus is empty: it has no sentence with at least one word")
+        added: list[str] = []
+        if add_words:
+            candidates = sorted(
+                ((word, count) for word, count in word_counts.items() if word not in self._word_to_id and count >= min_count),
+                key=lambda word_and_count: (-word_and_count[1], word_and_count[0]),
+            )
+            room = len(candidates) if max_size is None else max(0, max_size - len(self._words))
+            added = [word for word, _ in candidates[:room]]
+        words = self._words + tuple(added)
+        known = set(words)
+        unknown = sum(count for word, count in word_counts.items() if word not in known) + word_counts.get(UNK_TOKEN, 0)
+        counts = [num_sentences, num_sentences, unknown] + [word_counts.get(word, 0) for word in words[len(SPECIAL_WORDS) :]]
+        return ELMoWordVocabulary(words, counts)
 
     # ---- lookups ----
     @property
@@ -385,6 +412,18 @@ class ELMoWordVocabulary:
         words = _read_vocabulary_file(vocabulary_file)
         counts = _read_counts_file(counts_file, words) if counts_file is not None and counts_file.is_file() else None
         return cls(words, counts)
+
+
+def _count_words(sentences: Iterable[Sequence[str]]) -> tuple[Counter[str], int]:
+    """(occurrences of each word, number of sentences with at least one word), every sentence checked."""
+    word_counts: Counter[str] = Counter()
+    num_sentences = 0
+    for index, sentence in enumerate(sentences):
+        words = check_sentence_words(sentence, f"sentence {index}")
+        if words:
+            word_counts.update(words)
+            num_sentences += 1
+    return word_counts, num_sentences
 
 
 def _read_vocabulary_file(path: Path) -> list[str]:

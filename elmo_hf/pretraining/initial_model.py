@@ -1,0 +1,152 @@
+"""The model a pre-training run continues from: ``elmo-hf pretrain --init-from`` (bilm-tf's ``restart.py`` on a new
+corpus).
+
+``init_from`` is either
+
+- an ``ELMoForPreTraining`` directory with its word vocabulary: a converted bilm-tf checkpoint (``elmo-hf convert
+  --checkpoint``) or an earlier ``elmo-hf pretrain`` output (``config.json`` + weights + ``vocab.txt``); or
+- a bilm-tf TensorFlow checkpoint (its save directory or ``model.ckpt-N``, with ``options.json`` beside it),
+  converted on the fly by ``conversion.convert_tf_checkpoint`` (the ``convert`` extra); its vocabulary file is
+  ``init_vocab``.
+
+The run keeps the model's vocabulary, so that every softmax row keeps its word; the new corpus only gives the counts
+(``ELMoWordVocabulary.counted_on``). With ``add_words`` the corpus words the vocabulary lacks are appended, and their
+softmax rows start where ``<UNK>`` was (``grow_softmax``). The architecture is the model's: a run with ``init_from``
+takes no ``config``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..configuration_elmo import ELMoConfig
+from ..modeling_elmo_pretraining import ELMoForPreTraining
+from .vocabulary import UNK_WORD_ID, ELMoWordVocabulary
+
+CONFIG_FILE_NAME = "config.json"
+
+
+class InitialModelError(ValueError):
+    """``init_from`` cannot be read as a model with a word softmax; the message names the path and what was expected."""
+
+
+@dataclass
+class InitialModel:
+    """The model a run starts from: its configuration, its vocabulary (the softmax rows' words, in order) and, when
+    loaded with weights, its ``ELMoForPreTraining`` state."""
+
+    source: Path
+    config: ELMoConfig
+    vocabulary: ELMoWordVocabulary
+    state_dict: dict[str, torch.Tensor] | None = None
+
+
+def load_initial_model(init_from: str | Path, init_vocab: str | Path | None = None, with_weights: bool = True) -> InitialModel:
+    """Read ``init_from`` (see the module docstring); ``init_vocab`` replaces a directory's ``vocab.txt`` and is
+    required for a TF checkpoint. Without ``with_weights`` only the configuration and vocabulary are read (cheap).
+    Raises ``InitialModelError``."""
+    init_from = Path(init_from)
+    if (init_from / CONFIG_FILE_NAME).is_file():
+        return _from_directory(init_from, Path(init_vocab) if init_vocab is not None else None, with_weights)
+    return _from_tf_checkpoint(init_from, init_vocab, with_weights)
+
+
+def _from_directory(directory: Path, init_vocab: Path | None, with_weights: bool) -> InitialModel:
+    expected = (
+        "expected an ELMoForPreTraining directory with the vocab.txt of its softmax (elmo-hf convert --checkpoint, or "
+        "an elmo-hf pretrain output)"
+    )
+    try:
+        config = ELMoConfig.from_pretrained(directory)
+        if config.word_vocab_size == 0:
+            raise InitialModelError(
+                f"--init-from {directory} has no word softmax (an ELMoModel, e.g. a conversion of weights.hdf5, which "
+                f"holds none): {expected}."
+            )
+        vocabulary = ELMoWordVocabulary.load(init_vocab if init_vocab is not None else directory)
+    except (OSError, ValueError) as error:
+        if isinstance(error, InitialModelError):
+            raise
+        raise InitialModelError(f"--init-from {directory}: {error}") from None
+    if config.word_vocab_size != len(vocabulary):
+        raise InitialModelError(
+            f"--init-from {directory} has a softmax of {config.word_vocab_size:,} words, but its vocabulary has "
+            f"{len(vocabulary):,}: {expected}."
+        )
+    initial = InitialModel(directory, config, vocabulary)
+    if with_weights:
+        model, loading_info = ELMoForPreTraining.from_pretrained(directory, output_loading_info=True)
+        missing = sorted(loading_info.get("missing_keys", ()))
+        if missing:
+            raise InitialModelError(f"--init-from {directory} holds no trained weights for {missing}.")
+        initial.state_dict = model.state_dict()
+    return initial
+
+
+def _from_tf_checkpoint(checkpoint: Path, init_vocab: str | Path | None, with_weights: bool) -> InitialModel:
+    try:
+        from conversion.convert_tf_checkpoint import (
+            load_tf_checkpoint,
+            options_file_of,
+            read_bilm_tf_vocabulary,
+            read_checkpoint_options,
+        )
+        from conversion.tf_checkpoint import checkpoint_prefix
+    except ImportError as error:
+        raise InitialModelError(
+            f"--init-from {checkpoint} is not a model directory ({CONFIG_FILE_NAME} missing); reading it as a bilm-tf "
+            f"TensorFlow checkpoint needs the converter ({error}): pip install 'elmo-hf[convert]'"
+        ) from None
+    if init_vocab is None:
+        raise InitialModelError(
+            f"--init-from {checkpoint} is not a model directory ({CONFIG_FILE_NAME} missing); as a bilm-tf TensorFlow "
+            "checkpoint it needs the vocabulary file it was trained with: --init-vocab FILE"
+        )
+    try:
+        if with_weights:
+            converted = load_tf_checkpoint(checkpoint, init_vocab)
+            return InitialModel(checkpoint, converted.model.config, converted.vocabulary, converted.model.state_dict())
+        _, config = read_checkpoint_options(options_file_of(checkpoint_prefix(checkpoint), None))
+        vocabulary, _ = read_bilm_tf_vocabulary(Path(init_vocab))
+    except ValueError as error:  # ConversionError
+        raise InitialModelError(f"--init-from {checkpoint}: {error}") from None
+    config.word_vocab_size = len(vocabulary)
+    return InitialModel(checkpoint, config, vocabulary)
+
+
+def grow_softmax(
+    weight: torch.Tensor, bias: torch.Tensor, added_counts: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The softmax ``weight`` (V, P) and ``bias`` (V,) with one row per added word appended; the old rows unchanged.
+
+    An added word was ``<UNK>`` to the model, so its row starts as ``<UNK>``'s: the same output vector, and the bias
+    of ``<UNK>`` plus ``log(count / sum(added_counts))``. The added words then share, by corpus count, exactly the
+    probability ``<UNK>`` has in every context; the old words keep their ratios to each other and lose at most the
+    factor ``1 / (1 + p(<UNK>))`` until training moves them."""
+    counts = torch.as_tensor(added_counts, dtype=torch.float64)
+    if counts.numel() == 0:
+        return weight, bias
+    if (counts <= 0).any():
+        raise ValueError(f"added words need counts > 0, got {counts.tolist()}")
+    shares = torch.log(counts / counts.sum()).to(bias.dtype)
+    new_weight = weight[UNK_WORD_ID].expand(len(counts), -1)
+    return torch.cat([weight, new_weight]), torch.cat([bias, bias[UNK_WORD_ID] + shares])
+
+
+def initial_state_for(initial: InitialModel, vocabulary: ELMoWordVocabulary) -> dict[str, torch.Tensor]:
+    """The initial model's state for a run whose vocabulary is ``initial.vocabulary`` counted on the new corpus,
+    possibly with words added (``ELMoWordVocabulary.counted_on``): the softmax grown by ``grow_softmax``."""
+    old_size = len(initial.vocabulary)
+    if vocabulary.words[:old_size] != initial.vocabulary.words:
+        raise ValueError("the run's vocabulary must start with the initial model's words, in order")
+    added_counts = vocabulary.counts[old_size:] if vocabulary.counts is not None else ()
+    state = dict(initial.state_dict)
+    state["softmax.weight"], state["softmax.bias"] = grow_softmax(state["softmax.weight"], state["softmax.bias"], added_counts)
+    return state
+
+
+__all__ = ["InitialModel", "InitialModelError", "grow_softmax", "initial_state_for", "load_initial_model"]
