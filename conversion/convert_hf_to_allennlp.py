@@ -71,7 +71,11 @@ def convert_hf_to_allennlp(model_dir: str | Path, output_dir: str | Path, overwr
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     with staged_output_directory(output_dir, HDF5_EXPORT_OUTPUT, overwrite=overwrite, inputs=[model_dir]) as staging_dir:
         model = load_model(model_dir)
-        (staging_dir / OPTIONS_FILE_NAME).write_text(json.dumps(model.config.to_options_dict(), indent=2) + "\n", encoding="utf-8")
+        try:
+            options = model.config.to_options_dict()
+        except ValueError as error:  # e.g. an ELMoForManyLangs conversion: a character vocabulary, a word embedding
+            raise ConversionError(f"{model_dir}: {error}") from None
+        (staging_dir / OPTIONS_FILE_NAME).write_text(json.dumps(options, indent=2) + "\n", encoding="utf-8")
         write_weights(model, staging_dir / WEIGHTS_FILE_NAME)
         if (model_dir / VOCABULARY_FILE_NAME).is_file():
             shutil.copyfile(model_dir / VOCABULARY_FILE_NAME, staging_dir / VOCABULARY_FILE_NAME)

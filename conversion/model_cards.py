@@ -116,10 +116,14 @@ def render_model_card(
     parity: str,
     datasets: tuple[str, ...] = (),
     initial_state: str = "zeros, the original's cold start",
+    language: str | None = "en",
+    license: str = "apache-2.0",
 ) -> str:
+    """The card from the template; ``language=None`` leaves the language out (a converted model of unknown language),
+    ``license`` is the Hub's licence identifier (``"other"`` when the card's text explains it)."""
     card_data = ModelCardData(
-        language="en",
-        license="apache-2.0",
+        language=language,
+        license=license,
         library_name="transformers",
         pipeline_tag="feature-extraction",
         tags=["elmo", "elmo-hf", "contextual-embeddings", "character-level", "bilm", "feature-extraction"],

@@ -12,7 +12,12 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
-from .tokenization_elmo import MAX_CHARACTERS_PER_TOKEN, NUM_CHARACTERS
+from .tokenization_elmo import (
+    CHARACTER_VOCABULARIES,
+    MAX_CHARACTERS_PER_TOKEN,
+    NUM_CHARACTERS,
+    byte_sentence_boundary_rows,
+)
 from .validation_elmo import check_bool, check_choice, check_int, check_number, is_int
 
 # Keys found in options files written for *training* (bilm-tf's train_elmo.py). They do not change the network
@@ -90,8 +95,10 @@ class ELMoConfig(PretrainedConfig):
         char_cnn_activation (`str`, *optional*, defaults to `"relu"`):
             `"relu"` or `"tanh"`, applied after max-pooling each filter (`char_cnn.activation`).
         num_characters (`int`, *optional*, defaults to 262):
-            Size of the character vocabulary (`char_cnn.n_characters`). Must be 262: 256 bytes, 5 special
-            characters, and id 0 for padding tokens. (Training-time options files say 261; the converter maps them.)
+            Size of the character vocabulary (`char_cnn.n_characters`). Must be 262 with the byte scheme: 256 bytes, 5
+            special characters, and id 0 for padding tokens. (Training-time options files say 261; the converter maps
+            them.) With `character_vocabulary="unicode_characters"`: the rows of the character embedding, id 0 (the
+            padding token) included.
         max_characters_per_token (`int`, *optional*, defaults to 50):
             Character slots per word, including begin/end-of-word (`char_cnn.max_characters_per_token`).
         projection_dim (`int`, *optional*, defaults to 512):
@@ -108,6 +115,30 @@ class ELMoConfig(PretrainedConfig):
             `None` disables it.
         use_skip_connections (`bool`, *optional*, defaults to `True`):
             Add each LSTM layer's input to its output for layers 2..L (`lstm.use_skip_connections`).
+
+        Other token inputs and LSTM conventions (ELMoForManyLangs models, `elmo-hf convert --elmoformanylangs`; the
+        defaults are the original ELMo's and change nothing):
+
+        character_vocabulary (`str`, *optional*, defaults to `"utf8_bytes"`):
+            How words become character ids. `"utf8_bytes"`: the original's fixed scheme (262 ids, the
+            `max_characters_per_token` limit counts UTF-8 bytes, `<S>` / `</S>` around sentences).
+            `"unicode_characters"`: a vocabulary of Unicode characters held by the tokenizer
+            (`tokenization_elmo.CharacterVocabulary`): `num_characters` ids, the limit counts characters, and the
+            rows around sentences are `begin_sentence_ids` / `end_sentence_ids`.
+        begin_sentence_ids, end_sentence_ids (`list[int]`, *optional*):
+            With `"unicode_characters"`: the rows of ids (`token_row_width` each) the model puts before and after
+            every sentence, the tokenizer's rows of its boundary words (`<bos>`, `<eos>`). Unset with `"utf8_bytes"`.
+        word_embedding_dim (`int`, *optional*, defaults to 0):
+            W > 0: every token also has a word id, the first id of its row in `input_ids` (rows are then
+            `max_characters_per_token + 1` long), and its W-dim embedding is concatenated after the highway layers'
+            F features, before the projection to P (then `F + W -> P`). Needs `"unicode_characters"` (the tokenizer's
+            vocabulary holds the words).
+        word_embedding_vocab_size (`int`, *optional*, defaults to 0):
+            Rows of that word embedding, id 0 (the padding token) included.
+        tf_forget_gate_bias (`bool`, *optional*, defaults to `True`):
+            Add TF's constant 1.0 to the forget gate at run time, as bilm-tf's `LSTMCell` does (its stored bias lacks
+            it). `False` for weights trained with AllenNLP's LSTM cell (ELMoForManyLangs), whose stored bias is the
+            whole bias.
         num_output_representations (`int`, *optional*, defaults to 1):
             How many independent scalar mixes `gamma * sum_j softmax(w)_j h_j` the model returns (e.g. one for the
             input and one for the output of a task model).
@@ -205,6 +236,12 @@ class ELMoConfig(PretrainedConfig):
         cell_clip: float | None = 3.0,
         projection_clip: float | None = 3.0,
         use_skip_connections: bool = True,
+        character_vocabulary: str = "utf8_bytes",
+        begin_sentence_ids: list[int] | None = None,
+        end_sentence_ids: list[int] | None = None,
+        word_embedding_dim: int = 0,
+        word_embedding_vocab_size: int = 0,
+        tf_forget_gate_bias: bool = True,
         num_output_representations: int = 1,
         scalar_mix_layer_norm: bool = False,
         keep_sentence_boundaries: bool = False,
@@ -240,6 +277,12 @@ class ELMoConfig(PretrainedConfig):
         self.cell_clip = cell_clip
         self.projection_clip = projection_clip
         self.use_skip_connections = use_skip_connections
+        self.character_vocabulary = character_vocabulary
+        self.begin_sentence_ids = None if begin_sentence_ids is None else list(begin_sentence_ids)
+        self.end_sentence_ids = None if end_sentence_ids is None else list(end_sentence_ids)
+        self.word_embedding_dim = word_embedding_dim
+        self.word_embedding_vocab_size = word_embedding_vocab_size
+        self.tf_forget_gate_bias = tf_forget_gate_bias
         self.num_output_representations = num_output_representations
         self.scalar_mix_layer_norm = scalar_mix_layer_norm
         self.keep_sentence_boundaries = keep_sentence_boundaries
@@ -269,11 +312,13 @@ class ELMoConfig(PretrainedConfig):
         check_int(field("char_embedding_dim"), self.char_embedding_dim, 1)
         check_int(field("num_highway_layers"), self.num_highway_layers, 0)
         check_choice(field("char_cnn_activation"), self.char_cnn_activation, CHAR_CNN_ACTIVATIONS)
-        if self.num_characters != NUM_CHARACTERS:
+        check_choice(field("character_vocabulary"), self.character_vocabulary, CHARACTER_VOCABULARIES)
+        if self.character_vocabulary == "utf8_bytes" and self.num_characters != NUM_CHARACTERS:
             raise ValueError(
                 f"ELMoConfig.num_characters must be {NUM_CHARACTERS} (256 bytes + 5 special characters + the padding "
                 f"token 0), got {self.num_characters!r}."
             )
+        check_int(field("num_characters"), self.num_characters, 2, hint="the padding token 0 and at least one character")
         widest_filter = max(width for width, _ in self.char_cnn_filters)
         check_int(field("max_characters_per_token"), self.max_characters_per_token, 3)
         if self.max_characters_per_token < widest_filter:
@@ -298,6 +343,46 @@ class ELMoConfig(PretrainedConfig):
             check_number(field(name), getattr(self, name), 0.0, 1.0, maximum_inclusive=False)
         check_int(field("word_vocab_size"), self.word_vocab_size, 0)
         check_int(field("softmax_num_samples"), self.softmax_num_samples, 0)
+        self._validate_token_input()
+
+    def _validate_token_input(self) -> None:
+        """The character vocabulary, the boundary rows and the word embedding (see the docstring's block on them)."""
+        field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
+        check_bool(field("tf_forget_gate_bias"), self.tf_forget_gate_bias)
+        check_int(field("word_embedding_dim"), self.word_embedding_dim, 0)
+        check_int(field("word_embedding_vocab_size"), self.word_embedding_vocab_size, 0)
+        if (self.word_embedding_dim > 0) != (self.word_embedding_vocab_size > 0):
+            raise ValueError(
+                f"ELMoConfig.word_embedding_dim ({self.word_embedding_dim}) and word_embedding_vocab_size "
+                f"({self.word_embedding_vocab_size}) must both be > 0 (a word embedding) or both 0 (none)."
+            )
+        boundary_rows = (self.begin_sentence_ids, self.end_sentence_ids)
+        if self.character_vocabulary == "utf8_bytes":
+            if self.word_embedding_dim or any(row is not None for row in boundary_rows):
+                raise ValueError(
+                    "ELMoConfig: begin_sentence_ids, end_sentence_ids and a word embedding need "
+                    "character_vocabulary='unicode_characters' (with 'utf8_bytes' the rows are fixed and there are no "
+                    "word ids)."
+                )
+            return
+        for name, row in zip(("begin_sentence_ids", "end_sentence_ids"), boundary_rows):
+            self._check_boundary_row(name, row)
+
+    def _check_boundary_row(self, name: str, row: Any) -> None:
+        width = self.token_row_width
+        if not isinstance(row, (list, tuple)) or len(row) != width or not all(is_int(value) for value in row):
+            raise ValueError(
+                f"ELMoConfig.{name} must be a row of {width} ids (token_row_width) with "
+                f"character_vocabulary='unicode_characters', got {row!r}."
+            )
+        leading = 1 if self.word_embedding_dim else 0
+        if leading and not 1 <= row[0] < self.word_embedding_vocab_size:
+            raise ValueError(
+                f"ELMoConfig.{name}[0] is a word id and must be in [1, {self.word_embedding_vocab_size}), got {row[0]}."
+            )
+        characters = row[leading:]
+        if not all(1 <= value < self.num_characters for value in characters):
+            raise ValueError(f"ELMoConfig.{name}: character ids must be in [1, {self.num_characters}), got {row!r}.")
 
     def _validate_task_fields(self) -> None:
         field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
@@ -334,6 +419,19 @@ class ELMoConfig(PretrainedConfig):
     @property
     def widest_char_filter(self) -> int:
         return max(width for width, _ in self.char_cnn_filters)
+
+    @property
+    def token_row_width(self) -> int:
+        """Ids per token in `input_ids`: `max_characters_per_token`, plus the word id in front when the model has a
+        word embedding."""
+        return self.max_characters_per_token + (1 if self.word_embedding_dim else 0)
+
+    @property
+    def sentence_boundary_rows(self) -> tuple[list[int], list[int]]:
+        """The rows of ids the model puts before and after every sentence (`<S>` / `</S>` for the byte scheme)."""
+        if self.character_vocabulary == "utf8_bytes":
+            return byte_sentence_boundary_rows(self.max_characters_per_token)
+        return list(self.begin_sentence_ids), list(self.end_sentence_ids)
 
     @property
     def num_representation_layers(self) -> int:
@@ -392,7 +490,22 @@ class ELMoConfig(PretrainedConfig):
         return cls(**fields, **runtime_options)
 
     def to_options_dict(self) -> dict[str, Any]:
-        """The original ``options.json`` content for this architecture (inference layout, 262 characters)."""
+        """The original ``options.json`` content for this architecture (inference layout, 262 characters);
+        ``ValueError`` for a model the format cannot describe."""
+        if self.character_vocabulary != "utf8_bytes" or self.word_embedding_dim or not self.tf_forget_gate_bias:
+            raise ValueError(
+                "options.json (bilm-tf / AllenNLP) cannot describe this model: it has "
+                + ", ".join(
+                    reason
+                    for reason, applies in (
+                        ("a vocabulary of Unicode characters", self.character_vocabulary != "utf8_bytes"),
+                        ("a word embedding", self.word_embedding_dim > 0),
+                        ("an LSTM without TF's run-time forget bias", not self.tf_forget_gate_bias),
+                    )
+                    if applies
+                )
+                + "."
+            )
         options: dict[str, Any] = {"lstm": {}, "char_cnn": {}}
         for section, key, field in OPTIONS_FIELDS:
             value = getattr(self, field)

@@ -210,25 +210,37 @@ def distinct_rows(rows: torch.LongTensor) -> tuple[torch.LongTensor, torch.LongT
     rows is unspecified."""
     if rows.device.type != "cpu":
         return torch.unique(rows, dim=0, return_inverse=True)
-    as_bytes = _row_bytes(rows)
+    as_bytes = _row_bytes(rows, wide=rows.numel() > 0 and int(rows.max()) > INT16_MAX)
     _, first_index, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
     return rows[torch.from_numpy(first_index)], torch.from_numpy(inverse.reshape(-1))
 
 
-def _row_bytes(rows: torch.LongTensor) -> np.ndarray:
-    """One fixed-size bytes value per row of character ids (ids < 2**15 fit in int16). (N, C) -> (N,) void"""
-    compact = np.ascontiguousarray(rows.cpu().to(torch.int16).numpy())
+# Ids up to this fit in the int16 keys of rows; larger ones (the word ids of a big word vocabulary) need int32 keys.
+INT16_MAX = 2**15 - 1
+
+
+def _row_bytes(rows: torch.LongTensor, wide: bool = False) -> np.ndarray:
+    """One fixed-size bytes value per row of ids: int16 ids (ids <= INT16_MAX), or int32 with ``wide``. (N, C) ->
+    (N,) void"""
+    compact = np.ascontiguousarray(rows.cpu().to(torch.int32 if wide else torch.int16).numpy())
     return compact.view(np.dtype((np.void, compact.dtype.itemsize * max(compact.shape[1], 1)))).reshape(-1)
 
 
-def is_batch_invariant(token_layer: TokenLayer, widest_filter: int, num_slots: int, device: torch.device) -> bool:
+# The largest id of the byte scheme (the padding character, 261): the default of the probes' id range.
+BYTE_SCHEME_LARGEST_ID = 261
+
+
+def is_batch_invariant(
+    token_layer: TokenLayer, widest_filter: int, num_slots: int, device: torch.device, largest_id: int = BYTE_SCHEME_LARGEST_ID
+) -> bool:
     """Whether ``token_layer_on_rows`` gives each word the same bits alone as among others on ``device``: probe words
     of every slot count, computed together (several times over, past ``CNN_ROW_MULTIPLE`` rows) and one by one. The
-    CPU kernels measured here pass; others (a GPU library choosing its algorithm by row count) may not."""
+    CPU kernels measured here pass; others (a GPU library choosing its algorithm by row count) may not. The probes'
+    ids are at most ``largest_id``, the largest id every slot of the token layer's rows accepts."""
     generator = torch.Generator().manual_seed(0)
-    probes = torch.randint(1, 256, (2 * num_slots, num_slots), generator=generator)
+    probes = torch.randint(1, min(256, largest_id), (2 * num_slots, num_slots), generator=generator)
     lengths = torch.arange(len(probes)) % num_slots  # every tail start, so every slot count
-    probes[torch.arange(num_slots) >= lengths[:, None]] = 261  # a constant tail, like the padding after a word
+    probes[torch.arange(num_slots) >= lengths[:, None]] = largest_id  # a constant tail, like the padding after a word
     probes = probes.to(device)
     together = token_layer_on_rows(token_layer, probes.repeat(3, 1), widest_filter)
     if not torch.equal(together, together[: len(probes)].repeat(3, 1)):
@@ -247,13 +259,23 @@ class TokenEmbeddingCache:
     whatever batch it came in (``is_batch_invariant``, probed on the device at each refresh), so a hit returns exactly
     what a miss would compute and the output does not depend on what was met before. ``refresh`` recomputes every
     vector when the token layer's ``parameter_key`` changed (weights modified in place, moved by ``.to()``, reloaded).
+    ``largest_id``: the largest id any slot of a row may hold (above ``INT16_MAX`` the rows get int32 keys, e.g. the
+    word ids of a big word vocabulary); ``probe_largest_id``: the largest id every slot accepts (the probe's range).
     """
 
-    def __init__(self, character_ids: torch.LongTensor, max_words: int | None = None):
+    def __init__(
+        self,
+        character_ids: torch.LongTensor,
+        max_words: int | None = None,
+        largest_id: int = BYTE_SCHEME_LARGEST_ID,
+        probe_largest_id: int = BYTE_SCHEME_LARGEST_ID,
+    ):
         rows, _ = distinct_rows(character_ids.cpu())  # (V, C)
         self.max_words = max(len(rows), max_words or 0)
+        self.probe_largest_id = probe_largest_id
+        self.wide_keys = largest_id > INT16_MAX
         self._rows = [rows]  # chunks of (n, C) character ids, in the order of `vectors`
-        self.row_of = {key.tobytes(): index for index, key in enumerate(_row_bytes(rows))}
+        self.row_of = {key.tobytes(): index for index, key in enumerate(_row_bytes(rows, self.wide_keys))}
         self._vectors: torch.Tensor | None = None  # (capacity, P); rows [0, len(self)) are filled
         self.parameter_key: tuple | None = None
         self.grows = False  # set by `refresh`
@@ -281,7 +303,9 @@ class TokenEmbeddingCache:
         self._vectors = vectors.new_empty(max(len(vectors), min(self.max_words, 2 * len(vectors) + 1024)), vectors.shape[1])
         self._vectors[: len(vectors)] = vectors
         self.parameter_key = key
-        self.grows = self.max_words > len(self) and is_batch_invariant(token_layer, widest_filter, rows.shape[1], device)
+        self.grows = self.max_words > len(self) and is_batch_invariant(
+            token_layer, widest_filter, rows.shape[1], device, self.probe_largest_id
+        )
         if self.max_words > len(self) and not self.grows:
             logger.warning_once(
                 f"The token-layer cache keeps only its {len(self)} given words on {device}: there the character CNN "
@@ -290,7 +314,7 @@ class TokenEmbeddingCache:
 
     def lookup(self, character_ids: torch.LongTensor) -> torch.LongTensor:
         """Row index of each word in ``vectors``, -1 for words not in the cache. (N, C) -> (N,)"""
-        indices = [self.row_of.get(key.tobytes(), -1) for key in _row_bytes(character_ids)]
+        indices = [self.row_of.get(key.tobytes(), -1) for key in _row_bytes(character_ids, self.wide_keys)]
         return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
 
     def add(self, character_ids: torch.LongTensor, vectors: torch.Tensor) -> None:
@@ -299,7 +323,7 @@ class TokenEmbeddingCache:
         room = self.max_words - len(self)
         if room <= 0 or not self.grows:
             return
-        keys = [key.tobytes() for key in _row_bytes(character_ids)]
+        keys = [key.tobytes() for key in _row_bytes(character_ids, self.wide_keys)]
         new = [index for index, key in enumerate(keys) if key not in self.row_of][:room]
         if not new:
             return

@@ -198,7 +198,12 @@ class ELMoHighway(nn.Module):
 
 
 class ELMoCharacterEmbeddings(nn.Module):
-    """The context-independent token layer: character CNN -> highway layers -> projection to P."""
+    """The context-independent token layer: character CNN -> highway layers -> projection to P.
+
+    With a word embedding (``config.word_embedding_dim`` W > 0, ELMoForManyLangs) each row of ids starts with the
+    token's word id, and its W-dim embedding is concatenated after the highway layers' F features: the projection
+    maps F + W to P.
+    """
 
     def __init__(self, config: ELMoConfig):
         super().__init__()
@@ -209,13 +214,21 @@ class ELMoCharacterEmbeddings(nn.Module):
         )
         self.activation = torch.tanh if config.char_cnn_activation == "tanh" else F.relu
         self.highways = nn.ModuleList(ELMoHighway(config.char_cnn_output_dim) for _ in range(config.num_highway_layers))
-        # The original has no projection when the CNN is already P wide.
-        self.projection = (
-            nn.Linear(config.char_cnn_output_dim, config.projection_dim)
-            if config.char_cnn_output_dim != config.projection_dim
+        self.word_embedding = (
+            nn.Embedding(config.word_embedding_vocab_size, config.word_embedding_dim, padding_idx=0)
+            if config.word_embedding_dim
             else None
         )
-        self.widest_filter = config.widest_char_filter
+        features = config.char_cnn_output_dim + config.word_embedding_dim
+        # The original has no projection when the CNN is already P wide.
+        self.projection = nn.Linear(features, config.projection_dim) if features != config.projection_dim else None
+        # What the fast path's slot trimming keeps after a row's constant tail starts: the widest filter, plus the
+        # word-id slot in front (so that a padding row, all zeros, still keeps a whole window of characters).
+        self.widest_filter = config.widest_char_filter + (1 if self.word_embedding is not None else 0)
+        # The largest id any slot of a row may hold (the token cache's keys), and the largest every slot accepts (its
+        # batch-invariance probe stays below it): a word id can be far larger than a character id.
+        self.largest_input_id = max(config.num_characters, config.word_embedding_vocab_size) - 1
+        self.largest_id_of_every_slot = min(config.num_characters, config.word_embedding_vocab_size or config.num_characters) - 1
         self.inference_path = "auto"  # see ELMoModel.set_inference_path
         self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
 
@@ -236,15 +249,21 @@ class ELMoCharacterEmbeddings(nn.Module):
         return self.reference_forward(character_ids)
 
     def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
-        """The definition of the token layer: (..., C) character ids -> (..., projection_dim) token vectors."""
+        """The definition of the token layer: (..., C) character ids (with a word embedding: (..., 1 + C), the word id
+        first) -> (..., projection_dim) token vectors."""
         leading_shape = character_ids.shape[:-1]
-        characters = self.embedding(character_ids.reshape(-1, character_ids.shape[-1]))  # (N, C, E)
+        rows = character_ids.reshape(-1, character_ids.shape[-1])  # (N, C) or (N, 1 + C)
+        if self.word_embedding is not None:
+            word_ids, rows = rows[:, 0], rows[:, 1:]  # (N,), (N, C)
+        characters = self.embedding(rows)  # (N, C, E)
         characters = characters.transpose(1, 2)  # (N, E, C)
         # Max over positions, then the activation (the original's order; both activations are monotonic).
         pooled = [self.activation(convolution(characters).max(dim=-1).values) for convolution in self.convolutions]
         hidden = torch.cat(pooled, dim=-1)  # (N, F)
         for highway in self.highways:
             hidden = highway(hidden)
+        if self.word_embedding is not None:
+            hidden = torch.cat([hidden, self.word_embedding(word_ids)], dim=-1)  # (N, F + W)
         if self.projection is not None:
             hidden = self.projection(hidden)  # (N, P)
         return hidden.reshape(*leading_shape, hidden.shape[-1])
@@ -265,6 +284,8 @@ class ELMoLstmLayer(nn.Module):
         self.output_size = config.projection_dim
         self.cell_clip = config.cell_clip or None
         self.projection_clip = config.projection_clip or None
+        # TF's run-time forget bias; AllenNLP's cell (ELMoForManyLangs) adds none: its stored bias is the whole bias.
+        self.forget_gate_bias = FORGET_GATE_BIAS if config.tf_forget_gate_bias else 0.0
         self.input_to_gates = nn.Linear(input_size, 4 * self.cell_size, bias=True)
         self.state_to_gates = nn.Linear(self.output_size, 4 * self.cell_size, bias=False)
         # The original has no projection when P == D.
@@ -274,9 +295,10 @@ class ELMoLstmLayer(nn.Module):
 
     def fast_path_weights(self) -> LstmDirectionWeights:
         """This layer's weights for the fast path (detached), with the gate bias it computes with in float32: the stored
-        bias plus TF's run-time forget bias on the forget block, as ``forward`` adds it at every step."""
+        bias plus TF's run-time forget bias on the forget block (when the config has it), as ``forward`` adds it at
+        every step."""
         gate_bias = self.input_to_gates.bias.detach().float().clone()  # (4D,), blocks (input, forget, candidate, output)
-        gate_bias[self.cell_size : 2 * self.cell_size] += FORGET_GATE_BIAS
+        gate_bias[self.cell_size : 2 * self.cell_size] += self.forget_gate_bias
         return LstmDirectionWeights(
             input_weight=self.input_to_gates.weight.detach(),
             recurrent_weight=self.state_to_gates.weight.detach(),
@@ -306,7 +328,7 @@ class ELMoLstmLayer(nn.Module):
             is_real = (lengths > step).unsqueeze(1)  # (B, 1)
             gates = gate_inputs[:, step] + self.state_to_gates(hidden)  # (B, 4D)
             input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)
-            new_cell = torch.sigmoid(forget_gate + FORGET_GATE_BIAS) * cell + torch.sigmoid(input_gate) * torch.tanh(
+            new_cell = torch.sigmoid(forget_gate + self.forget_gate_bias) * cell + torch.sigmoid(input_gate) * torch.tanh(
                 candidate
             )
             if self.cell_clip is not None:
@@ -497,17 +519,22 @@ def _masked_layer_norm(layer: torch.Tensor, word_mask: torch.Tensor) -> torch.Te
 
 
 def add_sentence_boundaries(
-    character_ids: torch.LongTensor, word_mask: torch.BoolTensor
+    character_ids: torch.LongTensor,
+    word_mask: torch.BoolTensor,
+    boundary_rows: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> tuple[torch.LongTensor, torch.BoolTensor]:
     """Wrap every sentence as ``<S> w1 ... wn </S>``, as the original's batcher does.
 
     (batch, T, C), (batch, T) -> (batch, T + 2, C), (batch, T + 2). ``</S>`` goes right after each sentence's last
-    word, so padding stays at the end.
+    word, so padding stays at the end. ``boundary_rows``: the rows to put before and after
+    (``config.sentence_boundary_rows``; ELMoForManyLangs' ``<bos>`` / ``<eos>``); by default the byte scheme's.
     """
     batch_size, _, num_slots = character_ids.shape
     lengths = word_mask.sum(dim=1)  # (B,)
-    bos = torch.tensor(BOS_CHARACTER_IDS, dtype=character_ids.dtype, device=character_ids.device)
-    eos = torch.tensor(EOS_CHARACTER_IDS, dtype=character_ids.dtype, device=character_ids.device)
+    if boundary_rows is None:
+        boundary_rows = (BOS_CHARACTER_IDS, EOS_CHARACTER_IDS)
+    bos = torch.tensor(boundary_rows[0], dtype=character_ids.dtype, device=character_ids.device)
+    eos = torch.tensor(boundary_rows[1], dtype=character_ids.dtype, device=character_ids.device)
     padding = character_ids.new_zeros(batch_size, 1, num_slots)
     with_boundaries = torch.cat([bos.expand(batch_size, 1, num_slots), character_ids, padding], dim=1)
     with_boundaries[torch.arange(batch_size, device=character_ids.device), lengths + 1] = eos
@@ -677,6 +704,7 @@ class ELMoModel(ELMoPreTrainedModel):
         """Keep token-layer vectors so that the fast path looks words up instead of running the character CNN.
 
         ``words``: a vocabulary computed now (``<S>`` and ``</S>`` are always included); ``None`` removes the cache.
+        (A model with a character vocabulary of its own maps words through its tokenizer: give it ``max_words`` only.)
         ``max_words``: also keep every other word the model meets, until the cache holds this many (first come,
         first kept; the original shape's vectors take 2 KB a word). The cached vectors are exactly what the CNN
         computes for the word in any batch, they are recomputed on next use if the weights change, and they are not
@@ -685,10 +713,22 @@ class ELMoModel(ELMoPreTrainedModel):
             self.char_embeddings.token_embedding_cache = None
             return 0
         check_int("max_words", max_words, 1, allow_none=True)
+        words = list(words)
+        if words and self.config.character_vocabulary != "utf8_bytes":
+            raise ValueError(
+                "cache_token_embeddings(words) maps words with the UTF-8 byte scheme, but this model's words become ids "
+                "through its tokenizer's character vocabulary: call cache_token_embeddings(max_words=...) instead, and "
+                "the cache keeps the words the model meets."
+            )
         num_slots = self.config.max_characters_per_token
-        rows = [word_to_character_ids(word, num_slots) for word in words] + [BOS_CHARACTER_IDS, EOS_CHARACTER_IDS]
-        cache = TokenEmbeddingCache(torch.tensor(rows, dtype=torch.long), max_words=max_words)
+        rows = [word_to_character_ids(word, num_slots) for word in words] + list(self.config.sentence_boundary_rows)
         token_layer = self.char_embeddings
+        cache = TokenEmbeddingCache(
+            torch.tensor(rows, dtype=torch.long),
+            max_words=max_words,
+            largest_id=token_layer.largest_input_id,
+            probe_largest_id=token_layer.largest_id_of_every_slot,
+        )
         cache.refresh(token_layer.reference_forward, token_layer.widest_filter, parameter_key(token_layer), self.device)
         token_layer.token_embedding_cache = cache
         return len(cache)
@@ -708,6 +748,8 @@ class ELMoModel(ELMoPreTrainedModel):
         Args:
             input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
                 Character ids from [`ELMoTokenizer`]; padding words are all-zero rows at the end of each sentence.
+                With a word embedding (`config.word_embedding_dim > 0`) each row starts with the word id: the last
+                axis is `config.token_row_width`.
             attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
                 1 for words, 0 for padding (right padding only). Derived from `input_ids` when omitted.
             lstm_state (`tuple(torch.FloatTensor)`, *optional*):
@@ -745,7 +787,9 @@ class ELMoModel(ELMoPreTrainedModel):
         if reads_stream:
             character_ids, position_mask = input_ids, word_mask  # (B, T, C), (B, T)
         else:
-            character_ids, position_mask = add_sentence_boundaries(input_ids, word_mask)  # (B, T+2, C), (B, T+2)
+            character_ids, position_mask = add_sentence_boundaries(
+                input_ids, word_mask, self.config.sentence_boundary_rows
+            )  # (B, T+2, C), (B, T+2)
         lengths = position_mask.sum(dim=1)  # (B,)
 
         with float32_precision(self.allow_tf32):
@@ -800,26 +844,27 @@ class ELMoModel(ELMoPreTrainedModel):
             return self.char_embeddings(input_ids.long()) * word_mask.unsqueeze(-1), word_mask
 
     def _validated_word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.BoolTensor:
-        num_slots = self.config.max_characters_per_token
+        num_slots = self.config.token_row_width
         if not isinstance(input_ids, torch.Tensor):
             raise TypeError(f"input_ids must be a torch.LongTensor of shape (batch, words, {num_slots}), got {type(input_ids).__name__}.")
         if input_ids.dim() != 3 or input_ids.shape[-1] != num_slots:
+            own_tokenizer = (
+                "" if self.config.character_vocabulary == "utf8_bytes" else "; this model needs its own tokenizer "
+                "(AutoTokenizer.from_pretrained of its directory), which has its character vocabulary"
+            )
             raise ValueError(
-                f"input_ids must have shape (batch, words, {num_slots}) (character ids from ELMoTokenizer), "
+                f"input_ids must have shape (batch, words, {num_slots}) (character ids from ELMoTokenizer{own_tokenizer}), "
                 f"got shape {tuple(input_ids.shape)}."
             )
         if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
             raise ValueError(f"input_ids must hold integer character ids, got dtype {input_ids.dtype}.")
-        if torch.iinfo(input_ids.dtype).max < self.config.num_characters - 1:
+        largest_id = max(self.config.num_characters, self.config.word_embedding_vocab_size) - 1
+        if torch.iinfo(input_ids.dtype).max < largest_id:
             raise ValueError(
                 f"input_ids must be int16, int32 or int64: {input_ids.dtype} cannot hold the character ids up to "
-                f"{self.config.num_characters - 1} (ELMoTokenizer returns int64)."
+                f"{largest_id} (ELMoTokenizer returns int64)."
             )
-        if input_ids.numel() and (input_ids.min() < 0 or input_ids.max() >= self.config.num_characters):
-            raise ValueError(
-                f"input_ids must be character ids in [0, {self.config.num_characters}), got values in "
-                f"[{int(input_ids.min())}, {int(input_ids.max())}]."
-            )
+        self._check_id_ranges(input_ids)
         is_word = (input_ids != 0).any(dim=-1)  # (B, T)
         if attention_mask is None:
             word_mask = is_word
@@ -845,6 +890,26 @@ class ELMoModel(ELMoPreTrainedModel):
                 "(padding_side='right'), words first."
             )
         return word_mask
+
+    def _check_id_ranges(self, input_ids: torch.Tensor) -> None:
+        """Character ids in [0, num_characters); with a word embedding, the word id in front of each row in
+        [0, word_embedding_vocab_size)."""
+        if not input_ids.numel():
+            return
+        word_slots = 1 if self.config.word_embedding_dim else 0
+        characters = input_ids[..., word_slots:]
+        if characters.min() < 0 or characters.max() >= self.config.num_characters:
+            raise ValueError(
+                f"input_ids must be character ids in [0, {self.config.num_characters}), got values in "
+                f"[{int(characters.min())}, {int(characters.max())}]."
+            )
+        if word_slots:
+            word_ids = input_ids[..., 0]
+            if word_ids.min() < 0 or word_ids.max() >= self.config.word_embedding_vocab_size:
+                raise ValueError(
+                    f"input_ids[..., 0] must be word ids in [0, {self.config.word_embedding_vocab_size}), got values in "
+                    f"[{int(word_ids.min())}, {int(word_ids.max())}]."
+                )
 
     def _validated_backward_stream(
         self, backward_input_ids: torch.Tensor, input_ids: torch.Tensor, word_mask: torch.BoolTensor

@@ -48,7 +48,9 @@ its own), so the two can be copied next to a checkpoint and loaded with `trust_r
 from __future__ import annotations
 
 import functools
+import json
 import numbers
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -237,6 +239,240 @@ def character_ids_to_word(character_ids: Sequence[int]) -> str:
     raise ValueError(f"The row has no end-of-word id {END_WORD_CHARACTER_ID}: {row!r}")
 
 
+def byte_sentence_boundary_rows(max_characters_per_token: int) -> tuple[list[int], list[int]]:
+    """The `<S>` and `</S>` rows of the byte scheme for `max_characters_per_token` slots (`BOS_CHARACTER_IDS` and
+    `EOS_CHARACTER_IDS` for 50)."""
+    return (
+        _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, max_characters_per_token),
+        _boundary_character_ids(END_SENTENCE_CHARACTER_ID, max_characters_per_token),
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A vocabulary of Unicode characters instead of UTF-8 bytes (ELMoForManyLangs), optionally with word ids
+# ----------------------------------------------------------------------------------------------------------------
+# ELMoConfig.character_vocabulary: "utf8_bytes" (the scheme above: fixed, no file) or "unicode_characters" (a
+# CharacterVocabulary, saved next to the tokenizer as CHARACTER_VOCABULARY_FILE_NAME).
+CHARACTER_VOCABULARIES = ("utf8_bytes", "unicode_characters")
+CHARACTER_VOCABULARY_FILE_NAME = "character_vocabulary.json"
+CHARACTER_VOCABULARY_FORMAT = "elmo-hf character vocabulary"
+# The marker ids of a CharacterVocabulary (keyword arguments, JSON keys, and `<name>` in `names()`).
+CHARACTER_MARKERS = ("begin_word", "end_word", "padding", "unknown", "begin_sentence", "end_sentence")
+
+
+class CharacterVocabulary:
+    """
+    How words become rows of ids with a vocabulary of Unicode characters: ELMoForManyLangs' scheme (the default
+    UTF-8 byte scheme above needs no vocabulary). With C = `max_characters_per_token`:
+
+        word row  = [begin_word] + [id of each character of word[:C - 2]] + [end_word] + [padding] * rest
+        <bos> row = [begin_word, begin_sentence, end_word] + [padding] * (C - 3)    (<eos>: end_sentence)
+
+    A character missing from `characters` gets `unknown`. The limit counts characters (code points), not bytes: a
+    Hangul syllable is one. The words `boundary_words` (`"<bos>"`, `"<eos>"`) are real tokens of the biLM: the model
+    puts their rows around every sentence (`ELMoConfig.begin_sentence_ids` / `end_sentence_ids`), and the same words
+    typed in a sentence get the same rows, as in the original.
+
+    With `words` (models with a word embedding, `ELMoConfig.word_embedding_dim > 0`) every row starts with one more
+    id, the word's (`unknown_word` when it is not in `words`; a long word is looked up after truncation, as the
+    original does), so rows are C + 1 long. Every id is >= 1: 0 is the padding token (a row of zeros), as in the byte
+    scheme.
+
+    Example:
+
+    ```python
+    >>> vocabulary = CharacterVocabulary({"a": 1, "b": 2}, begin_word=3, end_word=4, padding=5, unknown=6,
+    ...                                  begin_sentence=7, end_sentence=8)
+    >>> vocabulary.word_row("abc", 6).tolist(), vocabulary.boundary_rows(6)[0]
+    ([3, 1, 2, 6, 4, 5], [3, 7, 4, 5, 5, 5])
+    ```
+    """
+
+    def __init__(
+        self,
+        characters: Mapping[str, int],
+        *,
+        begin_word: int,
+        end_word: int,
+        padding: int,
+        unknown: int,
+        begin_sentence: int,
+        end_sentence: int,
+        boundary_words: Sequence[str] = ("<bos>", "<eos>"),
+        words: Mapping[str, int] | None = None,
+        unknown_word: int | None = None,
+    ):
+        self.characters = dict(characters)
+        self.markers = dict(
+            begin_word=begin_word, end_word=end_word, padding=padding, unknown=unknown,
+            begin_sentence=begin_sentence, end_sentence=end_sentence,
+        )
+        self.boundary_words = tuple(boundary_words)
+        self.words = None if words is None else dict(words)
+        self.unknown_word = unknown_word
+        self._validate()
+        self._character_of_id: dict[int, str] = {}
+        for character, index in self.characters.items():
+            self._character_of_id.setdefault(index, character)
+        self._rows: dict[tuple[str, int], np.ndarray] = {}  # remembered rows, see `word_row`
+
+    def _validate(self) -> None:
+        for character, index in self.characters.items():
+            if not isinstance(character, str) or len(character) != 1:
+                raise ValueError(f"CharacterVocabulary.characters: keys must be single characters, got {character!r}")
+            check_int(f"CharacterVocabulary.characters[{character!r}]", index, 1, hint="0 is the padding token")
+        for name, index in self.markers.items():
+            check_int(f"CharacterVocabulary.{name}", index, 1, hint="0 is the padding token")
+        if len(self.boundary_words) != 2 or not all(isinstance(word, str) and word for word in self.boundary_words):
+            raise ValueError(f"CharacterVocabulary.boundary_words must be two non-empty words, got {self.boundary_words!r}")
+        if self.words is None:
+            if self.unknown_word is not None:
+                raise ValueError("CharacterVocabulary.unknown_word is given without a word vocabulary (words=None).")
+            return
+        for word, index in self.words.items():
+            if not isinstance(word, str):
+                raise ValueError(f"CharacterVocabulary.words: keys must be words (str), got {word!r}")
+            check_int(f"CharacterVocabulary.words[{word!r}]", index, 1, hint="0 is the padding token")
+        check_int("CharacterVocabulary.unknown_word", self.unknown_word, 1, hint="needed with a word vocabulary")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state without the remembered rows: a pickled tokenizer (datasets fingerprints it) does not depend on
+        what it has encoded."""
+        state = dict(self.__dict__)
+        state["_rows"] = {}
+        return state
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CharacterVocabulary) and self.to_dict() == other.to_dict()
+
+    @property
+    def has_words(self) -> bool:
+        """Whether rows start with a word id (a word vocabulary is present)."""
+        return self.words is not None
+
+    def row_width(self, max_characters_per_token: int) -> int:
+        """Ids per row: C, plus the word id in front when `has_words`."""
+        return max_characters_per_token + int(self.has_words)
+
+    @property
+    def largest_character_id(self) -> int:
+        return max([*self.characters.values(), *self.markers.values()])
+
+    @property
+    def largest_word_id(self) -> int | None:
+        return None if self.words is None else max([*self.words.values(), self.unknown_word])
+
+    def is_truncated(self, word: str, max_characters_per_token: int) -> bool:
+        """Whether `word` is cut in its row: more than C - 2 characters. A boundary word never is."""
+        return word not in self.boundary_words and len(word) > max_characters_per_token - 2
+
+    def _characters_row(self, word: str, max_characters_per_token: int) -> list[int]:
+        markers = self.markers
+        if word in self.boundary_words:
+            sentence_id = markers["begin_sentence"] if word == self.boundary_words[0] else markers["end_sentence"]
+            row = [markers["begin_word"], sentence_id, markers["end_word"]]
+        else:
+            row = [markers["begin_word"], *(self.characters.get(c, markers["unknown"]) for c in word), markers["end_word"]]
+        return row + [markers["padding"]] * (max_characters_per_token - len(row))
+
+    def _row(self, word: str, max_characters_per_token: int, truncate: bool = True) -> list[int]:
+        # The original truncates the word itself (characters, not bytes) and then looks up both its characters and
+        # its word id; a boundary word typed in the text is recognised after truncation too.
+        if truncate and len(word) + 2 > max_characters_per_token:
+            word = word[: max_characters_per_token - 2]
+        row = self._characters_row(word, max_characters_per_token)
+        if self.words is not None:
+            row.insert(0, self.words.get(word, self.unknown_word))
+        return row
+
+    def word_row(self, word: str, max_characters_per_token: int) -> np.ndarray:
+        """The row of one word: a read-only int64 array of `row_width(C)` ids, remembered (up to
+        `CHARACTER_ID_ROW_CACHE_WORDS` words, then forgotten all at once)."""
+        if not isinstance(word, str):
+            raise TypeError(f"word must be a str, got {word!r} of type {type(word).__name__}")
+        key = (word, max_characters_per_token)
+        row = self._rows.get(key)
+        if row is None:
+            _check_max_characters_per_token(max_characters_per_token)
+            if len(self._rows) >= CHARACTER_ID_ROW_CACHE_WORDS:
+                self._rows.clear()
+            row = np.array(self._row(word, max_characters_per_token), dtype=np.int64)
+            row.flags.writeable = False
+            self._rows[key] = row
+        return row
+
+    def boundary_rows(self, max_characters_per_token: int) -> tuple[list[int], list[int]]:
+        """The rows the model puts before and after every sentence (the rows of `boundary_words`)."""
+        return tuple(self._row(word, max_characters_per_token, truncate=False) for word in self.boundary_words)
+
+    def decode_row(self, row: Sequence[int]) -> str:
+        """The word of one row (inverse of `word_row` up to truncation; a character missing from the vocabulary comes
+        back as U+FFFD); `""` for a padding row."""
+        values = [int(value) for value in to_py_obj(row)]
+        characters = values[1:] if self.has_words else values
+        if all(value == PADDING_TOKEN_ID for value in values):
+            return ""
+        markers = self.markers
+        if not characters or characters[0] != markers["begin_word"]:
+            raise ValueError(f"A word row starts with the begin-of-word id {markers['begin_word']}, got the row {values!r}")
+        if len(characters) >= 3 and characters[2] == markers["end_word"]:
+            if characters[1] == markers["begin_sentence"]:
+                return self.boundary_words[0]
+            if characters[1] == markers["end_sentence"]:
+                return self.boundary_words[1]
+        if markers["end_word"] not in characters[1:]:
+            raise ValueError(f"The row has no end-of-word id {markers['end_word']}: {values!r}")
+        word = characters[1 : characters.index(markers["end_word"], 1)]
+        return "".join(self._character_of_id.get(index, "\ufffd") for index in word)
+
+    def names(self) -> dict[str, int]:
+        """Names of the character ids: `<pad>` 0, every character, then the markers as `<begin_word>`, ..."""
+        return {PAD_TOKEN: PADDING_TOKEN_ID, **self.characters, **{f"<{name}>": index for name, index in self.markers.items()}}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON content of `CHARACTER_VOCABULARY_FILE_NAME`."""
+        return {
+            "format": CHARACTER_VOCABULARY_FORMAT,
+            "version": 1,
+            "characters": self.characters,
+            **self.markers,
+            "boundary_words": list(self.boundary_words),
+            "words": self.words,
+            "unknown_word": self.unknown_word,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "character vocabulary") -> "CharacterVocabulary":
+        """The inverse of `to_dict`; `ValueError` naming `source` and the field when it is not one."""
+        if not isinstance(data, dict) or data.get("format") != CHARACTER_VOCABULARY_FORMAT or data.get("version") != 1:
+            raise ValueError(f"{source} is not an {CHARACTER_VOCABULARY_FORMAT!r} (version 1) JSON object.")
+        expected = {"format", "version", "characters", *CHARACTER_MARKERS, "boundary_words", "words", "unknown_word"}
+        if set(data) != expected:
+            raise ValueError(
+                f"{source}: expected the keys {sorted(expected)}; missing {sorted(expected - set(data))}, unknown "
+                f"{sorted(set(data) - expected)}."
+            )
+        if not isinstance(data["characters"], dict) or not (data["words"] is None or isinstance(data["words"], dict)):
+            raise ValueError(f"{source}: 'characters' must be an object and 'words' an object or null.")
+        try:
+            return cls(
+                data["characters"], **{name: data[name] for name in CHARACTER_MARKERS},
+                boundary_words=data["boundary_words"], words=data["words"], unknown_word=data["unknown_word"],
+            )
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{source}: {error}") from None
+
+    @classmethod
+    def from_file(cls, path: str) -> "CharacterVocabulary":
+        with open(path, encoding="utf-8") as file:
+            try:
+                data = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} is not valid JSON: {error}") from None
+        return cls.from_dict(data, source=str(path))
+
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Word splitters
 # ----------------------------------------------------------------------------------------------------------------
@@ -403,7 +639,9 @@ def _check_padding_side(padding_side: str) -> None:
 class ELMoTokenizer(PreTrainedTokenizerBase):
     r"""
     ELMo's character tokenizer: splits text into words and maps every word to `max_characters_per_token` character
-    ids (see the module docstring for the id scheme). There is no vocabulary file.
+    ids (see the module docstring for the id scheme). The default scheme, UTF-8 bytes, has no vocabulary file; a
+    model with a vocabulary of Unicode characters (ELMoForManyLangs) has a `CharacterVocabulary`, saved as
+    `character_vocabulary.json` (rows then count characters, and start with a word id when it has words).
 
     Output of `tokenizer(texts, padding=True, return_tensors="pt")`:
 
@@ -428,6 +666,11 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         unicode_errors (`str`, *optional*, defaults to `"strict"`):
             `"strict"` raises on text UTF-8 cannot encode (lone surrogates); `"ignore"` drops those characters
             like the original ELMo.
+        character_vocabulary ([`CharacterVocabulary`], *optional*):
+            Map words with this vocabulary of Unicode characters instead of UTF-8 bytes (the model's config must say
+            `character_vocabulary="unicode_characters"` and have the same boundary rows).
+        vocabulary_file (`str`, *optional*):
+            A saved `character_vocabulary.json` (what `from_pretrained` passes); not with `character_vocabulary`.
         kwargs:
             Passed to `PreTrainedTokenizerBase` (`model_max_length`, `truncation_side`, ...).
 
@@ -443,7 +686,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     ```
     """
 
-    vocab_files_names: dict[str, str] = {}
+    vocab_files_names: dict[str, str] = {"vocabulary_file": CHARACTER_VOCABULARY_FILE_NAME}  # only when there is one
     model_input_names = ["input_ids", "attention_mask"]
     padding_side = "right"
 
@@ -452,10 +695,18 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
         word_splitter: str = "moses",
         unicode_errors: str = "strict",
+        character_vocabulary: CharacterVocabulary | None = None,
+        vocabulary_file: str | None = None,
         **kwargs,
     ):
         _check_max_characters_per_token(max_characters_per_token)
         _check_unicode_errors(unicode_errors)
+        if character_vocabulary is not None and vocabulary_file is not None:
+            raise ValueError("Give ELMoTokenizer a character_vocabulary or a vocabulary_file, not both.")
+        if vocabulary_file is not None:
+            character_vocabulary = CharacterVocabulary.from_file(vocabulary_file)
+        if character_vocabulary is not None and not isinstance(character_vocabulary, CharacterVocabulary):
+            raise TypeError(f"character_vocabulary must be a CharacterVocabulary, got {type(character_vocabulary).__name__}")
         pre_tokenizer = build_word_splitter(word_splitter)
         pad_token = kwargs.pop("pad_token", PAD_TOKEN)
         if str(pad_token) != PAD_TOKEN:
@@ -483,6 +734,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         _check_padding_side(self.padding_side)
         self.max_characters_per_token = max_characters_per_token
         self.unicode_errors = unicode_errors
+        # Not an init kwarg of super(): it is saved as its own file (save_vocabulary), not in tokenizer_config.json.
+        self.character_vocabulary = character_vocabulary
         self._word_splitter_name = word_splitter
         self._pre_tokenizer = pre_tokenizer
 
@@ -496,18 +749,81 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         self._pre_tokenizer = build_word_splitter(name)
         self._word_splitter_name = name
 
-    # ---- vocabulary: the NUM_CHARACTERS character ids (not words) ----
+    # ---- rows of ids: the byte scheme, or the character vocabulary ----
+    @property
+    def token_row_width(self) -> int:
+        """Ids per word row: `max_characters_per_token`, plus a leading word id when the character vocabulary has
+        words (the model's `config.token_row_width`)."""
+        if self.character_vocabulary is None:
+            return self.max_characters_per_token
+        return self.character_vocabulary.row_width(self.max_characters_per_token)
+
+    @property
+    def sentence_boundary_words(self) -> tuple[str, str]:
+        """The literal words that map to the sentence-boundary rows: `("<S>", "</S>")`, or the vocabulary's."""
+        return (BOS_TOKEN, EOS_TOKEN) if self.character_vocabulary is None else self.character_vocabulary.boundary_words
+
+    def word_row(self, word: str) -> np.ndarray:
+        """The row of ids of one word (read-only int64, `token_row_width` ids)."""
+        if self.character_vocabulary is None:
+            return _character_id_row(word, self.max_characters_per_token, self.unicode_errors)
+        return self.character_vocabulary.word_row(word, self.max_characters_per_token)
+
+    def word_rows(self, words: Sequence[str]) -> np.ndarray:
+        """`word_row` of each word: (len(words), token_row_width) int64."""
+        if self.character_vocabulary is None:
+            return character_id_rows(words, self.max_characters_per_token, self.unicode_errors)
+        if not words:
+            return np.zeros((0, self.token_row_width), dtype=np.int64)
+        return np.stack([self.character_vocabulary.word_row(word, self.max_characters_per_token) for word in words])
+
+    def mismatch_with(self, config: Any) -> str | None:
+        """Why this tokenizer's rows do not fit a model with `config` (an `ELMoConfig`), or None when they do: the same
+        `max_characters_per_token`, character scheme, row width and sentence-boundary rows."""
+        if self.max_characters_per_token != config.max_characters_per_token:
+            return (
+                f"the tokenizer's max_characters_per_token is {self.max_characters_per_token}, the model's "
+                f"{config.max_characters_per_token}"
+            )
+        scheme = "utf8_bytes" if self.character_vocabulary is None else "unicode_characters"
+        if scheme != config.character_vocabulary:
+            return (
+                f"the model's words become ids as {config.character_vocabulary!r}, the tokenizer's as {scheme!r}: load "
+                "the model's own tokenizer (ELMoTokenizer.from_pretrained of the model directory)"
+            )
+        if self.token_row_width != config.token_row_width:
+            return f"the tokenizer's rows have {self.token_row_width} ids, the model's {config.token_row_width}"
+        if scheme == "unicode_characters":
+            rows = self.character_vocabulary.boundary_rows(self.max_characters_per_token)
+            if [list(row) for row in rows] != [list(row) for row in config.sentence_boundary_rows]:
+                return "the tokenizer's sentence-boundary rows differ from the model's (another vocabulary?)"
+        return None
+
+    def row_to_word(self, row: Sequence[int]) -> str:
+        """The word of one row of ids (`character_ids_to_word`, or the vocabulary's `decode_row`)."""
+        if self.character_vocabulary is None:
+            return character_ids_to_word(row)
+        return self.character_vocabulary.decode_row(row)
+
+    # ---- vocabulary: the character ids (not words) ----
+    def _id_names(self) -> dict[str, int]:
+        return _CHARACTER_VOCABULARY if self.character_vocabulary is None else self.character_vocabulary.names()
+
     @property
     def vocab_size(self) -> int:
-        """Number of character ids, `NUM_CHARACTERS` (262): the rows of the model's character embedding."""
-        return NUM_CHARACTERS
+        """Number of character ids, the rows of the model's character embedding: `NUM_CHARACTERS` (262) for the byte
+        scheme, the largest id + 1 for a character vocabulary."""
+        if self.character_vocabulary is None:
+            return NUM_CHARACTERS
+        return self.character_vocabulary.largest_character_id + 1
 
     def __len__(self) -> int:
-        return NUM_CHARACTERS
+        return self.vocab_size
 
     def get_vocab(self) -> dict[str, int]:
-        """Names of the character ids: `<pad>` 0, `<0x00>`..`<0xFF>` 1..256 (bytes), then the five markers."""
-        return dict(_CHARACTER_VOCABULARY)
+        """Names of the character ids: `<pad>` 0, `<0x00>`..`<0xFF>` 1..256 (bytes), then the five markers; or the
+        character vocabulary's characters and markers."""
+        return dict(self._id_names())
 
     @property
     def added_tokens_encoder(self) -> dict[str, int]:
@@ -518,11 +834,11 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         return {PADDING_TOKEN_ID: AddedToken(PAD_TOKEN, lstrip=False, rstrip=False, normalized=False, special=True)}
 
     def _add_tokens(self, new_tokens: list[str] | list[AddedToken], special_tokens: bool = False) -> int:
-        unknown = [str(token) for token in new_tokens if str(token) not in _CHARACTER_VOCABULARY]
+        unknown = [str(token) for token in new_tokens if str(token) not in self._id_names()]
         if unknown:
             raise ValueError(
-                f"ELMoTokenizer's character vocabulary is fixed ({NUM_CHARACTERS} ids); cannot add {unknown}. "
-                "Any word is already encodable from its UTF-8 bytes."
+                f"ELMoTokenizer's character vocabulary is fixed ({self.vocab_size} ids); cannot add {unknown}. "
+                "Any word is already encodable (from its UTF-8 bytes, or with the unknown-character id)."
             )
         return 0
 
@@ -533,24 +849,26 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
         """
         Map names of character ids (`get_vocab()` keys such as `"<pad>"`, `"<0x41>"`, `"<end_word>"`) to ids.
-        A word is not a token of this vocabulary: use `word_to_character_ids` or call the tokenizer.
+        A word is not a token of this vocabulary: use `word_row` or call the tokenizer.
         """
         if isinstance(tokens, str):
-            if tokens not in _CHARACTER_VOCABULARY:
+            names = self._id_names()
+            if tokens not in names:
                 raise KeyError(
                     f"{tokens!r} is not the name of a character id (see get_vocab()); to encode a word, use "
-                    "word_to_character_ids(word) or tokenizer(text)"
+                    "tokenizer.word_row(word) or tokenizer(text)"
                 )
-            return _CHARACTER_VOCABULARY[tokens]
+            return names[tokens]
         return [self.convert_tokens_to_ids(token) for token in tokens]
 
     def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | list[str]:
         """Names of character ids (inverse of `convert_tokens_to_ids`); use `decode` for rows of a word."""
         ids = to_py_obj(ids)
         if isinstance(ids, numbers.Integral):
-            if ids not in _CHARACTER_NAMES:
-                raise ValueError(f"Character ids lie in [0, {NUM_CHARACTERS}), got {ids}")
-            return _CHARACTER_NAMES[int(ids)]
+            names = _CHARACTER_NAMES if self.character_vocabulary is None else self._vocabulary_id_names()
+            if ids not in names:
+                raise ValueError(f"Character ids lie in [0, {self.vocab_size}), got {ids}")
+            return names[int(ids)]
         if _nesting_depth(ids) > 1:
             raise TypeError("convert_ids_to_tokens takes character ids; use decode() for rows of words")
         return [
@@ -559,9 +877,23 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             if not (skip_special_tokens and index == PADDING_TOKEN_ID)
         ]
 
+    def _vocabulary_id_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        for name, index in self.character_vocabulary.names().items():
+            names.setdefault(index, name)
+        return names
+
     def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        """Nothing to save: the character vocabulary is fixed. Returns `()`."""
-        return ()
+        """Write the character vocabulary as `character_vocabulary.json` and return its path; nothing for the byte
+        scheme, which is fixed (returns `()`)."""
+        if self.character_vocabulary is None:
+            return ()
+        name = (f"{filename_prefix}-" if filename_prefix else "") + CHARACTER_VOCABULARY_FILE_NAME
+        path = os.path.join(save_directory, name)
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(self.character_vocabulary.to_dict(), file, ensure_ascii=False, indent=0)
+            file.write("\n")
+        return (path,)
 
     # ---- words ----
     def split_words(self, text: str) -> list[tuple[str, tuple[int, int]]]:
@@ -599,13 +931,13 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         Returns:
             `input_ids` (batch, longest, max_characters_per_token) and `attention_mask` (batch, longest).
         """
-        num_slots = self.max_characters_per_token
+        num_slots = self.token_row_width
         longest = max((len(words) for words in sentences), default=0)
         input_ids = np.zeros((len(sentences), longest, num_slots), dtype=np.int64)
         attention_mask = np.zeros((len(sentences), longest), dtype=np.int64)
         for index, words in enumerate(sentences):
             try:
-                input_ids[index, : len(words)] = character_id_rows(words, num_slots, self.unicode_errors)
+                input_ids[index, : len(words)] = self.word_rows(words)
             except (TypeError, ValueError) as error:
                 raise type(error)(f"sentence {index} ({' '.join(map(str, words))[:60]!r}): {error}") from None
             attention_mask[index, : len(words)] = 1
@@ -742,14 +1074,14 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             rows = []
             for word_index, word in enumerate(words):
                 try:
-                    rows.append(word_to_character_ids(word, self.max_characters_per_token, self.unicode_errors))
+                    rows.append(self.word_row(word).tolist())
                 except ValueError as error:
                     raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
             batch["input_ids"].append(rows)
             if return_offsets_mapping:
                 batch["offset_mapping"].append(offsets)
             if return_special_tokens_mask:
-                batch["special_tokens_mask"].append([int(word in (BOS_TOKEN, EOS_TOKEN)) for word in words])
+                batch["special_tokens_mask"].append([int(word in self.sentence_boundary_words) for word in words])
             if return_length:
                 batch["length"].append(len(words))
 
@@ -807,7 +1139,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if return_tensors is not None:
             data = {key: _as_int64_array(value) for key, value in data.items()}
         encoding = BatchEncoding(data, tensor_type=return_tensors)
-        trailing_sizes = {"input_ids": self.max_characters_per_token, "offset_mapping": 2}
+        trailing_sizes = {"input_ids": self.token_row_width, "offset_mapping": 2}
         for key in list(encoding.keys()):
             encoding[key] = self._restore_empty_axes(key, encoding[key], trailing_sizes.get(key))
         if is_one_sentence:
@@ -844,10 +1176,11 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             return_attention_mask = "attention_mask" in self.model_input_names
         word_rows = list(encoded_inputs[self.model_input_names[0]])
         for row in word_rows:
-            if len(row) != self.max_characters_per_token:
+            if len(row) != self.token_row_width:
                 raise ValueError(
                     f"Every word's row of input_ids must have max_characters_per_token={self.max_characters_per_token}"
-                    f" character ids, got a row of {len(row)}"
+                    f" character ids{'' if self.token_row_width == self.max_characters_per_token else ' after a word id'}"
+                    f", got a row of {len(row)}"
                 )
         number_of_words = len(word_rows)
         if return_attention_mask and "attention_mask" not in encoded_inputs:
@@ -862,7 +1195,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         missing_words = (target_words or 0) - number_of_words
         if missing_words <= 0:
             return encoded_inputs
-        padding_rows = [[PADDING_TOKEN_ID] * self.max_characters_per_token for _ in range(missing_words)]
+        padding_rows = [[PADDING_TOKEN_ID] * self.token_row_width for _ in range(missing_words)]
         encoded_inputs["input_ids"] = word_rows + padding_rows
         if return_attention_mask:
             encoded_inputs["attention_mask"] = list(encoded_inputs["attention_mask"]) + [0] * missing_words
@@ -881,7 +1214,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         mask = []
         for row in to_py_obj(token_ids_0):
             is_padding = all(value == PADDING_TOKEN_ID for value in row)
-            mask.append(int(is_padding or character_ids_to_word(row) in (BOS_TOKEN, EOS_TOKEN)))
+            mask.append(int(is_padding or self.row_to_word(row) in self.sentence_boundary_words))
         return mask
 
     # ---- decoding ----
@@ -905,8 +1238,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         """
         ids = to_py_obj(token_ids)
         if isinstance(ids, (list, tuple)) and ids and all(isinstance(value, numbers.Integral) for value in ids):
-            word = character_ids_to_word(ids)
-            return "" if skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN) else word
+            word = self.row_to_word(ids)
+            return "" if skip_special_tokens and word in self.sentence_boundary_words else word
         if _nesting_depth(ids) > 3:
             raise ValueError(
                 "decode expects one word (characters), one sentence (words, characters) or a batch "
@@ -945,8 +1278,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         for row in token_ids:
             if all(value == PADDING_TOKEN_ID for value in row):
                 continue
-            word = character_ids_to_word(row)
-            if skip_special_tokens and word in (BOS_TOKEN, EOS_TOKEN):
+            word = self.row_to_word(row)
+            if skip_special_tokens and word in self.sentence_boundary_words:
                 continue
             words.append(word)
         text = " ".join(words)

@@ -30,6 +30,16 @@ def add_parsers(commands) -> None:
         "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
     )
     convert.add_argument("--vocab", type=Path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
+    convert.add_argument(
+        "--elmoformanylangs", type=Path, metavar="DIR",
+        help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
+        "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
+    )
+    convert.add_argument(
+        "--allow-pickle", action="store_true",
+        help="with --elmoformanylangs: unpickle .pkl files that hold more than tensors (runs the code they name: only "
+        "for files you trust)",
+    )
     convert.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
@@ -61,6 +71,10 @@ def add_parsers(commands) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     if (args.private or args.revision) and not args.push_to_hub:
         return report_error(ValueError("--private and --revision only apply with --push-to-hub"))
+    if args.elmoformanylangs is not None:
+        return run_convert_elmoformanylangs(args)
+    if args.allow_pickle:
+        return report_error(ValueError("--allow-pickle only applies with --elmoformanylangs"))
     if args.checkpoint is not None:
         return run_convert_checkpoint(args)
     if args.options is None or args.weights is None or args.vocab is not None:
@@ -86,6 +100,33 @@ def run_convert(args: argparse.Namespace) -> int:
     except VerificationError as error:
         report_error(error)
         return EXIT_FAILED_CHECK
+    except (ConversionError, OutputDirectoryError, HubPushError) as error:
+        return report_error(error)
+    print_report(report)
+    if report.pushed_to:
+        print(f"  pushed: {report.pushed_to}")
+    return EXIT_OK
+
+
+def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
+    """``--elmoformanylangs``: conversion.convert_elmoformanylangs (a model directory of the HIT-SCIR package)."""
+    others = ("options", "weights", "checkpoint", "vocab", "zip", "verify", "tolerance")
+    given = [f"--{name}" for name in others if getattr(args, name, None) is not None]
+    if given:
+        return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
+    try:
+        from conversion.convert_allennlp_to_hf import HubPushError
+        from conversion.convert_elmoformanylangs import ConversionError, convert_elmoformanylangs, print_report
+    except ImportError as error:
+        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        report = convert_elmoformanylangs(
+            args.elmoformanylangs, args.output, overwrite=args.overwrite, allow_pickle=args.allow_pickle,
+            allow_non_finite=args.allow_non_finite, push_to_hub=args.push_to_hub, private=args.private,
+            revision=args.revision,
+        )
     except (ConversionError, OutputDirectoryError, HubPushError) as error:
         return report_error(error)
     print_report(report)
@@ -139,4 +180,4 @@ def run_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_export"]
+__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_convert_elmoformanylangs", "run_export"]

@@ -246,6 +246,9 @@ class ELMoEmbedder:
                 f"tokenizer.max_characters_per_token is {self.tokenizer.max_characters_per_token} but the model "
                 f"expects {config.max_characters_per_token}"
             )
+        mismatch = self.tokenizer.mismatch_with(config)  # e.g. a model with a character vocabulary of its own
+        if mismatch is not None:
+            raise ValueError(f"The tokenizer does not fit the model: {mismatch}.")
         self.representation = representation
         self.mix_index = mix_index
         self.pooling = pooling
