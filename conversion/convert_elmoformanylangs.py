@@ -503,7 +503,11 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
         f"ELMoForManyLangs ({directory.name})",
         f"The ELMoForManyLangs model `{directory.name}` converted to Hugging Face format: a character vocabulary of "
         f"{len(read.vocabulary.characters):,} characters"
-        + (f" and a {read.config.word_embedding_dim}-dim word embedding of {len(read.vocabulary.words):,} words" if read.vocabulary.words else "")
+        + (
+            f" and a word embedding of {len(read.vocabulary.words):,} words ({read.config.word_embedding_dim} dimensions)"
+            if read.vocabulary.words
+            else ""
+        )
         + ".",
         provenance,
         conversion_command(directory, output_dir, repo_id),
