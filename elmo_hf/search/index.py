@@ -329,7 +329,7 @@ class IndexParameters:
         train_size = min(train_size, words)
         if train_size < needed:
             raise ValueError(
-                f"a {kind} index with nlist={nlist}{f' and pq_bits={pq_bits}' if kind == 'ivfpq' else ''} needs at least "
+                f"an {kind} index with nlist={nlist}{f' and pq_bits={pq_bits}' if kind == 'ivfpq' else ''} needs at least "
                 f"{needed} training vectors, and {'the corpus has' if train_size == words else 'train_size is'} "
                 f"{train_size}: choose a smaller nlist{' or pq_bits' if kind == 'ivfpq' else ''}, or the flat index"
             )

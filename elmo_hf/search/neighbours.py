@@ -52,7 +52,7 @@ CACHED_SHARDS = 32
 CONTEXT_WORDS = 12
 # The most frequent corpus words whose token-layer vectors static neighbours are chosen among.
 DEFAULT_STATIC_VOCABULARY = 50_000
-STATIC_BATCH_WORDS = 1024
+STATIC_BATCH_WORDS = 4096  # one-word sentences: larger batches ran 5x faster than 256 on CPU
 
 
 class QueryError(ValueError):
