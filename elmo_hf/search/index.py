@@ -43,6 +43,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -106,7 +107,8 @@ def word_vectors_of_column(column: pa.Array | pa.ChunkedArray, vector_shape: tup
     """The per-word vectors of a vectors column, all rows concatenated: ``(words, *vector_shape)`` float32.
 
     The column is what ``shards.vectors_array`` wrote: a datasets ``Array2D``/``Array3D`` extension array (when
-    `datasets` is imported) or the same nested lists, ``list<fixed_size_list<...>>``; slices are honoured."""
+    `datasets` is imported) or its storage, nested lists (``list<list<float>>``, or fixed-size lists); slices are
+    honoured."""
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     parts = []
     for chunk in chunks:
@@ -201,7 +203,7 @@ class IndexedSource:
     def words(self) -> int:
         return self.manifest.totals()["words"]
 
-    @property
+    @cached_property
     def shard_first_rows(self) -> np.ndarray:
         """int64 (shards + 1,): the source-local number of each shard's first row, then the number of rows."""
         return np.concatenate([[0], np.cumsum([shard["rows"] for shard in self.manifest.shards])]).astype(np.int64)
