@@ -31,6 +31,7 @@ import fnmatch
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -429,7 +430,7 @@ def staged_output_directory(
             raise OutputDirectoryError(f"output {path} already exists; pass --overwrite to replace it")
         if path.exists():
             check_deletable(path, kind, inputs)
-        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=STAGING_SUFFIX, dir=path.parent))
+        staging = make_staging_directory(path)
         try:
             write_marker(staging, kind)
             yield staging
@@ -438,6 +439,18 @@ def staged_output_directory(
             staging.rename(path)
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # gone already after the rename
+
+
+def make_staging_directory(path: Path) -> Path:
+    """A new, empty folder beside ``path`` named ``.<name>.<random><STAGING_SUFFIX>``, with the mode any new folder
+    gets (0777 less the umask; `tempfile.mkdtemp` would make it owner-only, and the output would stay so)."""
+    while True:
+        staging = path.parent / f".{path.name}.{secrets.token_hex(4)}{STAGING_SUFFIX}"
+        try:
+            staging.mkdir()
+            return staging
+        except FileExistsError:
+            continue
 
 
 __all__ = [

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -190,6 +191,21 @@ def test_a_reused_pid_is_not_its_old_holder(tmp_path):
     lock_path_of(output_dir).write_text(json.dumps({**holder, "process_start": "1"}))
     with open_output_directory(output_dir, KIND):
         pass
+
+
+def test_staged_output_gets_the_mode_of_any_new_folder(tmp_path):
+    """Not mkdtemp's owner-only 0700: a converted model or an index others may read gets 0777 less the umask."""
+    previous = os.umask(0o022)
+    try:
+        with staged_output_directory(tmp_path / "converted", KIND) as staging:
+            (staging / "part-0.txt").write_text("done")
+        os.umask(0o027)
+        with staged_output_directory(tmp_path / "group-only", KIND):
+            pass
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "converted").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "group-only").stat().st_mode) == 0o750
 
 
 def test_staged_output_appears_only_complete(tmp_path):
