@@ -49,7 +49,7 @@ from .fast_elmo import (
     trim_character_slots,
     use_fast_path,
 )
-from .tokenization_elmo import BOS_CHARACTER_IDS, EOS_CHARACTER_IDS, word_to_character_ids
+from .tokenization_elmo import byte_sentence_boundary_rows, word_to_character_ids
 from .validation_elmo import check_choice, check_int, is_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
@@ -532,7 +532,7 @@ def add_sentence_boundaries(
     batch_size, _, num_slots = character_ids.shape
     lengths = word_mask.sum(dim=1)  # (B,)
     if boundary_rows is None:
-        boundary_rows = (BOS_CHARACTER_IDS, EOS_CHARACTER_IDS)
+        boundary_rows = byte_sentence_boundary_rows(num_slots)  # for this many slots (not always the released 50)
     bos = torch.tensor(boundary_rows[0], dtype=character_ids.dtype, device=character_ids.device)
     eos = torch.tensor(boundary_rows[1], dtype=character_ids.dtype, device=character_ids.device)
     padding = character_ids.new_zeros(batch_size, 1, num_slots)

@@ -26,7 +26,9 @@ and then EVERY id is shifted by +1 (bilm-tf's `Batcher` and AllenNLP both add 1)
     pad    -> [0, 0, ..., 0]
 
 Truncation of long words is at the byte level (48 bytes with the default 50 slots) and may cut a multi-byte
-character in two; that is the original's behaviour and `character_ids_to_word` decodes such a cut with U+FFFD.
+character in two; that is the original's behaviour and `character_ids_to_word` decodes such a cut with U+FFFD. A
+Hangul syllable takes 3 bytes, so 50 slots hold 16 syllables. `ELMoTokenizer.truncated_word_count` counts the words
+that are cut; the tokenizer logs a warning with a count the first time it cuts any.
 
 The tokenizer does NOT add `<S>`/`</S>` around sentences, even with `add_special_tokens=True`: the model
 (`ELMoModel`) adds the sentence boundaries itself, as the original biLM does.
@@ -40,18 +42,27 @@ Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`wo
   what both patterns do and do not do.
 - `"whitespace"`: split on whitespace only, for text that is already tokenised.
 - `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
+- `"kiwi"` / `"mecab"`: Korean morphemes (`은행에` -> `은행 에`) from the kiwipiepy / python-mecab-ko analyser,
+  optional extras (`pip install 'elmo-hf[kiwi]'`); see `MorphemeWordSplitter` and docs/guide/korean.md.
+
+The splitter's name is saved in `tokenizer_config.json`, so `AutoTokenizer.from_pretrained` splits text as the model
+was trained.
 
 This file imports only `numpy`, `tokenizers`, `transformers` and `validation_elmo.py` (argument checks, no imports of
-its own), so the two can be copied next to a checkpoint and loaded with `trust_remote_code=True`.
+its own), so the two can be copied next to a checkpoint and loaded with `trust_remote_code=True`; the Korean
+analysers are imported with `importlib` when a tokenizer uses them (transformers' remote-code check does not ask for
+optional packages).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,9 +73,11 @@ from transformers.tokenization_utils_base import (
     PreTrainedTokenizerBase,
     TruncationStrategy,
 )
-from transformers.utils import PaddingStrategy, TensorType, to_py_obj
+from transformers.utils import PaddingStrategy, TensorType, logging, to_py_obj
 
 from .validation_elmo import check_choice, check_int
+
+logger = logging.get_logger(__name__)
 
 # ----------------------------------------------------------------------------------------------------------------
 # Character ids. Raw ids come from bilm-tf's `UnicodeCharsVocabulary` (bytes 0..255, then five markers 256..260);
@@ -89,6 +102,7 @@ EOS_TOKEN = "</S>"  # the literal word the original maps to the end-of-sentence 
 PAD_TOKEN = "<pad>"  # name of the padding word (id 0); never produced from text
 
 UNICODE_ERRORS_CHOICES = ("strict", "ignore")
+TRUNCATED_WORDS_WARNING = "words-longer-than-max-characters-per-token"  # key of the tokenizer's warned-once registry
 
 
 def _boundary_character_ids(sentence_character_id: int, max_characters_per_token: int) -> list[int]:
@@ -472,7 +486,6 @@ class CharacterVocabulary:
         return cls.from_dict(data, source=str(path))
 
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # Word splitters
 # ----------------------------------------------------------------------------------------------------------------
@@ -544,15 +557,122 @@ def _treebank_word_pattern(contraction_style: str) -> str:
 
 PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
 MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
-WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert")
+WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
+
+# Korean morphological analysers behind the "kiwi" and "mecab" splitters (optional): splitter name -> (module
+# imported, pip package, elmo-hf extra). The module is imported when a tokenizer is built with the splitter, never
+# when this file is imported.
+MORPHEME_ANALYSERS = {
+    "kiwi": ("kiwipiepy", "kiwipiepy", "kiwi"),
+    "mecab": ("mecab", "python-mecab-ko", "mecab"),
+}
+_NON_SPACE_RUN = re.compile(r"\S+")
 
 
-def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer:
+def _import_analyser_module(name: str) -> Any:
+    """The module of the "kiwi" or "mecab" analyser; an `ImportError` naming the extra to install when it is missing."""
+    module_name, package, extra = MORPHEME_ANALYSERS[name]
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise ImportError(
+            f"word_splitter={name!r} needs the {package} package, which cannot be imported ({error}): "
+            f"pip install 'elmo-hf[{extra}]' (or pip install {package})"
+        ) from None
+
+
+@functools.lru_cache(maxsize=None)
+def _morpheme_analyser(name: str) -> Any:
+    """The analyser of the "kiwi" or "mecab" splitter: created on first use, then shared by every tokenizer of the
+    process (Kiwi loads its model for about 2 s and warms up for 2 s more on its first sentence)."""
+    module = _import_analyser_module(name)
+    return module.Kiwi() if name == "kiwi" else module.MeCab()
+
+
+def _morpheme_spans(name: str, text: str) -> list[tuple[int, int]]:
+    """`(start, end)` character offsets of the morphemes of `text`, as the analyser `name` finds them."""
+    analyser = _morpheme_analyser(name)
+    if name == "kiwi":
+        # A Kiwi token's `form` is the morpheme's dictionary form (했 -> 하 + 었, both pointing at 했); its span
+        # points at the surface. Inserted morphemes (the copula 이 after a vowel) have an empty span.
+        return [(token.start, token.start + token.len) for token in analyser.tokenize(text)]
+    # python-mecab-ko's own spans are shifted after leading whitespace: find each surface, in order, instead.
+    spans, position = [], 0
+    for morpheme in analyser.parse(text):
+        start = text.find(morpheme.surface, position)
+        if start < 0:
+            raise ValueError(f"mecab returned the morpheme {morpheme.surface!r}, which is not in the text {text[:60]!r}")
+        position = start + len(morpheme.surface)
+        spans.append((start, position))
+    return spans
+
+
+def surface_words(text: str, spans: Iterable[tuple[int, int]]) -> list[tuple[str, tuple[int, int]]]:
     """
-    The `tokenizers` pre-tokenizer called `name` (one of `WORD_SPLITTERS`).
+    The words of `text` given its morphemes' character spans: each word is the surface of one morpheme (`은행에` ->
+    `은행`, `에`), morphemes whose spans overlap are one word (a contracted syllable such as 갔 = 가 + 았 cannot be
+    cut), and words never hold whitespace. Characters no morpheme covers are not lost: they form words of their own
+    (split at whitespace). So the non-space characters of the words, in order, are those of `text`.
+
+    Returns `[(word, (start, end)), ...]` with `text[start:end] == word`.
+    """
+    covered: list[list[int]] = []  # merged [start, end) runs, in text order
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if covered and start < covered[-1][1]:
+            covered[-1][1] = max(covered[-1][1], end)
+        else:
+            covered.append([start, end])
+    pieces, position = [], 0
+    for start, end in covered:
+        pieces += [(position, start), (start, end)]  # an uncovered gap, then the morpheme
+        position = end
+    pieces.append((position, len(text)))
+    return [
+        (match.group(), match.span())
+        for start, end in pieces
+        if end > start
+        for match in _NON_SPACE_RUN.finditer(text, start, end)
+    ]
+
+
+class MorphemeWordSplitter:
+    """
+    The "kiwi" (kiwipiepy) and "mecab" (python-mecab-ko) word splitters: Korean text split into morphemes, so that
+    particles and endings are words of their own (`은행에` -> `은행`, `에`), as Korean ELMo models are trained
+    (ratsgo's Korean embeddings book: Mecab morphemes). A word is a morpheme's SURFACE, the characters of the text it
+    covers (see `surface_words`); Kiwi's dictionary forms (했 -> 하, 었) are not used, so every word is a piece of the
+    text and offsets point into it.
+
+    `pre_tokenize_str(text)` returns `[(word, (start, end)), ...]` like a `tokenizers` pre-tokenizer. The analyser
+    is imported here (an `ImportError` naming the extra when it is missing) and created on first use, once per
+    process; the splitter holds only its name, so it pickles (datasets fingerprints tokenizers). The analysis is
+    deterministic for a given version of the analyser and its dictionary; another version may split some words
+    differently (docs/guide/korean.md).
+    """
+
+    def __init__(self, name: str):
+        check_choice("word_splitter", name, tuple(MORPHEME_ANALYSERS))
+        _import_analyser_module(name)
+        self.name = name
+
+    def pre_tokenize_str(self, text: str) -> list[tuple[str, tuple[int, int]]]:
+        return surface_words(text, _morpheme_spans(self.name, text))
+
+    def __repr__(self) -> str:
+        return f"MorphemeWordSplitter({self.name!r})"
+
+
+def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer | MorphemeWordSplitter:
+    """
+    The word splitter called `name` (one of `WORD_SPLITTERS`): a `tokenizers` pre-tokenizer, or for "kiwi" and
+    "mecab" a `MorphemeWordSplitter` (`ImportError` naming the extra to install when its analyser is missing).
 
     Its `pre_tokenize_str(text)` returns `[(word, (start, end)), ...]` with character offsets into `text`.
     """
+    if isinstance(name, str) and name in MORPHEME_ANALYSERS:
+        return MorphemeWordSplitter(name)
     if name == "whitespace":
         return pre_tokenizers.WhitespaceSplit()
     if name == "bert":
@@ -662,7 +782,9 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             Length of each word's row of character ids; must match the model's `max_characters_per_token`.
         word_splitter (`str`, *optional*, defaults to `"moses"`):
             How raw text is split into words: `"moses"` (like ELMo's training data, `don 't`), `"ptb"`
-            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text) or `"bert"` (`BertPreTokenizer`).
+            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text), `"bert"` (`BertPreTokenizer`),
+            or Korean morphemes with `"kiwi"` / `"mecab"` (optional extras; `ImportError` naming the extra when the
+            analyser is missing).
         unicode_errors (`str`, *optional*, defaults to `"strict"`):
             `"strict"` raises on text UTF-8 cannot encode (lone surrogates); `"ignore"` drops those characters
             like the original ELMo.
@@ -895,6 +1017,45 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             file.write("\n")
         return (path,)
 
+    # ---- truncated words ----
+    def is_truncated_word(self, word: str) -> bool:
+        """Whether `word` is cut in its row of character ids: its UTF-8 bytes (with a `character_vocabulary`, its
+        characters) do not fit between begin-of-word and end-of-word, `max_characters_per_token - 2` of them. The
+        sentence-boundary words never are. The one rule `truncated_word_count`, the warning and `elmo-hf embed` use."""
+        if self.character_vocabulary is not None:  # the limit counts characters, not bytes
+            return self.character_vocabulary.is_truncated(word, self.max_characters_per_token)
+        room = self.max_characters_per_token - 2
+        if len(word) * 4 <= room or word in (BOS_TOKEN, EOS_TOKEN):  # 4 bytes at most per character
+            return False
+        return len(word.encode("utf-8", "ignore")) > room
+
+    def truncated_word_count(self, words: Iterable[str]) -> int:
+        """How many of `words` are cut (`is_truncated_word`), counting repeats: the count `elmo-hf embed` reports."""
+        return sum(1 for word in words if self.is_truncated_word(word))
+
+    def _warn_once_if_truncated(self, sentences: Sequence[Sequence[str]]) -> None:
+        """Log a warning, the first time this tokenizer cuts words, with their count in this input and an example.
+        The flag lives in the base's `deprecation_warnings`, its registry of warnings given once per tokenizer (which
+        `datasets` leaves out of a tokenizer's fingerprint)."""
+        if self.deprecation_warnings.get(TRUNCATED_WORDS_WARNING):
+            return
+        truncated = [word for words in sentences for word in words if self.is_truncated_word(word)]
+        if not truncated:
+            return
+        self.deprecation_warnings[TRUNCATED_WORDS_WARNING] = True
+        example = truncated[0]
+        room, size = (
+            (f"{self.max_characters_per_token - 2} UTF-8 bytes; a Hangul syllable takes 3", f"{len(example.encode('utf-8', 'ignore'))} bytes")
+            if self.character_vocabulary is None
+            else (f"{self.max_characters_per_token - 2} characters", f"{len(example)} characters")
+        )
+        logger.warning(
+            f"{len(truncated)} word(s) of this input are longer than max_characters_per_token="
+            f"{self.max_characters_per_token} allows ({room}) and were cut, e.g. {example!r} ({size}). This "
+            "tokenizer warns once; count them with tokenizer.truncated_word_count(words) (elmo-hf embed reports them "
+            "in its summary and manifest)."
+        )
+
     # ---- words ----
     def split_words(self, text: str) -> list[tuple[str, tuple[int, int]]]:
         """
@@ -932,6 +1093,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             `input_ids` (batch, longest, max_characters_per_token) and `attention_mask` (batch, longest).
         """
         num_slots = self.token_row_width
+        self._warn_once_if_truncated(sentences)
         longest = max((len(words) for words in sentences), default=0)
         input_ids = np.zeros((len(sentences), longest, num_slots), dtype=np.int64)
         attention_mask = np.zeros((len(sentences), longest), dtype=np.int64)
@@ -1051,6 +1213,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
 
         sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
         batch: dict[str, list[Any]] = {"input_ids": []}
+        encoded_words = []
         if return_offsets_mapping:
             batch["offset_mapping"] = []
         if return_special_tokens_mask:
@@ -1078,12 +1241,14 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
                 except ValueError as error:
                     raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
             batch["input_ids"].append(rows)
+            encoded_words.append(words)
             if return_offsets_mapping:
                 batch["offset_mapping"].append(offsets)
             if return_special_tokens_mask:
                 batch["special_tokens_mask"].append([int(word in self.sentence_boundary_words) for word in words])
             if return_length:
                 batch["length"].append(len(words))
+        self._warn_once_if_truncated(encoded_words)
 
         encoding = self.pad(
             batch,
@@ -1306,7 +1471,9 @@ __all__ = [
     "EOS_TOKEN",
     "ELMoTokenizer",
     "MAX_CHARACTERS_PER_TOKEN",
+    "MORPHEME_ANALYSERS",
     "MOSES_WORD_PATTERN",
+    "MorphemeWordSplitter",
     "NUM_CHARACTERS",
     "PADDING_CHARACTER_ID",
     "PADDING_TOKEN_ID",
@@ -1316,5 +1483,6 @@ __all__ = [
     "build_word_splitter",
     "character_id_rows",
     "character_ids_to_word",
+    "surface_words",
     "word_to_character_ids",
 ]

@@ -7,6 +7,7 @@ skipped elsewhere.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -26,6 +27,20 @@ def shared_path(*parts: str) -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def installed_package(module: str) -> Path:
+    """The folder of an installed package of the `test` extra (kiwipiepy, konlpy's data, ...), found without importing
+    it; fails under CI and skips elsewhere when it is missing."""
+    spec = importlib.util.find_spec(module)
+    if spec is None:
+        message = f"{module} is not installed (it is in the test extra: pip install -e '.[test]')"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(spec.origin).parent
 
 
 @pytest.fixture(scope="session")

@@ -234,7 +234,8 @@ def test_offsets_with_ignored_lone_surrogates_still_index_the_original_text():
 
 def test_build_word_splitter_unknown_name():
     with pytest.raises(
-        ValueError, match=r"word_splitter must be one of \['ptb', 'moses', 'whitespace', 'bert'\], got 'spacy'"
+        ValueError,
+        match=r"word_splitter must be one of \['ptb', 'moses', 'whitespace', 'bert', 'kiwi', 'mecab'\], got 'spacy'",
     ):
         build_word_splitter("spacy")
 

@@ -17,8 +17,7 @@ from typing import Any
 
 from datasets import Dataset, Features, List, Value
 
-from ..tokenization_elmo import WORD_SPLITTERS, build_word_splitter
-from ..validation_elmo import check_choice
+from ..tokenization_elmo import build_word_splitter
 from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features
 
 WORDS_FEATURES = Features({"words": List(Value("string"))})
@@ -81,7 +80,7 @@ def load_sentences(
     Args:
         paths: corpus files of any ``INPUT_FORMATS`` (formats may be mixed: text, `.conllu`, `.jsonl`, ...).
         word_splitter (`str`, defaults to `"moses"`): how text becomes words (`"moses"`, `"ptb"`, `"whitespace"`,
-            `"bert"`, see `ELMoTokenizer`).
+            `"bert"`, `"kiwi"`, `"mecab"`, see `ELMoTokenizer`).
         text_column / words_column: the column holding raw sentences / lists of words in structured input; by
             default the words of CoNLL-U files and the `text` column of everything else.
         input_format: the format of every file, when the extension does not tell it.
@@ -91,7 +90,7 @@ def load_sentences(
         `CorpusError` naming the file and row for a row that cannot be read (not UTF-8, a missing column, a value
         of the wrong type).
     """
-    check_choice("word_splitter", word_splitter, WORD_SPLITTERS)
+    build_word_splitter(word_splitter)  # an unknown name, or a Korean analyser not installed, fails here
     if text_column is not None and words_column is not None:
         raise ValueError("give text_column or words_column, not both")
     opened = _as_sources(paths, input_format)
