@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (CorpusError, InvalidRowError, OutputDirectoryError, ValueError, KeyError, OSError) as error:
+    except (CorpusError, InvalidRowError, OutputDirectoryError, ValueError, KeyError, OSError, ImportError) as error:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK

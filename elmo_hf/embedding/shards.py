@@ -5,7 +5,9 @@ Output directory layout::
     OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage.output_directory)
     OUT/shard-00000.parquet   rows [0, shard_size) of the input, in input order
     OUT/shard-00001.parquet   ...
-    OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard
+    OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard (its rows,
+                              words, skipped rows, words cut to the model's character slots, bytes, sha256) and
+                              their totals
     OUT/dataset/              only with output_format="dataset": the shards as a `save_to_disk` directory
 
 The directory follows elmo-hf's output policy (``elmo_hf.storage``): a run holds its lock, ``overwrite`` deletes only
@@ -113,6 +115,10 @@ class EmbeddingRunSummary:
     redone_shards: int = 0
     # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline.
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # Words longer than the model's character slots hold (ELMoTokenizer.truncated_word_count), repeats counted: the
+    # model saw only their beginning. Shards listed by a manifest written before this count existed count 0.
+    truncated_words: int = 0
+    max_characters_per_token: int | None = None
 
     @property
     def words_per_second(self) -> float:
@@ -122,6 +128,9 @@ class EmbeddingRunSummary:
         resumed = f", resumed at input row {self.resumed_from_row:,}" if self.resumed_from_row else ""
         redone = f", {plural(self.redone_shards, 'damaged shard')} redone" if self.redone_shards else ""
         skipped = f", {plural(self.skipped_rows, 'invalid row')} skipped" if self.skipped_rows else ""
+        if self.truncated_words:
+            slots = f" {self.max_characters_per_token}" if self.max_characters_per_token else ""
+            skipped += f", {plural(self.truncated_words, 'word')} cut to the model's{slots} character slots"
         if self.already_complete:
             return (
                 f"{self.output_dir} is already complete: {plural(self.sentences, 'sentence')}, "
@@ -153,6 +162,7 @@ class Manifest:
             "sentences": sum(shard["rows"] for shard in self.shards),
             "words": sum(shard["words"] for shard in self.shards),
             "skipped_rows": sum(shard["skipped_rows"] for shard in self.shards),
+            "truncated_words": sum(shard.get("truncated_words", 0) for shard in self.shards),  # absent: an older run
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -350,6 +360,7 @@ class PreparedShard:
     kept_rows: list[tuple[int, dict]]
     skipped: list[dict[str, Any]]
     sentences: PreparedSentences
+    truncated_words: int = 0  # words cut to the model's character slots
 
 
 class ShardWriter:
@@ -399,7 +410,8 @@ class ShardWriter:
                 if self.embedder.on_invalid == "raise":
                     raise InvalidRowError(f"{message} (pass --skip-invalid to skip such rows)") from None
                 skipped.append({"row": input_row, "reason": str(error)})
-        shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences))
+        truncated = sum(self.embedder.tokenizer.truncated_word_count(words) for words in sentences)
+        shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences), truncated)
         self.stage_seconds["read"] += time.perf_counter() - started
         return shard
 
@@ -429,6 +441,7 @@ class ShardWriter:
             "words": sum(len(words) for words in sentences),
             "skipped_rows": len(shard.skipped),
             "skipped": shard.skipped[:MAX_LISTED_SKIPPED_ROWS],
+            "truncated_words": shard.truncated_words,
             "bytes": path.stat().st_size,
             "sha256": sha256_of_file(path),
         }
@@ -603,6 +616,7 @@ def embed_corpus(
                 return EmbeddingRunSummary(
                     output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards), 0.0,
                     0, resumed_from_row, already_complete=True, redone_shards=redone,
+                    truncated_words=totals["truncated_words"], max_characters_per_token=embedder.tokenizer.max_characters_per_token,
                 )
             bar = tqdm(
                 total=source.num_rows(), initial=resumed_from_row, unit=" sentences", disable=not progress,
@@ -633,7 +647,8 @@ def embed_corpus(
     return EmbeddingRunSummary(
         output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards),
         time.perf_counter() - start_time, words_this_run, resumed_from_row, redone_shards=redone,
-        stage_seconds=dict(writer.stage_seconds),
+        stage_seconds=dict(writer.stage_seconds), truncated_words=totals["truncated_words"],
+        max_characters_per_token=embedder.tokenizer.max_characters_per_token,
     )
 
 

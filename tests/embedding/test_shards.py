@@ -82,7 +82,7 @@ def test_text_file_to_shards_equals_direct_model_calls(tmp_path, model_dir, caps
         np.testing.assert_allclose(vectors[index]["elmo"], expected, rtol=0, atol=1e-6)
 
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["complete"] and manifest["totals"] == {"sentences": 15, "words": 42, "skipped_rows": 0}
+    assert manifest["complete"] and manifest["totals"] == {"sentences": 15, "words": 42, "skipped_rows": 0, "truncated_words": 0}
     assert [shard["first_row"] for shard in manifest["shards"]] == [0, 4, 8, 12]
     assert {shard["file"]: shard["sha256"] for shard in manifest["shards"]} == shard_hashes(tmp_path / "out")
 
