@@ -21,7 +21,7 @@ OPTION_FIELDS = {
     "logging_steps": "logging_steps", "train_eval_sentences": "train_eval_sentences", "seed": "seed",
     "max_time_minutes": "max_time_minutes", "resume": "resume", "overwrite": "overwrite", "export_hdf5": "export_hdf5",
     "init_from": "init_from", "init_vocab": "init_vocab", "add_words": "add_words",
-    "threads": "num_threads",
+    "threads": "num_threads", "max_characters_per_token": "max_characters_per_token",
 }
 
 
@@ -42,7 +42,10 @@ def add_parsers(commands) -> None:
     held_out = parser.add_mutually_exclusive_group()
     held_out.add_argument("--held-out", nargs="+", metavar="FILE", help="held-out corpora (default: a fraction of the corpus)")
     held_out.add_argument("--held-out-fraction", type=float, help="seeded random fraction of the corpus sentences held out (default 0.05)")
-    add("--word-splitter", help="how text is split into words: moses (default), ptb, whitespace, bert")
+    add("--word-splitter", help="how text is split into words: moses (default), ptb, whitespace, bert; Korean "
+        "morphemes: kiwi (needs elmo-hf[kiwi]) or mecab (needs elmo-hf[mecab]). Saved with the tokenizer")
+    add("--max-characters-per-token", type=int, metavar="N", help="character slots per word of the new model (default: "
+        "the config's, 50): a word keeps N - 2 UTF-8 bytes, a Hangul syllable takes 3")
     columns = parser.add_mutually_exclusive_group()
     columns.add_argument("--text-column", help="column of raw sentences in structured corpora (default: text)")
     columns.add_argument("--words-column", help="column of lists of words in structured corpora (default for .conllu: words)")

@@ -45,7 +45,7 @@ from ..corpus.readers import CorpusError
 from ..corpus.sentences import load_sentences
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
-from ..tokenization_elmo import WORD_SPLITTERS, ELMoTokenizer
+from ..tokenization_elmo import WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
 from ..validation_elmo import check_choice, check_int, check_number
 from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
@@ -145,7 +145,12 @@ class PretrainingOptions:
         held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
             (seeded random sample) is held out.
         held_out_fraction (`float`, defaults to 0.05).
-        word_splitter (`str`, defaults to `"moses"`): how text lines become words (`ELMoTokenizer`'s splitters).
+        word_splitter (`str`, defaults to `"moses"`): how text lines become words (`ELMoTokenizer`'s splitters;
+            `"kiwi"` / `"mecab"` for Korean morphemes need their extra). Saved in the tokenizer config.
+        max_characters_per_token (`int`, *optional*): character slots of a new model's words (begin- and end-of-word
+            included, so a word keeps `N - 2` UTF-8 bytes; a Hangul syllable takes 3); defaults to the config's (50
+            for the presets). At least the widest character filter; a resumed run must keep it; not with
+            `init_from` (the initial model keeps its slots).
         text_column / words_column (`str`, *optional*): the column of raw sentences / lists of words in structured
             corpora (JSON lines, CSV, Parquet, saved datasets); by default `text`, and the words of CoNLL-U files.
         min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*): vocabulary of the LM softmax; rarer
@@ -197,6 +202,7 @@ class PretrainingOptions:
     held_out: Sequence[str | Path] | None = None
     held_out_fraction: float = 0.05
     word_splitter: str = "moses"
+    max_characters_per_token: int | None = None
     text_column: str | None = None
     words_column: str | None = None
     min_count: int = 2
@@ -259,6 +265,10 @@ class PretrainingOptions:
             raise PretrainingError("init_vocab and add_words apply to a run with init_from (a model to continue)")
         if self.init_from is not None and self.config != "small":  # "small": the default, i.e. not given
             raise PretrainingError(f"config ({self.config}) and init_from exclude each other: the architecture is the initial model's")
+        if self.init_from is not None and self.max_characters_per_token is not None:
+            raise PretrainingError(
+                "max_characters_per_token chooses a new model's character slots; init_from keeps the initial model's"
+            )
         if self.init_from is not None:
             self.init_from = str(Path(self.init_from).resolve())
         if self.init_vocab is not None:
@@ -267,6 +277,10 @@ class PretrainingOptions:
             raise PretrainingError("give text_column or words_column, not both")
         check_number("held_out_fraction", self.held_out_fraction, 0.0, 1.0, minimum_inclusive=False, maximum_inclusive=False)
         check_choice("word_splitter", self.word_splitter, WORD_SPLITTERS)
+        try:
+            build_word_splitter(self.word_splitter)  # a Korean analyser must be installed: say so before anything runs
+        except ImportError as error:
+            raise PretrainingError(str(error)) from None
         check_choice("regime", self.regime, REGIMES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("lr_scheduler", self.lr_scheduler, LR_SCHEDULERS)
@@ -277,6 +291,7 @@ class PretrainingOptions:
             check_int(name, getattr(self, name), minimum)
         for name, minimum in (
             ("max_vocab_size", 4), ("max_steps", 1), ("save_total_limit", 1), ("softmax_samples", 0), ("num_threads", 1),
+            ("max_characters_per_token", 3),
         ):
             check_int(name, getattr(self, name), minimum, allow_none=True)
         for name in ("epochs", "learning_rate", "max_time_minutes"):
@@ -410,6 +425,29 @@ def load_pretraining_config(spec: str | Path) -> ELMoConfig:
         raise PretrainingError(f"config file {path}: {error}") from None
 
 
+def with_character_slots(config: ELMoConfig, max_characters_per_token: int) -> ELMoConfig:
+    """`config` with `max_characters_per_token` character slots per word, validated (`PretrainingError`: fewer
+    slots than the widest character filter)."""
+    try:
+        return ELMoConfig.from_dict({**config.to_dict(), "max_characters_per_token": max_characters_per_token})
+    except ValueError as error:
+        raise PretrainingError(f"--max-characters-per-token {max_characters_per_token}: {error}") from None
+
+
+def warn_about_truncated_words(tokenizer: ELMoTokenizer, vocabulary: ELMoWordVocabulary) -> int:
+    """Log a warning naming how many words of the vocabulary are cut to the tokenizer's character slots (a long
+    word's end is then invisible to the model), with examples; returns that count."""
+    truncated = [word for word in vocabulary.words if tokenizer.is_truncated_word(word)]
+    if truncated:
+        logger.warning(
+            "%d of the %d vocabulary words are longer than %d character slots hold (%d UTF-8 bytes; a Hangul syllable "
+            "takes 3) and are cut, e.g. %s; give a new model more slots with --max-characters-per-token",
+            len(truncated), len(vocabulary), tokenizer.max_characters_per_token, tokenizer.max_characters_per_token - 2,
+            ", ".join(map(repr, truncated[:3])),
+        )
+    return len(truncated)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Data
 # ----------------------------------------------------------------------------------------------------------------
@@ -489,13 +527,16 @@ def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequ
     return result
 
 
-def _evaluation_data(sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, what: str):
+def _evaluation_data(
+    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str
+):
     """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once."""
     if options.regime == "sentence":
         return sentences
     try:
         return WindowedBiLMStream(
-            sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=False, remainder="pad"
+            sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=False,
+            remainder="pad", max_characters_per_token=config.max_characters_per_token,
         )
     except ValueError as error:
         raise PretrainingError(f"{what}: {error}") from None
@@ -703,6 +744,8 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     start = time.monotonic()
     initial = _initial_model(options, with_weights=False) if options.init_from is not None else None
     config = initial.config if initial is not None else load_pretraining_config(options.config)
+    if options.max_characters_per_token is not None:
+        config = with_character_slots(config, options.max_characters_per_token)
     if options.export_hdf5:
         _hdf5_exporter()  # fail before training, not after it
     inputs = [*options.corpus, *(options.held_out or [])]
@@ -751,6 +794,7 @@ def _train_and_report(
         raise PretrainingError(f"vocabulary: {error}") from None
     train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
     tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token, word_splitter=options.word_splitter)
+    warn_about_truncated_words(tokenizer, vocabulary)
 
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
@@ -781,7 +825,7 @@ def _train_and_report(
         try:
             train_data = WindowedBiLMStream(
                 train_sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size,
-                shuffle=True, seed=options.seed, remainder="drop",
+                shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
             )
         except ValueError as error:
             raise PretrainingError(f"training data: {error}") from None
@@ -789,8 +833,8 @@ def _train_and_report(
     else:
         train_data = train_sentences
         collator = DataCollatorForBiLM(vocabulary, tokenizer, label_boundary_positions=True)
-    held_out_data = _evaluation_data(held_out_sentences, vocabulary, options, "held-out data")
-    train_sample_data = _evaluation_data(train_sample, vocabulary, options, "training sample")
+    held_out_data = _evaluation_data(held_out_sentences, vocabulary, options, config, "held-out data")
+    train_sample_data = _evaluation_data(train_sample, vocabulary, options, config, "training sample")
 
     evaluate_periodically = options.eval_steps > 0
     stop_control = _StopControl(
@@ -875,4 +919,6 @@ __all__ = [
     "sample_sentences",
     "split_held_out",
     "unigram_perplexity",
+    "warn_about_truncated_words",
+    "with_character_slots",
 ]
