@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
+from elmo_hf.pretraining.vocabulary import VOCABULARY_FILE_NAME
 from elmo_hf.storage.files import sha256_of_file
 from elmo_hf.storage.output_directory import MARKER_NAME, OutputKind, staged_output_directory
 from elmo_hf.validation_elmo import is_close
@@ -43,7 +44,8 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 CONVERTED_MODEL_OUTPUT = OutputKind(
     name="converted-model",
     description="an elmo-hf converted model",
-    # vocab.txt: the LM softmax's words, written by convert_tf_checkpoint (a bilm-tf checkpoint has a softmax).
+    # vocab.txt: the LM softmax's words, written by convert_tf_checkpoint (a bilm-tf checkpoint has a softmax), or
+    # the training vocabulary of an NLPL archive (nlpl_zip), which pre-fills the embedder's token-layer cache.
     entries=("config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME, "vocab.txt"),
 )
 
@@ -177,14 +179,18 @@ def convert_allennlp_to_hf(
     revision: str | None = None,
     token: str | None = None,
     allow_non_finite: bool = False,
+    vocabulary_file: str | Path | None = None,
+    archive: str | Path | None = None,
 ) -> ConversionReport:
     """Convert, optionally verify against reference outputs, write ``output_dir`` (atomically), optionally push it
-    to the Hub repo ``push_to_hub``. Raises ``ConversionError`` (nothing written) or ``HubPushError`` (written, not
-    pushed)."""
+    to the Hub repo ``push_to_hub``. ``vocabulary_file`` (a word list, most frequent first) is copied into the output
+    as ``vocab.txt``; ``archive`` names the file the inputs were extracted from (``nlpl_zip``), for the model card
+    and the output policy. Raises ``ConversionError`` (nothing written) or ``HubPushError`` (written, not pushed)."""
     options_file, weight_file, output_dir = Path(options_file), Path(weight_file), Path(output_dir)
     verify_dir = Path(verify_dir) if verify_dir is not None else None
+    archive = Path(archive) if archive is not None else None
     tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
-    inputs = [options_file, weight_file] + ([verify_dir] if verify_dir is not None else [])
+    inputs = [options_file, weight_file] + [path for path in (verify_dir, archive) if path is not None]
     with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=inputs) as staging_dir:
         config = read_options(options_file)
         state_dict, unused = read_state_dict(weight_file, config, allow_non_finite)
@@ -209,12 +215,15 @@ def convert_allennlp_to_hf(
             weights_hash_message,
             comparisons,
             verify_dir,
-            conversion_command(options_file, weight_file, output_dir, push_to_hub, verify_dir),
+            conversion_command(options_file, weight_file, output_dir, push_to_hub, verify_dir, archive),
+            archive,
         )
         model.save_pretrained(staging_dir)
         tokenizer.save_pretrained(staging_dir)
         (staging_dir / "README.md").write_text(card, encoding="utf-8")
         shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
+        if vocabulary_file is not None:
+            shutil.copyfile(vocabulary_file, staging_dir / VOCABULARY_FILE_NAME)
     report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message, tolerance)
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)

@@ -201,12 +201,15 @@ def conversion_card(
     comparisons: Sequence[ReferenceComparison],
     verify_dir: Path | None,
     command: str,
+    archive: Path | None = None,
 ) -> str:
-    """The card of one conversion: its inputs and their sha256, the command, and the parity measured (if any)."""
+    """The card of one conversion: its inputs and their sha256 (and the archive they came from), the command, and
+    the parity measured (if any)."""
     release = released_model_for_file(weight_file)
+    source = f" in `{archive.name}` (sha256 `{sha256_of_file(archive)}`)" if archive is not None else ""
     provenance = "\n".join(
         [
-            f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}:",
+            f"Converted from the original ELMo files{f' released by AllenNLP ({release.title})' if release else ''}{source}:",
             "",
             f"- options: `{options_file.name}` (sha256 `{sha256_of_file(options_file)}`)",
             f"- weights: `{weight_file.name}`: {weights_hash_message}",
@@ -234,11 +237,17 @@ def conversion_card(
 
 
 def conversion_command(
-    options_file: Path, weight_file: Path, output_dir: Path, repo_id: str | None = None, verify_dir: Path | None = None
+    options_file: Path,
+    weight_file: Path,
+    output_dir: Path,
+    repo_id: str | None = None,
+    verify_dir: Path | None = None,
+    archive: Path | None = None,
 ) -> str:
     """The command that made a conversion, for its card. File names only: the card is published, and local paths
     (user names, directory layouts) do not belong in it."""
-    arguments = ["elmo-hf", "convert", "--options", options_file.name, "--weights", weight_file.name, "--output", output_dir.name]
+    inputs = ["--zip", archive.name] if archive is not None else ["--options", options_file.name, "--weights", weight_file.name]
+    arguments = ["elmo-hf", "convert", *inputs, "--output", output_dir.name]
     if verify_dir is not None:
         arguments += ["--verify", verify_dir.name]
     if repo_id:

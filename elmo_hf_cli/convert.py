@@ -31,6 +31,11 @@ def add_parsers(commands) -> None:
     )
     convert.add_argument("--vocab", type=Path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
     convert.add_argument(
+        "--zip", type=Path, metavar="ZIP",
+        help="instead of --options and --weights: an NLPL vector repository archive (options.json + model.hdf5 "
+        "[+ vocab.txt]), converted without unzipping; its vocab.txt is kept and pre-fills elmo-hf embed's token cache",
+    )
+    convert.add_argument(
         "--elmoformanylangs", type=Path, metavar="DIR",
         help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
         "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
@@ -75,6 +80,8 @@ def run_convert(args: argparse.Namespace) -> int:
         return run_convert_elmoformanylangs(args)
     if args.allow_pickle:
         return report_error(ValueError("--allow-pickle only applies with --elmoformanylangs"))
+    if args.zip is not None:
+        return run_convert_zip(args)
     if args.checkpoint is not None:
         return run_convert_checkpoint(args)
     if args.options is None or args.weights is None or args.vocab is not None:
@@ -130,6 +137,35 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     except (ConversionError, OutputDirectoryError, HubPushError) as error:
         return report_error(error)
     print_report(report)
+    if report.pushed_to:
+        print(f"  pushed: {report.pushed_to}")
+    return EXIT_OK
+
+
+def run_convert_zip(args: argparse.Namespace) -> int:
+    """``--zip``: conversion.nlpl_zip (an NLPL archive: options.json + model.hdf5 [+ vocab.txt])."""
+    if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
+        return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
+    try:
+        from conversion.convert_allennlp_to_hf import ConversionError, HubPushError, VerificationError, print_report
+        from conversion.nlpl_zip import convert_nlpl_zip
+    except ImportError as error:
+        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        report = convert_nlpl_zip(
+            args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
+            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision, allow_non_finite=args.allow_non_finite,
+        )
+    except VerificationError as error:
+        report_error(error)
+        return EXIT_FAILED_CHECK
+    except (ConversionError, OutputDirectoryError, HubPushError) as error:
+        return report_error(error)
+    print_report(report)
+    if (args.output / "vocab.txt").is_file():
+        print("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
     if report.pushed_to:
         print(f"  pushed: {report.pushed_to}")
     return EXIT_OK

@@ -39,11 +39,11 @@ import torch
 from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
 
 from .. import DEFAULT_MODEL_DIR
-from ..corpus.readers import InvalidRowError
+from ..corpus.readers import InvalidRowError, read_text_lines
 from ..configuration_elmo import POOLINGS as SENTENCE_POOLINGS
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
-from ..validation_elmo import check_bool, check_choice, check_int
+from ..validation_elmo import check_bool, check_choice, check_int, is_int
 
 logger = logging.getLogger(__name__)
 
@@ -265,15 +265,38 @@ class ELMoEmbedder:
 
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str | Path, *, revision: str | None = None, device: str | torch.device | None = None, **options
+        cls,
+        name_or_path: str | Path,
+        *,
+        revision: str | None = None,
+        device: str | torch.device | None = None,
+        prefill_token_cache: bool | None = None,
+        **options,
     ) -> "ELMoEmbedder":
         """Load model and tokenizer from a directory or Hub repo id; ``options`` are the constructor's. The device is
-        checked before anything is loaded."""
+        checked before anything is loaded.
+
+        ``prefill_token_cache``: put the first ``token_cache_words`` words of the model's ``vocab.txt`` (its training
+        vocabulary, most frequent first; pre-training outputs and converted NLPL archives have one) into the
+        token-layer cache up front. By default only off the CPU: on a GPU that takes well under a second, and where
+        the GPU's kernels keep the cache from growing exactly (``ELMoModel.cache_token_embeddings``) these are the
+        words it keeps; on the CPU the cache keeps every word met, exactly, and 50,000 words of the original shape
+        would take about half a minute to compute up front."""
         if device is not None:
-            checked_device(device)
+            device = checked_device(device)
+        if prefill_token_cache is not None:
+            check_bool("prefill_token_cache", prefill_token_cache)
         name_or_path = str(name_or_path)
         model = ELMoModel.from_pretrained(name_or_path, revision=revision)
         tokenizer = ELMoTokenizer.from_pretrained(name_or_path, revision=revision)
+        cache_words = options.get("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
+        if prefill_token_cache is None:
+            prefill_token_cache = device is not None and device.type != "cpu"
+        if prefill_token_cache and is_int(cache_words) and cache_words > 0:
+            words = model_vocabulary_words(name_or_path, revision=revision, max_words=cache_words)
+            if words:
+                model = model.to(device) if device is not None else model
+                model.cache_token_embeddings(words, max_words=cache_words)
         return cls(model, tokenizer, device=device, **options)
 
     @staticmethod
@@ -526,6 +549,30 @@ class ELMoEmbedder:
         )
 
 
+def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None, max_words: int | None = None) -> list[str]:
+    """The first ``max_words`` words of a model's ``vocab.txt`` (a directory or Hub repo id): the word vocabulary it
+    was trained with, most frequent first (pre-training outputs and converted NLPL archives have one); ``[]`` when it
+    has none. Lines are stripped; empty lines and bilm-tf's ``!!!MAXTERMID`` line are skipped."""
+    from transformers.utils import cached_file
+
+    from ..pretraining.vocabulary import BILM_TF_SKIPPED_LINE, VOCABULARY_FILE_NAME
+
+    path = cached_file(
+        str(name_or_path), VOCABULARY_FILE_NAME, revision=revision, _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=False,
+    )
+    words: list[str] = []
+    if path is None:
+        return words
+    for _, line in read_text_lines(path):
+        if max_words is not None and len(words) >= max_words:
+            break
+        word = line.strip()
+        if word and word != BILM_TF_SKIPPED_LINE:
+            words.append(word)
+    return words
+
+
 def embed_dataset(
     dataset: Dataset | IterableDataset,
     embedder: ELMoEmbedder,
@@ -587,5 +634,6 @@ __all__ = [
     "embed_dataset",
     "embed_texts",
     "length_grouped_batches",
+    "model_vocabulary_words",
     "split_into_windows",
 ]

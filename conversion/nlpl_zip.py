@@ -1,0 +1,177 @@
+"""ELMo archives of the NLPL vector repository (http://vectors.nlpl.eu/repository/), converted without unzipping.
+
+    elmo-hf convert --zip 223.zip --output elmo-nlpl-223
+
+An NLPL ELMo entry is one ``.zip`` holding the original files: ``options.json``, the weights as ``model.hdf5`` and
+usually the training vocabulary ``vocab.txt`` (most frequent words first), next to a ``README`` or ``meta.json``.
+``extracted_archive`` picks those members, extracts them into a temporary directory that is always removed (also on
+an error or Ctrl-C) and hands their paths to ``convert_allennlp_to_hf``; ``convert_nlpl_zip`` does both. The
+vocabulary is copied into the converted directory as ``vocab.txt``, where ``ELMoEmbedder.from_pretrained`` (and so
+``elmo-hf embed``) pre-fills the token-layer cache with its words.
+
+Members are recognised by their file names, wherever they are in the archive (at its root or in one folder):
+
+- the options: ``options.json``, or a name ending in ``options.json`` (``elmo_..._options.json``);
+- the weights: a name ending in ``.hdf5`` (``model.hdf5`` in the repository, ``*_weights.hdf5`` elsewhere);
+- the vocabulary (optional): ``vocab.txt``, or gzip-compressed ``vocab.txt.gz``;
+- anything else (``meta.json``, ``README``, licences) is left out.
+
+Refused with a ``ConversionError`` naming the archive and what it holds (nothing is written): a file that is not a
+zip archive or is damaged; no options file or no weight file (the repository's ELMoForManyLangs entries are named as
+such: they convert, unzipped, with ``--elmoformanylangs``); two options files, two weight files or two vocabularies
+(an archive of several models: which one is meant cannot be guessed); an encrypted member; a member name that is not a
+plain file name; a vocabulary that is not UTF-8 text. Errors of the conversion itself name ``ARCHIVE:member``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from elmo_hf.corpus.readers import InvalidRowError, read_lines
+from elmo_hf.pretraining.vocabulary import VOCABULARY_FILE_NAME
+
+from .convert_allennlp_to_hf import ConversionReport, convert_allennlp_to_hf
+from .hdf5_layout import ConversionError
+
+OPTIONS_NAME_SUFFIX = "options.json"
+WEIGHTS_NAME_SUFFIX = ".hdf5"
+VOCABULARY_NAMES = (VOCABULARY_FILE_NAME, f"{VOCABULARY_FILE_NAME}.gz")
+COPY_CHUNK_BYTES = 1 << 20
+ELMOFORMANYLANGS_FILES = ("encoder.pkl", "token_embedder.pkl", "char.dic")
+
+
+@dataclass(frozen=True)
+class ArchiveMembers:
+    """The members of an archive that make the model (names inside the archive), and the ones left out."""
+
+    options: str
+    weights: str
+    vocabulary: str | None
+    left_out: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExtractedArchive:
+    """Paths of the extracted files, valid inside ``extracted_archive``'s ``with`` block."""
+
+    archive: Path
+    members: ArchiveMembers
+    options_file: Path
+    weight_file: Path
+    vocabulary_file: Path | None
+
+
+def _file_name(member: str) -> str:
+    return PurePosixPath(member).name
+
+
+def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
+    """Which of the archive's member ``names`` are the options, the weights and the vocabulary
+    (see the module docstring); ``ConversionError`` naming what was found when that is not clear."""
+    files = [name for name in names if not name.endswith("/") and not name.startswith("__MACOSX/")]
+    options = [name for name in files if _file_name(name).endswith(OPTIONS_NAME_SUFFIX)]
+    weights = [name for name in files if _file_name(name).endswith(WEIGHTS_NAME_SUFFIX)]
+    vocabularies = [name for name in files if _file_name(name) in VOCABULARY_NAMES]
+    found = f"it holds {files}" if files else "it is empty"
+    if not options and any(_file_name(name) in ELMOFORMANYLANGS_FILES for name in files):
+        # The repository also hosts ELMoForManyLangs models (HIT-SCIR), which are not bilm-tf files.
+        found += "; it looks like an ELMoForManyLangs model: unzip it and convert the directory with --elmoformanylangs"
+    for what, candidates, expected in (
+        ("options file", options, f"options.json (a name ending in {OPTIONS_NAME_SUFFIX!r})"),
+        ("weight file", weights, f"model.hdf5 (a name ending in {WEIGHTS_NAME_SUFFIX!r})"),
+    ):
+        if not candidates:
+            raise ConversionError(f"{archive} has no {what}, expected {expected}; {found}")
+        if len(candidates) > 1:
+            raise ConversionError(
+                f"{archive} holds {len(candidates)} {what}s {candidates}: an archive of one ELMo was expected; unzip it "
+                "and convert with --options and --weights"
+            )
+    if len(vocabularies) > 1:
+        raise ConversionError(f"{archive} holds {len(vocabularies)} vocabularies {vocabularies}; expected at most one")
+    chosen = {options[0], weights[0], *vocabularies}
+    return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None, [n for n in files if n not in chosen])
+
+
+def _extract_member(archive: zipfile.ZipFile, member: str, target: Path, decompress_gzip: bool = False) -> None:
+    """Copy one member to ``target`` in chunks (the weights are hundreds of MB), gunzipping it if asked."""
+    with archive.open(member) as source:
+        stream = gzip.open(source) if decompress_gzip else source
+        with stream, open(target, "wb") as destination:
+            shutil.copyfileobj(stream, destination, COPY_CHUNK_BYTES)
+
+
+def _check_vocabulary_text(path: Path, archive: Path, member: str) -> None:
+    """``ConversionError`` naming the line of the archive's vocabulary that is not UTF-8."""
+    for row, line in read_lines(path):
+        if isinstance(line, InvalidRowError):
+            raise ConversionError(f"{archive}: {member} line {row + 1} is {line}: a vocabulary is UTF-8 text, one word a line")
+
+
+@contextmanager
+def extracted_archive(archive: str | Path) -> Iterator[ExtractedArchive]:
+    """Extract the options, weights and vocabulary of an NLPL ``archive`` into a temporary directory, removed when the
+    block ends (however it ends). The weight file keeps its name (the converter recognises released files by name)."""
+    archive = Path(archive)
+    if not archive.is_file():
+        raise ConversionError(f"{archive} does not exist or is not a file (expected an NLPL .zip archive)")
+    if not zipfile.is_zipfile(archive):
+        raise ConversionError(f"{archive} is not a zip archive (expected an NLPL .zip holding options.json and model.hdf5)")
+    with tempfile.TemporaryDirectory(prefix="elmo-hf-zip-") as temporary:
+        directory = Path(temporary)
+        try:
+            with zipfile.ZipFile(archive) as opened:
+                members = find_members(archive, opened.namelist())
+                weights_name = _file_name(members.weights)
+                if weights_name in ("", ".", "..") or "\\" in weights_name:
+                    raise ConversionError(f"{archive}: the member name {members.weights!r} is not a plain file name")
+                options_file, weight_file = directory / "options.json", directory / weights_name
+                _extract_member(opened, members.options, options_file)
+                _extract_member(opened, members.weights, weight_file)
+                vocabulary_file = None
+                if members.vocabulary is not None:
+                    vocabulary_file = directory / VOCABULARY_FILE_NAME
+                    _extract_member(opened, members.vocabulary, vocabulary_file, members.vocabulary.endswith(".gz"))
+                    _check_vocabulary_text(vocabulary_file, archive, members.vocabulary)
+        except RuntimeError as error:  # zipfile: an encrypted member needs a password
+            raise ConversionError(f"{archive} cannot be extracted ({error}); encrypted archives are not supported") from None
+        except (zipfile.BadZipFile, EOFError, gzip.BadGzipFile, zlib.error) as error:  # a bad CRC, a cut-off member
+            raise ConversionError(f"{archive} is damaged and cannot be extracted: {error}") from None
+        except OSError as error:
+            raise ConversionError(f"{archive} cannot be extracted into a temporary directory: {error}") from None
+        yield ExtractedArchive(archive, members, options_file, weight_file, vocabulary_file)
+
+
+def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> ConversionReport:
+    """Convert the ELMo in an NLPL ``archive`` to ``output_dir`` (its vocabulary copied as ``vocab.txt``);
+    ``options`` are ``convert_allennlp_to_hf``'s (``overwrite``, ``verify_dir``, ``push_to_hub``, ...). Raises
+    ``ConversionError`` (nothing written) as ``extracted_archive`` and the converter say."""
+    with extracted_archive(archive) as extracted:
+        try:
+            return convert_allennlp_to_hf(
+                extracted.options_file, extracted.weight_file, output_dir, vocabulary_file=extracted.vocabulary_file,
+                archive=extracted.archive, **options,
+            )
+        except ConversionError as error:  # it names the extracted files, which are gone: name the members instead
+            raise type(error)(_in_archive_terms(str(error), extracted)) from None
+
+
+def _in_archive_terms(message: str, extracted: ExtractedArchive) -> str:
+    """``message`` with the paths of the extracted files replaced by ``ARCHIVE:member``."""
+    for path, member in (
+        (extracted.weight_file, extracted.members.weights),
+        (extracted.options_file, extracted.members.options),
+    ):
+        message = message.replace(str(path), f"{extracted.archive}:{member}")
+    return message
+
+
+__all__ = ["ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "find_members"]
