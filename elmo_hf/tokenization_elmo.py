@@ -558,6 +558,7 @@ def _treebank_word_pattern(contraction_style: str) -> str:
 PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
 MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
 WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
+DEFAULT_WORD_SPLITTER = "moses"  # the tokenisation of the released models' training data (approximated)
 
 # Korean morphological analysers behind the "kiwi" and "mecab" splitters (optional): splitter name -> (module
 # imported, pip package, elmo-hf extra). The module is imported when a tokenizer is built with the splitter, never
@@ -815,7 +816,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     def __init__(
         self,
         max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
-        word_splitter: str = "moses",
+        word_splitter: str = DEFAULT_WORD_SPLITTER,
         unicode_errors: str = "strict",
         character_vocabulary: CharacterVocabulary | None = None,
         vocabulary_file: str | None = None,
@@ -1479,6 +1480,7 @@ __all__ = [
     "PADDING_TOKEN_ID",
     "PAD_TOKEN",
     "PTB_WORD_PATTERN",
+    "DEFAULT_WORD_SPLITTER",
     "WORD_SPLITTERS",
     "build_word_splitter",
     "character_id_rows",

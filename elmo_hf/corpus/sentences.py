@@ -17,7 +17,7 @@ from typing import Any
 
 from datasets import Dataset, Features, List, Value
 
-from ..tokenization_elmo import build_word_splitter
+from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, build_word_splitter
 from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features
 
 WORDS_FEATURES = Features({"words": List(Value("string"))})
@@ -66,7 +66,7 @@ def _keep_sentences_with_words(batch: dict[str, list]) -> list[bool]:
 
 def load_sentences(
     paths: str | Path | Sequence[str | Path],
-    word_splitter: str = "moses",
+    word_splitter: str = DEFAULT_WORD_SPLITTER,
     *,
     text_column: str | None = None,
     words_column: str | None = None,

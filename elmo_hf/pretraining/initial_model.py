@@ -17,11 +17,13 @@ takes no ``config``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
 
 from ..configuration_elmo import ELMoConfig
 from ..modeling_elmo_pretraining import ELMoForPreTraining
@@ -36,13 +38,15 @@ class InitialModelError(ValueError):
 
 @dataclass
 class InitialModel:
-    """The model a run starts from: its configuration, its vocabulary (the softmax rows' words, in order) and, when
-    loaded with weights, its ``ELMoForPreTraining`` state."""
+    """The model a run starts from: its configuration, its vocabulary (the softmax rows' words, in order), the word
+    splitter its tokenizer records (``None`` for a TF checkpoint, which records none) and, when loaded with weights,
+    its ``ELMoForPreTraining`` state."""
 
     source: Path
     config: ELMoConfig
     vocabulary: ELMoWordVocabulary
     state_dict: dict[str, torch.Tensor] | None = None
+    word_splitter: str | None = None
 
 
 def load_initial_model(init_from: str | Path, init_vocab: str | Path | None = None, with_weights: bool = True) -> InitialModel:
@@ -77,7 +81,7 @@ def _from_directory(directory: Path, init_vocab: Path | None, with_weights: bool
             f"--init-from {directory} has a softmax of {config.word_vocab_size:,} words, but its vocabulary has "
             f"{len(vocabulary):,}: {expected}."
         )
-    initial = InitialModel(directory, config, vocabulary)
+    initial = InitialModel(directory, config, vocabulary, word_splitter=recorded_word_splitter(directory))
     if with_weights:
         model, loading_info = ELMoForPreTraining.from_pretrained(directory, output_loading_info=True)
         missing = sorted(loading_info.get("missing_keys", ()))
@@ -85,6 +89,17 @@ def _from_directory(directory: Path, init_vocab: Path | None, with_weights: bool
             raise InitialModelError(f"--init-from {directory} holds no trained weights for {missing}.")
         initial.state_dict = model.state_dict()
     return initial
+
+
+def recorded_word_splitter(directory: Path) -> str | None:
+    """The ``word_splitter`` of the tokenizer saved in ``directory``, or ``None`` when it saved none."""
+    tokenizer_config = directory / TOKENIZER_CONFIG_FILE
+    if not tokenizer_config.is_file():
+        return None
+    try:
+        return json.loads(tokenizer_config.read_text(encoding="utf-8")).get("word_splitter")
+    except (OSError, ValueError) as error:
+        raise InitialModelError(f"--init-from {directory}: {tokenizer_config.name} cannot be read: {error}") from None
 
 
 def _from_tf_checkpoint(checkpoint: Path, init_vocab: str | Path | None, with_weights: bool) -> InitialModel:

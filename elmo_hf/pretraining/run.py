@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from ..corpus.readers import CorpusError
 from ..corpus.sentences import load_sentences
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
-from ..tokenization_elmo import WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
+from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
 from ..validation_elmo import check_choice, check_int, check_number
 from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
@@ -145,8 +145,9 @@ class PretrainingOptions:
         held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
             (seeded random sample) is held out.
         held_out_fraction (`float`, defaults to 0.05).
-        word_splitter (`str`, defaults to `"moses"`): how text lines become words (`ELMoTokenizer`'s splitters;
-            `"kiwi"` / `"mecab"` for Korean morphemes need their extra). Saved in the tokenizer config.
+        word_splitter (`str`, *optional*): how text lines become words (`ELMoTokenizer`'s splitters; `"kiwi"` /
+            `"mecab"` for Korean morphemes need their extra). Saved in the tokenizer config. Defaults to the splitter
+            an `init_from` directory's tokenizer records (another one is warned about), else `"moses"`.
         max_characters_per_token (`int`, *optional*): character slots of a new model's words (begin- and end-of-word
             included, so a word keeps `N - 2` UTF-8 bytes; a Hangul syllable takes 3); defaults to the config's (50
             for the presets). At least the widest character filter; a resumed run must keep it; not with
@@ -201,7 +202,7 @@ class PretrainingOptions:
     config: str = "small"
     held_out: Sequence[str | Path] | None = None
     held_out_fraction: float = 0.05
-    word_splitter: str = "moses"
+    word_splitter: str | None = None
     max_characters_per_token: int | None = None
     text_column: str | None = None
     words_column: str | None = None
@@ -276,11 +277,14 @@ class PretrainingOptions:
         if self.text_column is not None and self.words_column is not None:
             raise PretrainingError("give text_column or words_column, not both")
         check_number("held_out_fraction", self.held_out_fraction, 0.0, 1.0, minimum_inclusive=False, maximum_inclusive=False)
-        check_choice("word_splitter", self.word_splitter, WORD_SPLITTERS)
-        try:
-            build_word_splitter(self.word_splitter)  # a Korean analyser must be installed: say so before anything runs
-        except ImportError as error:
-            raise PretrainingError(str(error)) from None
+        if self.word_splitter is None and self.init_from is None:
+            self.word_splitter = DEFAULT_WORD_SPLITTER
+        if self.word_splitter is not None:  # None until the init_from model says which (with_initial_word_splitter)
+            check_choice("word_splitter", self.word_splitter, WORD_SPLITTERS)
+            try:
+                build_word_splitter(self.word_splitter)  # a Korean analyser must be installed: say so before anything runs
+            except ImportError as error:
+                raise PretrainingError(str(error)) from None
         check_choice("regime", self.regime, REGIMES)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("lr_scheduler", self.lr_scheduler, LR_SCHEDULERS)
@@ -587,6 +591,21 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
 # ----------------------------------------------------------------------------------------------------------------
 # HDF5 export (the repository's `conversion` package, imported only when asked for)
 # ----------------------------------------------------------------------------------------------------------------
+def with_initial_word_splitter(options: PretrainingOptions, initial: InitialModel) -> PretrainingOptions:
+    """``options`` with the word splitter the initial model's tokenizer records (`InitialModel.word_splitter`; a TF
+    checkpoint records none: `DEFAULT_WORD_SPLITTER`) unless the options name one; naming another is warned about
+    (a converted checkpoint records the converter's default, not what bilm-tf's data was split with)."""
+    recorded = initial.word_splitter
+    if options.word_splitter is None:
+        return replace(options, word_splitter=recorded or DEFAULT_WORD_SPLITTER)
+    if recorded is not None and options.word_splitter != recorded:
+        logger.warning(
+            "word splitter %r: the tokenizer of %s records %r; the corpus is split with %r, and so is every text the "
+            "continued model reads", options.word_splitter, initial.source, recorded, options.word_splitter,
+        )
+    return options
+
+
 def _initial_model(options: PretrainingOptions, with_weights: bool) -> InitialModel:
     """`options.init_from` read by `initial_model.load_initial_model`; raises `PretrainingError`."""
     try:
@@ -743,6 +762,8 @@ def pretrain(options: PretrainingOptions) -> PretrainingReport:
 def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     start = time.monotonic()
     initial = _initial_model(options, with_weights=False) if options.init_from is not None else None
+    if initial is not None:
+        options = with_initial_word_splitter(options, initial)
     config = initial.config if initial is not None else load_pretraining_config(options.config)
     if options.max_characters_per_token is not None:
         config = with_character_slots(config, options.max_characters_per_token)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..corpus.readers import read_text_lines
-from ..tokenization_elmo import BOS_TOKEN, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
+from ..tokenization_elmo import BOS_TOKEN, DEFAULT_WORD_SPLITTER, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
 from ..validation_elmo import check_choice, check_int, is_int
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
@@ -200,7 +200,7 @@ class ELMoWordVocabulary:
     def from_text_files(
         cls,
         paths: str | Path | Sequence[str | Path],
-        word_splitter: str = "moses",
+        word_splitter: str = DEFAULT_WORD_SPLITTER,
         min_count: int = 1,
         max_size: int | None = None,
     ) -> "ELMoWordVocabulary":

@@ -1,6 +1,8 @@
 """Continuing pre-training from a converted model: elmo-hf pretrain --init-from (elmo_hf/pretraining/initial_model.py)."""
 
 import json
+import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -8,10 +10,10 @@ import torch
 
 from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 from conversion.convert_tf_checkpoint import convert_tf_checkpoint
-from elmo_hf import ELMoForPreTraining
+from elmo_hf import ELMoForPreTraining, ELMoTokenizer
 from elmo_hf.pretraining import ELMoLanguageModelScorer, ELMoWordVocabulary, PretrainingError, PretrainingOptions, pretrain
 from elmo_hf.pretraining.initial_model import InitialModelError, grow_softmax, load_initial_model
-from elmo_hf.pretraining.run import load_training_sentences, split_held_out
+from elmo_hf.pretraining.run import load_training_sentences, split_held_out, with_initial_word_splitter
 from elmo_hf.pretraining.vocabulary import UNK_WORD_ID
 from elmo_hf_cli import main as cli_main
 
@@ -94,6 +96,30 @@ def test_a_tf_checkpoint_continues_with_added_words(new_corpus, tmp_path, capsys
     added_counts = vocabulary.counts[30:]
     assert min(added_counts) >= 2 and list(added_counts) == sorted(added_counts, reverse=True)
     assert ELMoForPreTraining.from_pretrained(tmp_path / "run").softmax.out_features == len(vocabulary)
+
+
+def test_a_continued_run_splits_words_as_the_initial_model_did(converted_dir, new_corpus, tmp_path, caplog):
+    initial = tmp_path / "initial"
+    shutil.copytree(converted_dir, initial)
+    tokenizer_config = json.loads((initial / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (initial / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "word_splitter": "whitespace"}))
+    not_named = {name: value for name, value in FAST.items() if name != "word_splitter"}
+    options = PretrainingOptions(
+        corpus=[new_corpus], output_dir=tmp_path / "run", init_from=initial, regime="sentence", batch_size=8,
+        eval_steps=0, **not_named,
+    )
+    pretrain(options)
+    assert ELMoTokenizer.from_pretrained(tmp_path / "run").word_splitter == "whitespace"
+    # Naming another splitter is the user's choice, said out loud.
+    named = PretrainingOptions(corpus=[new_corpus], output_dir=tmp_path / "other", init_from=initial, **{**FAST, "word_splitter": "ptb"})
+    with caplog.at_level(logging.WARNING):
+        assert with_initial_word_splitter(named, load_initial_model(initial, with_weights=False)).word_splitter == "ptb"
+    assert "records 'whitespace'" in caplog.text
+    # A TF checkpoint records none: the default splitter.
+    from_checkpoint = PretrainingOptions(
+        corpus=[new_corpus], output_dir=tmp_path / "tf", init_from=CHECKPOINT, init_vocab=CHECKPOINT / "vocab.txt"
+    )
+    assert with_initial_word_splitter(from_checkpoint, load_initial_model(CHECKPOINT, CHECKPOINT / "vocab.txt", with_weights=False)).word_splitter == "moses"
 
 
 def test_what_cannot_be_continued_is_refused(converted_dir, new_corpus, tmp_path):
