@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from .common import EXIT_FAILED_CHECK, EXIT_OK, report_error
 
@@ -96,18 +97,33 @@ def run_convert(args: argparse.Namespace) -> int:
         )
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-    from elmo_hf.storage import OutputDirectoryError
 
-    try:
-        report = convert_allennlp_to_hf(
+    return run_conversion(
+        lambda: convert_allennlp_to_hf(
             args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
             allow_non_finite=args.allow_non_finite,
-        )
-    except VerificationError as error:
+        ),
+        print_report, (ConversionError, HubPushError), VerificationError,
+    )
+
+
+def run_conversion(
+    convert: Callable[[], Any],
+    print_report: Callable[[Any], None],
+    errors: tuple[type[Exception], ...],
+    verification_error: type[Exception] | tuple = (),
+) -> int:
+    """Run a converter (``convert()``, returning its report) as a command: its ``errors`` (and the output-directory
+    policy's) become a message and exit 1, a failed ``--verify`` exit 2; then the report and where it was pushed."""
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        report = convert()
+    except verification_error as error:
         report_error(error)
         return EXIT_FAILED_CHECK
-    except (ConversionError, OutputDirectoryError, HubPushError) as error:
+    except (*errors, OutputDirectoryError) as error:
         return report_error(error)
     print_report(report)
     if report.pushed_to:
@@ -126,20 +142,14 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
         from conversion.convert_elmoformanylangs import ConversionError, convert_elmoformanylangs, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-    from elmo_hf.storage import OutputDirectoryError
-
-    try:
-        report = convert_elmoformanylangs(
+    return run_conversion(
+        lambda: convert_elmoformanylangs(
             args.elmoformanylangs, args.output, overwrite=args.overwrite, allow_pickle=args.allow_pickle,
             allow_non_finite=args.allow_non_finite, push_to_hub=args.push_to_hub, private=args.private,
             revision=args.revision,
-        )
-    except (ConversionError, OutputDirectoryError, HubPushError) as error:
-        return report_error(error)
-    print_report(report)
-    if report.pushed_to:
-        print(f"  pushed: {report.pushed_to}")
-    return EXIT_OK
+        ),
+        print_report, (ConversionError, HubPushError),
+    )
 
 
 def run_convert_zip(args: argparse.Namespace) -> int:
@@ -151,24 +161,19 @@ def run_convert_zip(args: argparse.Namespace) -> int:
         from conversion.nlpl_zip import convert_nlpl_zip
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-    from elmo_hf.storage import OutputDirectoryError
 
-    try:
-        report = convert_nlpl_zip(
+    def print_zip_report(report) -> None:
+        print_report(report)
+        if (args.output / "vocab.txt").is_file():
+            print("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
+
+    return run_conversion(
+        lambda: convert_nlpl_zip(
             args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision, allow_non_finite=args.allow_non_finite,
-        )
-    except VerificationError as error:
-        report_error(error)
-        return EXIT_FAILED_CHECK
-    except (ConversionError, OutputDirectoryError, HubPushError) as error:
-        return report_error(error)
-    print_report(report)
-    if (args.output / "vocab.txt").is_file():
-        print("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
-    if report.pushed_to:
-        print(f"  pushed: {report.pushed_to}")
-    return EXIT_OK
+        ),
+        print_zip_report, (ConversionError, HubPushError), VerificationError,
+    )
 
 
 def run_convert_checkpoint(args: argparse.Namespace) -> int:
@@ -182,20 +187,16 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
         from conversion.convert_tf_checkpoint import ConversionError, convert_tf_checkpoint, print_checkpoint_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-    from elmo_hf.storage import OutputDirectoryError
 
-    try:
+    def convert_and_push():
         report = convert_tf_checkpoint(
             args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite, args.push_to_hub
         )
         if args.push_to_hub:
             report.pushed_to = push_directory_to_hub(args.output, args.push_to_hub, args.private, args.revision)
-    except (ConversionError, OutputDirectoryError, HubPushError) as error:
-        return report_error(error)
-    print_checkpoint_report(report)
-    if report.pushed_to:
-        print(f"  pushed: {report.pushed_to}")
-    return EXIT_OK
+        return report
+
+    return run_conversion(convert_and_push, print_checkpoint_report, (ConversionError, HubPushError))
 
 
 def run_export(args: argparse.Namespace) -> int:
