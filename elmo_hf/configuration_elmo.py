@@ -72,6 +72,8 @@ TASK_MIX_POSITIONS = ("input", "output")
 # embedder, sentence-transformers, the heads): "mean" / "max" over the real words, "mean_max" the two concatenated,
 # "first_last" the first word's vector concatenated with the last word's.
 POOLINGS = ("mean", "max", "mean_max", "first_last")
+# What an output of vectors may hold: "none" per-word vectors, or a sentence vector pooled as above.
+OUTPUT_POOLINGS = ("none", *POOLINGS)
 
 # The 2048-filter character CNN shared by all four released models.
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]

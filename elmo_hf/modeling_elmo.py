@@ -155,7 +155,7 @@ def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str
     """One vector per sentence from its real words' vectors (`POOLINGS`): (batch, words, *S, D) -> (batch, *S, D'),
     D' = `pooled_size(D, pooling)`. ``"mean"`` and ``"max"`` over the words where ``word_mask`` (batch, words) is
     True; ``"mean_max"`` the mean then the max, concatenated; ``"first_last"`` the first word's vector then the last
-    word's. A sentence without words gets zeros. Computed in the features' dtype."""
+    word's. A sentence without words gets zeros. Means accumulate in float32 and are returned in the features' dtype."""
     batch_size, num_words = word_mask.shape
     vector_shape = features.shape[2:]
     if num_words == 0:
@@ -164,7 +164,8 @@ def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str
     lengths = word_mask.sum(dim=1).reshape(batch_size, *[1] * len(vector_shape))  # (B, 1, ...)
     has_words = lengths > 0
     if pooling == "mean":
-        return features.masked_fill(~mask, 0).sum(dim=1) / lengths.clamp(min=1).to(features.dtype)
+        summed = features.masked_fill(~mask, 0).sum(dim=1, dtype=torch.promote_types(features.dtype, torch.float32))
+        return (summed / lengths.clamp(min=1)).to(features.dtype)
     if pooling == "max":
         maximum = features.masked_fill(~mask, float("-inf")).max(dim=1).values
         return torch.where(has_words, maximum, torch.zeros_like(maximum))
@@ -172,8 +173,8 @@ def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str
         return torch.cat([pool_words(features, word_mask, "mean"), pool_words(features, word_mask, "max")], dim=-1)
     if pooling == "first_last":
         rows = torch.arange(batch_size, device=features.device)
-        first = word_mask.int().argmax(dim=1)  # (B,) words are contiguous (after <S> when boundaries are kept)
-        last = first + (word_mask.sum(dim=1) - 1).clamp(min=0)  # (B,)
+        first = word_mask.int().argmax(dim=1)  # (B,) the first True (after <S> when boundaries are kept)
+        last = num_words - 1 - word_mask.flip(1).int().argmax(dim=1)  # (B,) the last True
         ends = torch.cat([features[rows, first], features[rows, last]], dim=-1)
         return torch.where(has_words, ends, torch.zeros_like(ends))
     raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}.")

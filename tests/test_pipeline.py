@@ -84,3 +84,18 @@ def test_elmo_pipeline_defaults_to_the_stock_output_and_takes_every_representati
 def test_elmo_pipeline_refuses_bad_options_before_running(elmo_extractor, options, message):
     with pytest.raises(ValueError, match=message):
         elmo_extractor("Hi .", **options)
+
+
+def test_options_given_when_the_pipeline_is_built_hold_unless_a_call_names_them(converted_fixture_dir):
+    extractor = pipeline(
+        "feature-extraction", model=str(converted_fixture_dir), pipeline_class=ELMoFeatureExtractionPipeline,
+        pooling="mean", representation="mix",
+    )
+    text = "The bank raised its rates ."
+    assert extractor(text, return_tensors=True).shape == (1, 32)  # pooled, as built
+    np.testing.assert_array_equal(
+        np.array(extractor(text, representation="top")), np.array(extractor(text, representation="top", pooling="mean"))
+    )
+    assert extractor(text, pooling="none", return_tensors=True).shape == (1, 6, 32)
+    with pytest.raises(ValueError, match="mix_index"):
+        extractor(text, mix_index=3)  # checked against the built representation="mix"

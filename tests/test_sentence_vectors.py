@@ -93,3 +93,15 @@ def test_sentence_vectors_of_every_representation(model, tokenizer):
         output.sentence_vectors("mean", "mix", mix_index=1)
     with pytest.raises(ValueError, match="pooling must be one of"):
         output.sentence_vectors("sum")
+
+
+def test_first_last_takes_the_first_and_last_true_position_of_any_mask():
+    features = torch.arange(5, dtype=torch.float32).reshape(1, 5, 1)  # word t has the vector [t]
+    mask = torch.tensor([[False, True, False, True, False]])  # e.g. a caller's mask with a gap
+    torch.testing.assert_close(pool_words(features, mask, "first_last"), torch.tensor([[1.0, 3.0]]))
+
+
+def test_the_mean_of_half_precision_vectors_accumulates_in_float32():
+    features = torch.full((1, 4096, 1), 1.0 + 2**-7, dtype=torch.bfloat16)  # bf16 sums of 4096 of these lose bits
+    pooled = pool_words(features, torch.ones(1, 4096, dtype=torch.bool), "mean")
+    assert pooled.dtype == torch.bfloat16 and pooled.item() == 1.0 + 2**-7

@@ -40,7 +40,7 @@ from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List,
 
 from .. import DEFAULT_MODEL_DIR
 from ..corpus.readers import InvalidRowError, read_text_lines
-from ..configuration_elmo import POOLINGS as SENTENCE_POOLINGS
+from ..configuration_elmo import OUTPUT_POOLINGS
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_bool, check_choice, check_int, is_int
@@ -48,7 +48,6 @@ from ..validation_elmo import check_bool, check_choice, check_int, is_int
 logger = logging.getLogger(__name__)
 
 
-POOLINGS = ("none", *SENTENCE_POOLINGS)
 STORAGE_DTYPES = ("float32", "float16")
 ON_INVALID_CHOICES = ("raise", "skip")
 
@@ -306,7 +305,7 @@ class ELMoEmbedder:
         window_context, on_invalid,
     ) -> None:
         check_representation(representation, config.num_representation_layers, config.num_output_representations, mix_index)
-        check_choice("pooling", pooling, POOLINGS)
+        check_choice("pooling", pooling, OUTPUT_POOLINGS)
         check_choice("dtype", dtype, STORAGE_DTYPES)
         check_choice("on_invalid", on_invalid, ON_INVALID_CHOICES)
         check_int("batch_size", batch_size, 1, allow_none=True)

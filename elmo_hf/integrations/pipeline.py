@@ -6,8 +6,10 @@ construction) arguments, checked before anything runs:
 - ``representation``: ``"top"`` (the default, as the stock pipeline), ``"mix"``, ``"average"``, ``"all"`` or a layer
   index (``ELMoModelOutput.word_vectors``);
 - ``mix_index``: which scalar mix, with ``representation="mix"``;
-- ``pooling``: ``"none"`` (per-word vectors, the default) or one of ``POOLINGS`` (``ELMoModelOutput.sentence_vectors``:
-  over the sentence's real words only, padding of a batch never counts).
+- ``pooling``: ``"none"`` (per-word vectors, the default) or one of ``POOLINGS`` (``OUTPUT_POOLINGS`` in all;
+  ``ELMoModelOutput.sentence_vectors``: over the sentence's real words only, padding of a batch never counts).
+
+Options given when the pipeline is built hold for every call that does not name them.
 
 Example:
 
@@ -24,11 +26,11 @@ from __future__ import annotations
 
 from transformers import FeatureExtractionPipeline
 
-from ..configuration_elmo import POOLINGS
+from ..configuration_elmo import OUTPUT_POOLINGS
 from ..modeling_elmo import ELMoModelOutput, check_representation
 from ..validation_elmo import check_choice
 
-PIPELINE_POOLINGS = ("none", *POOLINGS)
+DEFAULT_OPTIONS = {"pooling": "none", "representation": "top", "mix_index": 0}  # "top": the stock pipeline's output
 
 
 class ELMoFeatureExtractionPipeline(FeatureExtractionPipeline):
@@ -42,14 +44,15 @@ class ELMoFeatureExtractionPipeline(FeatureExtractionPipeline):
             truncation=truncation, tokenize_kwargs=tokenize_kwargs, return_tensors=return_tensors, **kwargs
         )
         if elmo_options:
-            options = {"pooling": "none", "representation": "top", "mix_index": 0, **elmo_options}
-            check_choice("pooling", options["pooling"], PIPELINE_POOLINGS)
+            # Options given when the pipeline was built stay unless this call names them; check what will be used.
+            options = {**DEFAULT_OPTIONS, **getattr(self, "_postprocess_params", {}), **elmo_options}
+            check_choice("pooling", options["pooling"], OUTPUT_POOLINGS)
             config = self.model.config
             check_representation(
                 options["representation"], config.num_representation_layers, config.num_output_representations,
                 options["mix_index"],
             )
-            postprocess_params.update(options)
+            postprocess_params.update(elmo_options)
         return preprocess_params, forward_params, postprocess_params
 
     def postprocess(self, model_outputs, return_tensors=False, pooling="none", representation="top", mix_index=0):
@@ -61,4 +64,4 @@ class ELMoFeatureExtractionPipeline(FeatureExtractionPipeline):
         return vectors if return_tensors else vectors.tolist()
 
 
-__all__ = ["ELMoFeatureExtractionPipeline", "PIPELINE_POOLINGS"]
+__all__ = ["ELMoFeatureExtractionPipeline"]

@@ -99,7 +99,10 @@ class ELMoForSentenceTransformers(InputModule):
         if model is None:
             model = ELMoModel.from_pretrained(str(model_name_or_path), revision=revision)
         if tokenizer is None:
-            tokenizer = ELMoTokenizer.from_pretrained(str(model_name_or_path or model.name_or_path), revision=revision)
+            tokenizer_source = model_name_or_path or model.name_or_path
+            if not tokenizer_source:
+                raise ValueError("the model was not loaded from a directory: pass its tokenizer= as well")
+            tokenizer = ELMoTokenizer.from_pretrained(str(tokenizer_source), revision=revision)
         config = model.config
         if representation == "all":
             raise ValueError('representation "all" gives several vectors per word; choose "mix", "top", "average" or a layer')
@@ -109,15 +112,19 @@ class ELMoForSentenceTransformers(InputModule):
         self.representation = representation
         self.mix_index = mix_index
 
-    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
-        """Character ids of the texts' words, padded to the longest text: ``input_ids`` and ``attention_mask``."""
+    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, Any]:
+        """Character ids of the texts' words, padded to the longest text: ``input_ids`` and ``attention_mask``; with a
+        ``prompt`` (put before every text), ``prompt_length``, its number of words, which ``Pooling(include_prompt=
+        False)`` leaves out."""
         texts = list(inputs)
         for index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ValueError(f"inputs[{index}] is {type(text).__name__}; ELMo encodes text (str) only")
-        if prompt:
-            texts = self._prepend_prompt(texts, prompt)
-        return dict(self.tokenizer(texts, padding=True, return_tensors="pt"))
+        if not prompt:
+            return dict(self.tokenizer(texts, padding=True, return_tensors="pt"))
+        features = dict(self.tokenizer(self._prepend_prompt(texts, prompt), padding=True, return_tensors="pt"))
+        features["prompt_length"] = len(self.tokenizer.split_words(prompt))
+        return features
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         output = self.model(input_ids=features["input_ids"], attention_mask=features["attention_mask"])

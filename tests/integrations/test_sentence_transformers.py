@@ -74,3 +74,21 @@ def test_a_missing_extra_names_it(monkeypatch):
     monkeypatch.delitem(sys.modules, "elmo_hf.integrations.sentence_transformers")
     with pytest.raises(ImportError, match=r"pip install 'elmo-hf\[sentence-transformers\]'"):
         importlib.import_module("elmo_hf.integrations.sentence_transformers")
+
+
+def test_a_prompts_words_are_left_out_when_pooling_excludes_the_prompt(fixture_model, tokenizer):
+    model = elmo_sentence_transformer(model=fixture_model, tokenizer=tokenizer, pooling="mean", device="cpu")
+    model[1].include_prompt = False
+    encoded = model.encode(["The bank raised its interest rates ."], prompt="query : ")
+    with torch.inference_mode():
+        output = fixture_model(**tokenizer(["query : The bank raised its interest rates ."], return_tensors="pt"))
+    expected = output.elmo_representations[0][0, 2:].mean(dim=0)  # the two prompt words left out
+    np.testing.assert_allclose(encoded[0], expected.numpy(), rtol=0, atol=1e-6)
+
+
+def test_an_in_memory_model_needs_its_tokenizer(tokenizer):
+    from elmo_hf import ELMoConfig
+
+    model = ELMoModel(ELMoConfig(projection_dim=4, lstm_cell_size=8, char_cnn_filters=[[1, 4]], num_highway_layers=0))
+    with pytest.raises(ValueError, match="pass its tokenizer="):
+        ELMoForSentenceTransformers(model=model)
