@@ -351,11 +351,21 @@ class ContextualIndex:
                 f"the model has other weights than {recorded['name']}, which embedded the corpus of index "
                 f"{self.index_dir} (sha256 {recorded['sha256'][:12]}...): its vectors are not comparable; pass that model"
             )
-        tokenizer = ELMoTokenizer(
-            max_characters_per_token=model.config.max_characters_per_token,
-            word_splitter=vectors["tokenizer"]["word_splitter"],
-            unicode_errors=vectors["tokenizer"]["unicode_errors"],
-        )
+        # The model's own tokenizer (a character vocabulary of its own, boundary rows), splitting as the embed run did.
+        tokenizer_source = model.name_or_path or recorded["name"]
+        try:
+            tokenizer = ELMoTokenizer.from_pretrained(
+                str(tokenizer_source),
+                word_splitter=vectors["tokenizer"]["word_splitter"],
+                unicode_errors=vectors["tokenizer"]["unicode_errors"],
+            )
+        except (OSError, ValueError) as error:
+            raise IndexInputError(
+                f"cannot load the tokenizer of {tokenizer_source!r} for index {self.index_dir}: {error}"
+            ) from None
+        mismatch = tokenizer.mismatch_with(model.config)
+        if mismatch is not None:
+            raise IndexInputError(f"the tokenizer of {tokenizer_source!r} does not fit its model ({mismatch}): pass that model")
         representation = vectors["layer"] if vectors["representation"] == "all" else vectors["representation"]
         return ELMoEmbedder(
             model, tokenizer, representation=representation, mix_index=vectors["mix_index"], dtype=vectors["dtype"],
@@ -428,6 +438,9 @@ class ContextualIndex:
             parameters = faiss.SearchParameters(sel=selector) if selector is not None else None
         else:
             nprobe = check_int("nprobe", nprobe, 1, allow_none=True) or self.record["index"]["nprobe"]
+            if selector is not None:
+                # The selector filters inside the clusters scanned: scan them all, or occurrences elsewhere are missed.
+                nprobe = self.faiss_index.nlist
             parameters = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe) if selector is not None else faiss.SearchParametersIVF(nprobe=nprobe)
         scores, ids = self.faiss_index.search(normalised(vector[None]), min(k, self.faiss_index.ntotal), params=parameters)
         return [self.occurrence(int(index_id), float(score)) for index_id, score in zip(ids[0], scores[0]) if index_id >= 0]

@@ -168,6 +168,22 @@ def test_ivf_indexes_train_on_a_sample_and_search(index, embed_dir, tmp_path, ki
         assert (first.input_row, first.score) == (4, pytest.approx(1.0, abs=1e-5))
     else:  # compressed: approximate scores, the occurrence itself among the best
         assert 4 in [n.input_row for n in loaded.query(CORPUS[4], "play", k=5, same_word=True).neighbours[:3]]
+    # Same-word queries scan every cluster (the recorded nprobe is 1): no occurrence in another cluster is missed.
+    assert sorted(n.input_row for n in loaded.query(CORPUS[4], "play", k=50, same_word=True).neighbours) == PLAY_LINES
+
+
+def test_a_model_with_its_own_character_vocabulary_is_queried_with_its_own_tokenizer(tmp_path):
+    """An ELMoForManyLangs conversion: Unicode characters and <bos>/<eos> rows of its own (not the byte scheme)."""
+    from conversion.convert_elmoformanylangs import convert_elmoformanylangs
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "elmoformanylangs" / "chars-only"
+    model_dir = tmp_path / "model"
+    convert_elmoformanylangs(fixture, model_dir)
+    embedded = embed(tmp_path, model_dir, CORPUS[:6])
+    build_index(embedded, tmp_path / "index", progress=False)
+    result = ContextualIndex.load(tmp_path / "index").query(CORPUS[2], "play", k=1)
+    (first,) = result.neighbours
+    assert (first.input_row, first.position, first.score) == (2, 3, pytest.approx(1.0, abs=1e-5))
 
 
 def test_static_neighbours_are_the_token_layer_cosines(index, converted_fixture_dir):
