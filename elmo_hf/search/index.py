@@ -410,6 +410,7 @@ def build_index(
     check_bool("overwrite", overwrite)
     check_bool("progress", progress)
     check_int("seed", seed, 0)
+    check_choice("index kind", kind, INDEX_KINDS)  # before hours of hashing, not after
     paths = [embed_dirs] if isinstance(embed_dirs, (str, Path)) else list(embed_dirs)
     if not paths:
         raise ValueError("embed_dirs is empty: give at least one elmo-hf embed output")
@@ -417,25 +418,27 @@ def build_index(
     for path in paths:
         if Path(path).resolve() == index_dir.resolve() or Path(path).resolve() in index_dir.resolve().parents:
             raise IndexInputError(f"the index {index_dir} cannot be written inside the embed output {path}: choose another --output")
-    sources = [IndexedSource.open(path, verify=True) for path in paths]
-    compatible_sources(sources)
-    first_sentence = 0
-    for source in sources:
-        source.first_sentence = first_sentence
-        first_sentence += source.sentences
-    sentences, words = first_sentence, sum(source.words for source in sources)
-    if words == 0:
-        raise IndexInputError(f"embed output(s) {', '.join(map(str, paths))} hold no words: nothing to index")
-    dim, num_layers = probe_dimensions(sources[0])
-    layer = _checked_layer(sources[0], layer, num_layers)
-    vector_shape = vector_shape_of(sources[0].manifest, dim, num_layers)
-    parameters = IndexParameters.choose(
-        kind, words, dim, nlist=nlist, nprobe=nprobe, pq_subquantizers=pq_subquantizers, pq_bits=pq_bits, train_size=train_size
-    )
-    index = faiss.index_factory(dim, parameters.factory, faiss.METRIC_INNER_PRODUCT)
-    if parameters.kind != "flat":
-        index.train(_training_sample(sources, vector_shape, layer, words, parameters.train_size, seed))
+    # The output's checks (an existing index without overwrite, another build holding the lock) come before the
+    # expensive verification and training, and the lock is held for all of it.
     with staged_output_directory(index_dir, NEIGHBOURS_INDEX_OUTPUT, overwrite=overwrite, inputs=paths) as staging:
+        sources = [IndexedSource.open(path, verify=True) for path in paths]
+        compatible_sources(sources)
+        first_sentence = 0
+        for source in sources:
+            source.first_sentence = first_sentence
+            first_sentence += source.sentences
+        sentences, words = first_sentence, sum(source.words for source in sources)
+        if words == 0:
+            raise IndexInputError(f"embed output(s) {', '.join(map(str, paths))} hold no words: nothing to index")
+        dim, num_layers = probe_dimensions(sources[0])
+        layer = _checked_layer(sources[0], layer, num_layers)
+        vector_shape = vector_shape_of(sources[0].manifest, dim, num_layers)
+        parameters = IndexParameters.choose(
+            kind, words, dim, nlist=nlist, nprobe=nprobe, pq_subquantizers=pq_subquantizers, pq_bits=pq_bits, train_size=train_size
+        )
+        index = faiss.index_factory(dim, parameters.factory, faiss.METRIC_INNER_PRODUCT)
+        if parameters.kind != "flat":
+            index.train(_training_sample(sources, vector_shape, layer, words, parameters.train_size, seed))
         sentence_starts = np.lib.format.open_memmap(staging / SENTENCE_STARTS_NAME, mode="w+", dtype=np.int64, shape=(sentences + 1,))
         word_ids = np.lib.format.open_memmap(staging / WORD_IDS_NAME, mode="w+", dtype=np.int32, shape=(words,))
         vocabulary: dict[str, int] = {}  # word -> its number, in order of first occurrence
