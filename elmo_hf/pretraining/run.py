@@ -84,6 +84,7 @@ CONFIG_PRESETS: dict[str, dict[str, Any]] = {
         lm_dropout=0.1,
     ),
 }
+DEFAULT_CONFIG = "small"  # the architecture of a new model when no config is given
 REGIMES = ("windowed", "sentence")
 # Optimizer name -> (transformers `optim`, default learning rate). See docs/pretraining.md for the comparison.
 OPTIMIZERS: dict[str, tuple[str, float]] = {"adam": ("adamw_torch", 5e-3), "adagrad": ("adagrad", 0.2)}
@@ -139,9 +140,9 @@ class PretrainingOptions:
         output_dir: where the model, tokenizer, vocabulary, checkpoints and report go. It must be empty or absent
             unless `resume` (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run
             there; a directory without `pretraining_options.json` is never deleted).
-        config (`str`, defaults to `"small"`): `"tiny"`, `"small"` (`CONFIG_PRESETS`), or a JSON file: `ELMoConfig`
-            fields (a `config.json`) or an original `options.json` (its training keys `dropout` and
-            `n_negative_samples_batch` become `lm_dropout` and `softmax_num_samples`).
+        config (`str`, *optional*): `"tiny"`, `"small"` (`CONFIG_PRESETS`; the default), or a JSON file:
+            `ELMoConfig` fields (a `config.json`) or an original `options.json` (its training keys `dropout` and
+            `n_negative_samples_batch` become `lm_dropout` and `softmax_num_samples`). Not with `init_from`.
         held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
             (seeded random sample) is held out.
         held_out_fraction (`float`, defaults to 0.05).
@@ -199,7 +200,7 @@ class PretrainingOptions:
 
     corpus: Sequence[str | Path]
     output_dir: str | Path
-    config: str = "small"
+    config: str | None = None
     held_out: Sequence[str | Path] | None = None
     held_out_fraction: float = 0.05
     word_splitter: str | None = None
@@ -259,13 +260,14 @@ class PretrainingOptions:
             if not self.held_out:
                 raise PretrainingError("held_out is an empty list: give held-out files or None (held_out_fraction)")
         self.output_dir = str(self.output_dir)
-        self.config = str(self.config)
+        if self.init_from is not None and self.config is not None:
+            raise PretrainingError(f"config ({self.config}) and init_from exclude each other: the architecture is the initial model's")
+        if self.init_from is None:
+            self.config = str(self.config) if self.config is not None else DEFAULT_CONFIG
         if self.resume and self.overwrite:
             raise PretrainingError("resume and overwrite exclude each other")
         if self.init_from is None and (self.init_vocab is not None or self.add_words):
             raise PretrainingError("init_vocab and add_words apply to a run with init_from (a model to continue)")
-        if self.init_from is not None and self.config != "small":  # "small": the default, i.e. not given
-            raise PretrainingError(f"config ({self.config}) and init_from exclude each other: the architecture is the initial model's")
         if self.init_from is not None and self.max_characters_per_token is not None:
             raise PretrainingError(
                 "max_characters_per_token chooses a new model's character slots; init_from keeps the initial model's"
@@ -427,6 +429,18 @@ def load_pretraining_config(spec: str | Path) -> ELMoConfig:
         return ELMoConfig.from_dict(values)
     except (ValueError, TypeError) as error:
         raise PretrainingError(f"config file {path}: {error}") from None
+
+
+def check_pretrainable(config: ELMoConfig, source: str) -> None:
+    """`PretrainingError` unless the pre-training data can feed a model of ``config`` (from ``source``): the data
+    pipeline writes the byte scheme's character ids, one row per word, so a model of Unicode characters or with a
+    word-embedding input (an ELMoForManyLangs conversion) cannot be pre-trained here yet."""
+    if config.character_vocabulary != "utf8_bytes" or config.word_embedding_dim:
+        raise PretrainingError(
+            f"{source}: a model of {config.character_vocabulary!r} characters"
+            f"{' with a word-embedding input' if config.word_embedding_dim else ''} (an ELMoForManyLangs conversion) "
+            "cannot be pre-trained by elmo-hf pretrain, which feeds UTF-8 byte ids (utf8_bytes) and no word ids"
+        )
 
 
 def with_character_slots(config: ELMoConfig, max_characters_per_token: int) -> ELMoConfig:
@@ -765,10 +779,15 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     if initial is not None:
         options = with_initial_word_splitter(options, initial)
     config = initial.config if initial is not None else load_pretraining_config(options.config)
+    check_pretrainable(config, options.init_from or options.config)
     if options.max_characters_per_token is not None:
         config = with_character_slots(config, options.max_characters_per_token)
     if options.export_hdf5:
         _hdf5_exporter()  # fail before training, not after it
+        try:
+            config.to_options_dict()  # the original format must have a place for every option
+        except ValueError as error:
+            raise PretrainingError(f"--export-hdf5: {error}") from None
     inputs = [*options.corpus, *(options.held_out or [])]
     for path in inputs:
         if not Path(path).exists():

@@ -130,6 +130,8 @@ def test_what_cannot_be_continued_is_refused(converted_dir, new_corpus, tmp_path
         options(add_words=True)
     with pytest.raises(PretrainingError, match="config .tiny. and init_from exclude each other"):
         options(init_from=converted_dir, config="tiny")
+    with pytest.raises(PretrainingError, match="config .small. and init_from exclude each other"):
+        options(init_from=converted_dir, config="small")  # the default, named: refused too
     with pytest.raises(PretrainingError, match="needs the vocabulary file it was trained with: --init-vocab FILE"):
         pretrain(options(init_from=CHECKPOINT))
     # A conversion of the released HDF5 layout has no softmax to continue from.
@@ -139,4 +141,16 @@ def test_what_cannot_be_continued_is_refused(converted_dir, new_corpus, tmp_path
         load_initial_model(hdf5_model)
     with pytest.raises(PretrainingError, match="has no word softmax"):
         pretrain(options(init_from=hdf5_model))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_the_data_pipeline_cannot_feed_is_refused_before_reading_the_corpus(new_corpus, tmp_path):
+    """An ELMoForManyLangs conversion (Unicode characters, word ids): the pre-training data are byte ids."""
+    from conversion.convert_elmoformanylangs import convert_elmoformanylangs
+
+    converted = tmp_path / "manylangs"
+    convert_elmoformanylangs(Path(__file__).resolve().parents[1] / "fixtures" / "elmoformanylangs" / "with-words", converted)
+    options = PretrainingOptions(corpus=[new_corpus], output_dir=tmp_path / "run", config=str(converted / "config.json"), **FAST)
+    with pytest.raises(PretrainingError, match="'unicode_characters' characters with a word-embedding input .* cannot be pre-trained"):
+        pretrain(options)
     assert not (tmp_path / "run").exists()
