@@ -29,10 +29,17 @@ from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf.pretraining.vocabulary import VOCABULARY_FILE_NAME
 from elmo_hf.storage.files import sha256_of_file
 from elmo_hf.storage.output_directory import MARKER_NAME, OutputKind, staged_output_directory
+from elmo_hf.tokenization_elmo import CHARACTER_VOCABULARY_FILE_NAME
 from elmo_hf.validation_elmo import is_close
 
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, VerificationError, model_state_not_in_hdf5, weight_mappings
-from .model_cards import ORIGINAL_OPTIONS_FILE_NAME, check_known_hash, conversion_card, conversion_command
+from .model_cards import (
+    ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
+    ORIGINAL_OPTIONS_FILE_NAME,
+    check_known_hash,
+    conversion_card,
+    conversion_command,
+)
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 
 try:
@@ -41,12 +48,18 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError("The converter needs h5py: pip install 'elmo-hf[convert]'.") from error
 
 
+# What every converter (HDF5, NLPL zip, TF checkpoint, ELMoForManyLangs) may write, so that --overwrite of one
+# converter's output by another is never refused for a file elmo-hf wrote.
 CONVERTED_MODEL_OUTPUT = OutputKind(
     name="converted-model",
     description="an elmo-hf converted model",
     # vocab.txt: the LM softmax's words, written by convert_tf_checkpoint (a bilm-tf checkpoint has a softmax), or
     # the training vocabulary of an NLPL archive (nlpl_zip), which pre-fills the embedder's token-layer cache.
-    entries=("config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME, "vocab.txt"),
+    # character_vocabulary.json and the ELMoForManyLangs configuration: convert_elmoformanylangs.
+    entries=(
+        "config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME,
+        VOCABULARY_FILE_NAME, CHARACTER_VOCABULARY_FILE_NAME, ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
+    ),
 )
 
 

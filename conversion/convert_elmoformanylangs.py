@@ -53,26 +53,18 @@ import torch
 
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf.storage.files import sha256_of_file
-from elmo_hf.storage.output_directory import OutputKind, staged_output_directory
+from elmo_hf.storage.output_directory import staged_output_directory
 from elmo_hf.tokenization_elmo import CHARACTER_VOCABULARY_FILE_NAME, CharacterVocabulary
 
 from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, push_directory_to_hub
 from .hdf5_layout import ConversionError, model_state_not_in_hdf5
-from .model_cards import render_model_card
+from .model_cards import ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME, render_model_card
 
 OPTIONS_FILE_NAME = "config.json"
 CHARACTER_DIC = "char.dic"
 WORD_DIC = "word.dic"
 TOKEN_EMBEDDER_FILE = "token_embedder.pkl"
 ENCODER_FILE = "encoder.pkl"
-# The network configuration is kept next to the converted weights under this name.
-ORIGINAL_CONFIG_FILE_NAME = "original_elmoformanylangs_config.json"
-
-ELMOFORMANYLANGS_OUTPUT = OutputKind(
-    name=CONVERTED_MODEL_OUTPUT.name,
-    description=CONVERTED_MODEL_OUTPUT.description,
-    entries=(*CONVERTED_MODEL_OUTPUT.entries, CHARACTER_VOCABULARY_FILE_NAME, ORIGINAL_CONFIG_FILE_NAME),
-)
 
 # The network configuration's keys: what the converter reads, and what it knows to be training-only.
 NETWORK_SECTIONS = {"encoder", "token_embedder"}
@@ -485,7 +477,7 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
             "",
             *(f"- `{path.name}` (sha256 `{sha256_of_file(path)}`)" for path in files),
             "",
-            f"The network configuration is kept next to the weights as `{ORIGINAL_CONFIG_FILE_NAME}`, the character"
+            f"The network configuration is kept next to the weights as `{ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME}`, the character"
             + (" and word vocabularies" if read.config.word_embedding_dim else " vocabulary")
             + f" as `{CHARACTER_VOCABULARY_FILE_NAME}` (ids + 1: 0 is the padding token). Words are given already "
             "split, as to the package (`is_split_into_words=True`); raw text is split at whitespace.",
@@ -532,14 +524,14 @@ def convert_elmoformanylangs(
     optionally push it to the Hub repo ``push_to_hub``. Raises ``ConversionError`` (nothing written) or
     ``HubPushError`` (written, not pushed)."""
     directory, output_dir = Path(directory), Path(output_dir)
-    with staged_output_directory(output_dir, ELMOFORMANYLANGS_OUTPUT, overwrite=overwrite, inputs=[directory]) as staging_dir:
+    with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=[directory]) as staging_dir:
         read = read_elmoformanylangs(directory, allow_pickle, allow_non_finite)
         model = build_model(read)
         card = model_card(read, model, output_dir, push_to_hub)
         model.save_pretrained(staging_dir)
         build_tokenizer(read).save_pretrained(staging_dir)
         (staging_dir / "README.md").write_text(card, encoding="utf-8")
-        shutil.copyfile(read.network_config_file, staging_dir / ORIGINAL_CONFIG_FILE_NAME)
+        shutil.copyfile(read.network_config_file, staging_dir / ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME)
     report = ElmoForManyLangsReport(
         output_dir,
         read.config,
@@ -582,7 +574,6 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "ELMOFORMANYLANGS_OUTPUT",
     "ConversionError",
     "ElmoForManyLangsModel",
     "ElmoForManyLangsReport",

@@ -28,6 +28,8 @@ TEMPLATE_FILE = Path(__file__).resolve().parent / "model_card_template.md"  # pa
 RELEASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/{name}/elmo_{name}_{kind}"
 HUB_NAMESPACE = "elmo-hf"
 ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"  # the input options.json, kept next to converted weights
+# An ELMoForManyLangs model's network configuration, kept next to its converted weights.
+ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME = "original_elmoformanylangs_config.json"
 FIXTURE_PARITY = (
     "On AllenNLP's test ELMo, whose outputs were computed by the original TensorFlow code, this converter's model "
     "matches the top layer to a max abs difference of 1.2e-6 (10 batches, LSTM state threaded as the original did) "

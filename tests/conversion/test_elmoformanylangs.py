@@ -397,3 +397,17 @@ def test_the_command_converts_and_refuses(tmp_path, capsys):
     assert "not a directory" in capsys.readouterr().err
     assert main(["convert", "--elmoformanylangs", str(FIXTURES / "chars-only"), "--options", "x.json", "--output", str(tmp_path / "other")]) != 0
     assert not (tmp_path / "other").exists()
+
+
+def test_another_converter_may_overwrite_this_conversion(tmp_path):
+    """One output kind for every converter: its files (character_vocabulary.json, the kept network configuration)
+    are elmo-hf's, so --overwrite by the HDF5 converter replaces them instead of refusing."""
+    from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+
+    output = tmp_path / "model"
+    convert_elmoformanylangs(FIXTURES / "chars-only", output)
+    assert (output / "character_vocabulary.json").is_file()
+    hdf5_model = Path(__file__).resolve().parents[1] / "fixtures" / "tf-checkpoint" / "two-layer"
+    convert_allennlp_to_hf(hdf5_model / "options.json", hdf5_model / "weights.hdf5", output, overwrite=True)
+    assert not (output / "character_vocabulary.json").exists()
+    assert ELMoTokenizer.from_pretrained(output).character_vocabulary is None
