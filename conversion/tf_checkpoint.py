@@ -19,6 +19,7 @@ bilm-tf writes neither.
 
 from __future__ import annotations
 
+import codecs
 import re
 import struct
 from collections.abc import Iterator
@@ -288,10 +289,22 @@ def read_table(index_file: Path) -> Iterator[tuple[bytes, bytes]]:
 def _prefix_from_state_file(directory: Path) -> Path:
     """The latest checkpoint named by ``directory/checkpoint`` (``model_checkpoint_path: "..."``)."""
     state_file = directory / CHECKPOINT_STATE_FILE_NAME
-    match = re.search(r'^model_checkpoint_path:\s*"(.*)"\s*$', state_file.read_text(encoding="utf-8"), re.MULTILINE)
+    expected = 'expected tf.train.Saver\'s checkpoint file, a text protobuf with a line model_checkpoint_path: "..."'
+    try:
+        content = state_file.read_bytes()
+    except OSError as error:
+        raise ConversionError(f"{state_file} cannot be read ({error}); {expected}.") from None
+    match = re.search(rb'^model_checkpoint_path:\s*"(.*)"\s*$', content, re.MULTILINE)
     if match is None:
-        raise ConversionError(f"{state_file} names no model_checkpoint_path (expected tf.train.Saver's checkpoint file).")
-    recorded = Path(match.group(1).encode("latin-1").decode("unicode_escape"))
+        raise ConversionError(f"{state_file} names no model_checkpoint_path ({expected}).")
+    try:
+        # Text-format protobuf escapes a string's bytes C-style (\", \\, \n, octal \303\251 for UTF-8 "é"):
+        # unescape to bytes, then decode them as the UTF-8 path they are (undecodable bytes kept as surrogates).
+        recorded = Path(codecs.escape_decode(match.group(1))[0].decode("utf-8", "surrogateescape"))
+    except (ValueError, UnicodeError) as error:
+        raise ConversionError(
+            f"{state_file}: the model_checkpoint_path value {match.group(1)!r} cannot be unescaped ({error}); {expected}."
+        ) from None
     candidate = recorded if recorded.is_absolute() else directory / recorded
     # Saver records an absolute path by default: that of the training machine. A copied directory holds the files
     # under the same name.
@@ -349,7 +362,18 @@ class TFCheckpoint:
             if isinstance(error, ConversionError):
                 raise
             raise ConversionError(f"{self.index_file} cannot be parsed (damaged?): {error}") from None
+        self._check_shard_numbers()
         self._check_data_files()
+
+    def _check_shard_numbers(self) -> None:
+        """Every entry's shard is one of the header's ``num_shards`` (a damaged index would name a file that is not
+        part of the checkpoint)."""
+        for name, entry in self.entries.items():
+            if not 0 <= entry.shard < self.num_shards:
+                raise ConversionError(
+                    f"{self.index_file} is damaged: variable {name!r} is placed in shard {entry.shard}, but the "
+                    f"checkpoint has {self.num_shards} shard(s) (expected a shard number below {self.num_shards})."
+                )
 
     def _check_data_files(self) -> None:
         """Every shard exists and holds every byte the index places in it (a truncated download is named at once)."""
@@ -373,6 +397,7 @@ class TFCheckpoint:
                 raise ConversionError(f"{self.index_file}: a big-endian checkpoint; only little-endian ones are supported.")
 
     def data_file(self, shard: int) -> Path:
+        """``PREFIX.data-SSSSS-of-NNNNN``: shard ``shard`` (from 0) of ``num_shards``, both on five digits."""
         return Path(f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}")
 
     def read(self, name: str) -> np.ndarray:

@@ -7,6 +7,7 @@ TensorFlow's Saver; these tests need no TensorFlow.
 import hashlib
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import h5py
@@ -22,7 +23,7 @@ from conversion.convert_tf_checkpoint import (
     hdf5_name_of_variable,
     load_tf_checkpoint,
 )
-from conversion.tf_checkpoint import TFCheckpoint, checkpoint_prefix, crc32c
+from conversion.tf_checkpoint import CRC32C_MASK_DELTA, TABLE_MAGIC_NUMBER, TFCheckpoint, checkpoint_prefix, crc32c
 from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf.pretraining import DataCollatorForBiLM, ELMoLanguageModelScorer
 from elmo_hf.validation_elmo import max_abs_difference
@@ -267,3 +268,88 @@ def test_damaged_truncated_or_missing_checkpoints_are_refused(tmp_path):
         TFCheckpoint(tmp_path)
     with pytest.raises(ConversionError, match=r"model.ckpt-9.index does not exist"):
         TFCheckpoint(directory / "model.ckpt-9")
+
+
+def test_the_checkpoint_state_file_path_is_unescaped_as_utf_8_and_unreadable_ones_are_refused(tmp_path):
+    directory = copy_fixture("one-layer", tmp_path)
+    for renamed in ("modèle.ckpt-3", "模型.ckpt-3"):
+        for file in directory.glob("model.ckpt-3.*"):
+            shutil.copy(file, directory / file.name.replace("model.ckpt-3", renamed))
+    state_file = directory / "checkpoint"
+    # TF's text format writes the path's non-ASCII bytes as octal escapes: \303\250 is the UTF-8 of "è".
+    state_file.write_bytes(b'model_checkpoint_path: "/training/machine/mod\\303\\250le.ckpt-3"\n')
+    assert checkpoint_prefix(directory) == directory / "modèle.ckpt-3"
+    state_file.write_bytes('model_checkpoint_path: "模型.ckpt-3"\n'.encode("utf-8"))  # unescaped UTF-8, not Latin-1
+    assert checkpoint_prefix(directory) == directory / "模型.ckpt-3"
+    for content, message in (
+        (b"\xff\xfe\x00garbage", "names no model_checkpoint_path (expected tf.train.Saver's checkpoint file"),
+        (b'model_checkpoint_path: "model.ckpt-3\\x"\n', r"the model_checkpoint_path value b'model.ckpt-3\\x' cannot be unescaped"),
+    ):
+        state_file.write_bytes(content)
+        with pytest.raises(ConversionError) as error:
+            checkpoint_prefix(directory)
+        assert message in str(error.value) and str(state_file) in str(error.value)
+
+
+# A tensor bundle written by hand (LevelDB table + BundleHeaderProto / BundleEntryProto), to try shard layouts the
+# fixtures do not have.
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + CRC32C_MASK_DELTA) & 0xFFFFFFFF
+
+
+def table_block(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A block (every key whole, one restart point) with its trailer: no compression, masked crc32c."""
+    contents = b"".join(varint(0) + varint(len(key)) + varint(len(value)) + key + value for key, value in entries)
+    contents += struct.pack("<II", 0, 1)
+    return contents + b"\x00" + struct.pack("<I", masked_crc32c(contents + b"\x00"))
+
+
+def write_bundle(prefix: Path, num_shards: int, variables: dict[str, tuple[int, np.ndarray]]) -> None:
+    """``variables``: name -> (shard, float32 vector), each written at the start of its shard's data file."""
+    entries = [(b"", b"\x08" + varint(num_shards))]  # the header: num_shards; endianness 0 (little) left out
+    contents = {shard: b"" for shard in range(num_shards)}
+    for name, (shard, value) in sorted(variables.items()):
+        data = value.astype("<f4").tobytes()
+        shape = b"\x12" + varint(len(varint(value.size)) + 1) + b"\x08" + varint(value.size)
+        entry = b"\x08\x01" + b"\x12" + varint(len(shape)) + shape + b"\x18" + varint(shard) + b"\x20" + varint(len(contents.get(shard, b"")))
+        entry += b"\x28" + varint(len(data)) + b"\x35" + struct.pack("<I", masked_crc32c(data))
+        entries.append((name.encode(), entry))
+        if shard in contents:
+            contents[shard] += data
+    data_block = table_block(entries)
+    meta_block = table_block([])
+    index_block = table_block([(entries[-1][0], varint(0) + varint(len(data_block) - 5))])
+    handles = varint(len(data_block)) + varint(len(meta_block) - 5)
+    handles += varint(len(data_block) + len(meta_block)) + varint(len(index_block) - 5)
+    footer = handles.ljust(40, b"\x00") + struct.pack("<Q", TABLE_MAGIC_NUMBER)
+    Path(f"{prefix}.index").write_bytes(data_block + meta_block + index_block + footer)
+    for shard, data in contents.items():
+        Path(f"{prefix}.data-{shard:05d}-of-{num_shards:05d}").write_bytes(data)
+
+
+def test_a_checkpoint_in_several_shards_reads_each_variable_from_its_shard_file(tmp_path):
+    first, second = np.arange(3, dtype=np.float32), np.arange(5, dtype=np.float32) * -1.5
+    write_bundle(tmp_path / "model.ckpt-1", 2, {"a": (0, first), "b": (1, second)})
+    checkpoint = TFCheckpoint(tmp_path / "model.ckpt-1")
+    assert checkpoint.num_shards == 2
+    assert [checkpoint.data_file(shard).name for shard in (0, 1)] == ["model.ckpt-1.data-00000-of-00002", "model.ckpt-1.data-00001-of-00002"]
+    assert np.array_equal(checkpoint.read("a"), first) and np.array_equal(checkpoint.read("b"), second)
+
+
+def test_an_index_placing_a_variable_in_a_shard_the_checkpoint_lacks_is_refused(tmp_path):
+    write_bundle(tmp_path / "model.ckpt-1", 2, {"a": (0, np.ones(3)), "b": (2, np.ones(2))})
+    with pytest.raises(ConversionError) as error:
+        TFCheckpoint(tmp_path / "model.ckpt-1")
+    message = str(error.value)
+    assert "model.ckpt-1.index is damaged: variable 'b' is placed in shard 2, but the checkpoint has 2 shard(s)" in message
