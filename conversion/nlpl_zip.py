@@ -6,6 +6,9 @@ An NLPL ELMo entry is one ``.zip`` holding the original files: ``options.json``,
 usually the training vocabulary ``vocab.txt`` (most frequent words first), next to a ``README`` or ``meta.json``.
 ``extracted_archive`` picks those members, extracts them into a temporary directory that is always removed (also on
 an error or Ctrl-C) and hands their paths to ``convert_allennlp_to_hf``; ``convert_nlpl_zip`` does both. The
+temporary directory (``.elmo-hf-zip-*``) is made beside the output directory, in its parent or, when that does not
+exist yet, in its nearest existing ancestor (nothing new is created): the weights are hundreds of MB and the system's
+temporary folder is often a small tmpfs. The members' declared sizes are checked against the free space there first. The
 vocabulary is copied into the converted directory as ``vocab.txt``, where ``ELMoEmbedder.from_pretrained`` (and so
 ``elmo-hf embed``) pre-fills the token-layer cache with its words.
 
@@ -19,8 +22,9 @@ Members are recognised by their file names, wherever they are in the archive (at
 Refused with a ``ConversionError`` naming the archive and what it holds (nothing is written): a file that is not a
 zip archive or is damaged; no options file or no weight file (the repository's ELMoForManyLangs entries are named as
 such: they convert, unzipped, with ``--elmoformanylangs``); two options files, two weight files or two vocabularies
-(an archive of several models: which one is meant cannot be guessed); an encrypted member; a member name that is not a
-plain file name; a vocabulary that is not UTF-8 text. Errors of the conversion itself name ``ARCHIVE:member``.
+(an archive of several models: which one is meant cannot be guessed); an encrypted member; a member compressed with
+a method Python's zipfile cannot read (deflate64, ...); members larger than the free space where they would be
+extracted; a member name that is not a plain file name; a vocabulary that is not UTF-8 text. Errors of the conversion itself name ``ARCHIVE:member``.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ OPTIONS_NAME_SUFFIX = "options.json"
 WEIGHTS_NAME_SUFFIX = ".hdf5"
 VOCABULARY_NAMES = (VOCABULARY_FILE_NAME, f"{VOCABULARY_FILE_NAME}.gz")
 COPY_CHUNK_BYTES = 1 << 20
+EXTRACTION_PREFIX = ".elmo-hf-zip-"  # the temporary directory beside the output
 ELMOFORMANYLANGS_FILES = ("encoder.pkl", "token_embedder.pkl", "char.dic")
 
 
@@ -101,9 +106,44 @@ def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
     return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None, [n for n in files if n not in chosen])
 
 
+def extraction_parent(output_dir: str | Path | None) -> Path:
+    """Where the temporary directory is made: the parent of ``output_dir`` or its nearest existing ancestor (the
+    current directory's when relative); the system's temporary folder when ``output_dir`` is None."""
+    if output_dir is None:
+        return Path(tempfile.gettempdir())
+    parent = Path(output_dir).absolute().parent
+    while not parent.is_dir() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def _check_free_space(archive: Path, opened: zipfile.ZipFile, members: ArchiveMembers, directory: Path) -> None:
+    """``ConversionError`` naming both sizes when the members to extract (their declared, uncompressed sizes) do not
+    fit in the free space of ``directory``'s file system. A gzipped vocabulary grows past its declared size, by a
+    few MB at most: not counted."""
+    chosen = [members.options, members.weights, *([members.vocabulary] if members.vocabulary else [])]
+    needed = sum(opened.getinfo(name).file_size for name in chosen)
+    free = shutil.disk_usage(directory).free
+    if needed > free:
+        raise ConversionError(
+            f"{archive}: its members {chosen} need {needed:,} bytes once extracted, but {directory} (where they are "
+            f"extracted, beside the output) has {free:,} bytes free; write the output on a disk with more room"
+        )
+
+
 def _extract_member(archive: zipfile.ZipFile, member: str, target: Path, decompress_gzip: bool = False) -> None:
     """Copy one member to ``target`` in chunks (the weights are hundreds of MB), gunzipping it if asked."""
-    with archive.open(member) as source:
+    try:
+        opened = archive.open(member)
+    except NotImplementedError as error:  # zipfile reads stored, deflate, bzip2 and lzma members only (a RuntimeError)
+        method = archive.getinfo(member).compress_type
+        name = getattr(zipfile, "compressor_names", {}).get(method, "unknown")
+        raise ConversionError(
+            f"{archive.filename}: the member {member!r} (compression method {method}, {name}) cannot be read by Python's "
+            f"zipfile ({error}); expected stored, deflate, bzip2 or lzma members: unzip it with another tool and "
+            "convert with --options and --weights"
+        ) from None
+    with opened as source:
         stream = gzip.open(source) if decompress_gzip else source
         with stream, open(target, "wb") as destination:
             shutil.copyfileobj(stream, destination, COPY_CHUNK_BYTES)
@@ -117,19 +157,26 @@ def _check_vocabulary_text(path: Path, archive: Path, member: str) -> None:
 
 
 @contextmanager
-def extracted_archive(archive: str | Path) -> Iterator[ExtractedArchive]:
-    """Extract the options, weights and vocabulary of an NLPL ``archive`` into a temporary directory, removed when the
-    block ends (however it ends). The weight file keeps its name (the converter recognises released files by name)."""
+def extracted_archive(archive: str | Path, output_dir: str | Path | None = None) -> Iterator[ExtractedArchive]:
+    """Extract the options, weights and vocabulary of an NLPL ``archive`` into a temporary directory beside
+    ``output_dir`` (see ``extraction_parent``), removed when the block ends (however it ends). The weight file keeps
+    its name (the converter recognises released files by name)."""
     archive = Path(archive)
     if not archive.is_file():
         raise ConversionError(f"{archive} does not exist or is not a file (expected an NLPL .zip archive)")
     if not zipfile.is_zipfile(archive):
         raise ConversionError(f"{archive} is not a zip archive (expected an NLPL .zip holding options.json and model.hdf5)")
-    with tempfile.TemporaryDirectory(prefix="elmo-hf-zip-") as temporary:
-        directory = Path(temporary)
+    parent = extraction_parent(output_dir)
+    try:
+        temporary = tempfile.TemporaryDirectory(dir=parent, prefix=EXTRACTION_PREFIX)
+    except OSError as error:
+        raise ConversionError(f"{archive} cannot be extracted: no temporary directory can be made in {parent} ({error})") from None
+    with temporary:
+        directory = Path(temporary.name)
         try:
             with zipfile.ZipFile(archive) as opened:
                 members = find_members(archive, opened.namelist())
+                _check_free_space(archive, opened, members, directory)
                 weights_name = _file_name(members.weights)
                 if weights_name in ("", ".", "..") or "\\" in weights_name:
                     raise ConversionError(f"{archive}: the member name {members.weights!r} is not a plain file name")
@@ -141,12 +188,13 @@ def extracted_archive(archive: str | Path) -> Iterator[ExtractedArchive]:
                     vocabulary_file = directory / VOCABULARY_FILE_NAME
                     _extract_member(opened, members.vocabulary, vocabulary_file, members.vocabulary.endswith(".gz"))
                     _check_vocabulary_text(vocabulary_file, archive, members.vocabulary)
-        except RuntimeError as error:  # zipfile: an encrypted member needs a password
+        except RuntimeError as error:  # zipfile: an encrypted member needs a password (NotImplementedError, a
+            # RuntimeError too, is turned into a ConversionError by _extract_member)
             raise ConversionError(f"{archive} cannot be extracted ({error}); encrypted archives are not supported") from None
         except (zipfile.BadZipFile, EOFError, gzip.BadGzipFile, zlib.error) as error:  # a bad CRC, a cut-off member
             raise ConversionError(f"{archive} is damaged and cannot be extracted: {error}") from None
         except OSError as error:
-            raise ConversionError(f"{archive} cannot be extracted into a temporary directory: {error}") from None
+            raise ConversionError(f"{archive} cannot be extracted into {directory}: {error}") from None
         yield ExtractedArchive(archive, members, options_file, weight_file, vocabulary_file)
 
 
@@ -154,7 +202,7 @@ def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> 
     """Convert the ELMo in an NLPL ``archive`` to ``output_dir`` (its vocabulary copied as ``vocab.txt``);
     ``options`` are ``convert_allennlp_to_hf``'s (``overwrite``, ``verify_dir``, ``push_to_hub``, ...). Raises
     ``ConversionError`` (nothing written) as ``extracted_archive`` and the converter say."""
-    with extracted_archive(archive) as extracted:
+    with extracted_archive(archive, output_dir) as extracted:
         try:
             return convert_allennlp_to_hf(
                 extracted.options_file, extracted.weight_file, output_dir, vocabulary_file=extracted.vocabulary_file,
@@ -174,4 +222,4 @@ def _in_archive_terms(message: str, extracted: ExtractedArchive) -> str:
     return message
 
 
-__all__ = ["ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "find_members"]
+__all__ = ["ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_parent", "find_members"]

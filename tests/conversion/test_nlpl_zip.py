@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import tempfile
 import zipfile
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
 from conversion.hdf5_layout import ConversionError
-from conversion.nlpl_zip import convert_nlpl_zip
+from conversion.nlpl_zip import convert_nlpl_zip, extracted_archive
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts, model_vocabulary_words
 from elmo_hf_cli import main
 
@@ -22,11 +24,15 @@ from ..helpers import tiny_options, write_random_original_model
 
 @pytest.fixture
 def extraction_dir(tmp_path, monkeypatch):
-    """Where the archives are extracted (Python's temporary directory, moved here to see that nothing stays)."""
-    directory = tmp_path / "tmp"
-    directory.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(directory))
-    return directory
+    """Where the archives are extracted: beside the output (``tmp_path / "out"``), in ``tmp_path``. Python's
+    temporary directory is moved to ``tmp_path / "system-tmp"`` to see that it is not used."""
+    (tmp_path / "system-tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "system-tmp"))
+    return tmp_path
+
+
+def nothing_extracted_stays(directory) -> bool:
+    return not list(directory.glob(".elmo-hf-zip-*")) and not any((directory / "system-tmp").iterdir())
 
 
 def write_zip(path, members: dict[str, bytes]):
@@ -61,7 +67,7 @@ def test_cli_converts_an_archive_with_its_vocabulary(
     assert converted.keys() == direct.keys() and all(np.array_equal(converted[name], direct[name]) for name in direct)
     card = (out / "README.md").read_text()
     assert "in `999.zip` (sha256 " in card and "elmo-hf convert --zip 999.zip --output out" in card
-    assert not any(extraction_dir.iterdir())
+    assert nothing_extracted_stays(extraction_dir)
 
 
 def test_the_archive_vocabulary_pre_fills_the_token_cache_without_changing_vectors(allennlp_fixture_dir, extraction_dir, tmp_path):
@@ -103,7 +109,7 @@ def test_unclear_or_broken_archives_are_refused_and_nothing_stays(
         convert_nlpl_zip(archive, tmp_path / "out")
     assert main(["convert", "--zip", str(archive), "--output", str(tmp_path / "out")]) == 2
     assert "error: " in capsys.readouterr().err
-    assert not (tmp_path / "out").exists() and not any(extraction_dir.iterdir())
+    assert not (tmp_path / "out").exists() and nothing_extracted_stays(extraction_dir)
 
 
 def test_files_that_are_no_archive_are_refused(tmp_path, extraction_dir):
@@ -118,7 +124,7 @@ def test_files_that_are_no_archive_are_refused(tmp_path, extraction_dir):
     damaged.write_bytes(bytes(content))
     with pytest.raises(ConversionError, match="is damaged and cannot be extracted"):
         convert_nlpl_zip(damaged, tmp_path / "out")
-    assert not any(extraction_dir.iterdir())
+    assert nothing_extracted_stays(extraction_dir)
 
 
 def test_a_model_that_does_not_match_its_options_is_refused_after_extraction(tmp_path, extraction_dir):
@@ -127,9 +133,54 @@ def test_a_model_that_does_not_match_its_options_is_refused_after_extraction(tmp
     with pytest.raises(ConversionError, match=r"999\.zip:model\.hdf5: missing dataset 'CNN_high_1/W_transform'") as error:
         convert_nlpl_zip(write_zip(tmp_path / "999.zip", members), tmp_path / "out")
     assert "elmo-hf-zip-" not in str(error.value)  # the extracted files are gone: the message names the members
-    assert not (tmp_path / "out").exists() and not any(extraction_dir.iterdir())
+    assert not (tmp_path / "out").exists() and nothing_extracted_stays(extraction_dir)
 
 
 def test_zip_excludes_the_other_inputs(tmp_path, capsys):
     assert main(["convert", "--zip", "a.zip", "--options", "options.json", "--output", str(tmp_path / "out")]) == 2
     assert "give no --options, --weights, --checkpoint or --vocab" in capsys.readouterr().err
+
+
+def test_extraction_happens_beside_the_output_in_its_nearest_existing_ancestor(allennlp_fixture_dir, extraction_dir, tmp_path):
+    archive = write_zip(tmp_path / "999.zip", fixture_members(allennlp_fixture_dir))
+    for output, expected_parent in ((tmp_path / "out", tmp_path), (tmp_path / "not" / "yet" / "out", tmp_path)):
+        with extracted_archive(archive, output) as extracted:
+            assert extracted.weight_file.parent.parent == expected_parent
+            assert extracted.weight_file.parent.name.startswith(".elmo-hf-zip-") and extracted.weight_file.is_file()
+        assert not (tmp_path / "not").exists() and nothing_extracted_stays(extraction_dir)
+
+
+def test_members_larger_than_the_free_space_are_refused_before_extraction(allennlp_fixture_dir, extraction_dir, tmp_path, monkeypatch):
+    members = fixture_members(allennlp_fixture_dir)
+    needed = sum(len(members[name]) for name in ("options.json", "model.hdf5", "vocab.txt"))
+    asked = []
+
+    def small_disk(path):
+        asked.append(path)
+        return SimpleNamespace(total=10**9, used=10**9 - needed + 1, free=needed - 1)
+
+    monkeypatch.setattr(shutil, "disk_usage", small_disk)
+    with pytest.raises(ConversionError) as error:
+        convert_nlpl_zip(write_zip(tmp_path / "999.zip", members), tmp_path / "out")
+    assert f"need {needed:,} bytes once extracted" in str(error.value) and f"has {needed - 1:,} bytes free" in str(error.value)
+    assert asked[0].parent == tmp_path  # the folder beside the output
+    assert not (tmp_path / "out").exists() and nothing_extracted_stays(extraction_dir)
+
+
+def test_a_member_compressed_with_an_unsupported_method_is_named(allennlp_fixture_dir, extraction_dir, tmp_path):
+    archive = write_zip(tmp_path / "999.zip", fixture_members(allennlp_fixture_dir))
+    content = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as opened:
+        info = opened.getinfo("model.hdf5")
+    # The compression method: 2 bytes at offset 8 of the local header, at offset 10 of the central directory entry.
+    content[info.header_offset + 8 : info.header_offset + 10] = (9).to_bytes(2, "little")  # deflate64
+    central = content.index(b"PK\x01\x02")
+    while content[central + 46 : central + 56] != b"model.hdf5":  # the file name follows the 46-byte entry
+        central = content.index(b"PK\x01\x02", central + 1)
+    content[central + 10 : central + 12] = (9).to_bytes(2, "little")
+    archive.write_bytes(bytes(content))
+    with pytest.raises(ConversionError) as error:
+        convert_nlpl_zip(archive, tmp_path / "out")
+    assert "the member 'model.hdf5' (compression method 9, deflate64) cannot be read" in str(error.value)
+    assert "encrypted" not in str(error.value)
+    assert not (tmp_path / "out").exists() and nothing_extracted_stays(extraction_dir)
