@@ -83,7 +83,10 @@ def _from_directory(directory: Path, init_vocab: Path | None, with_weights: bool
         )
     initial = InitialModel(directory, config, vocabulary, word_splitter=recorded_word_splitter(directory))
     if with_weights:
-        model, loading_info = ELMoForPreTraining.from_pretrained(directory, output_loading_info=True)
+        try:
+            model, loading_info = ELMoForPreTraining.from_pretrained(directory, output_loading_info=True)
+        except (OSError, ValueError) as error:  # no weights file, a damaged one
+            raise InitialModelError(f"--init-from {directory}: its weights cannot be loaded: {error}") from None
         missing = sorted(loading_info.get("missing_keys", ()))
         if missing:
             raise InitialModelError(f"--init-from {directory} holds no trained weights for {missing}.")
