@@ -39,9 +39,8 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoTokenizer
-from elmo_hf.corpus.readers import read_text_lines
 from elmo_hf.pretraining.run import pretraining_fields_from_options
-from elmo_hf.pretraining.vocabulary import BILM_TF_SKIPPED_LINE, SPECIAL_WORDS, ELMoWordVocabulary
+from elmo_hf.pretraining.vocabulary import SPECIAL_WORDS, ELMoWordVocabulary, vocabulary_file_words
 from elmo_hf.storage.output_directory import staged_output_directory
 
 from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, read_options
@@ -130,10 +129,9 @@ def read_bilm_tf_vocabulary(vocab_file: Path) -> tuple[ELMoWordVocabulary, list[
     order of the file). bilm-tf strips each line, skips ``!!!MAXTERMID`` and finds the special tokens anywhere."""
     vocab_file = Path(vocab_file)
     try:
-        words = [line.strip() for _, line in read_text_lines(vocab_file)]
+        words = [word for _, word in vocabulary_file_words(vocab_file)]
     except (FileNotFoundError, ValueError) as error:
         raise ConversionError(f"vocabulary: {error}") from None
-    words = [word for word in words if word != BILM_TF_SKIPPED_LINE]
     missing = [special for special in SPECIAL_WORDS if special not in words]
     if missing:
         raise ConversionError(f"{vocab_file} lacks the special token(s) {missing}: a bilm-tf vocabulary holds <S>, </S> and <UNK>.")

@@ -39,8 +39,8 @@ import torch
 from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
 
 from .. import DEFAULT_MODEL_DIR
-from ..corpus.readers import InvalidRowError, read_text_lines
 from ..configuration_elmo import OUTPUT_POOLINGS
+from ..corpus.readers import InvalidRowError
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_bool, check_choice, check_int, is_int
@@ -555,7 +555,7 @@ def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None
     has none. Lines are stripped; empty lines and bilm-tf's ``!!!MAXTERMID`` line are skipped."""
     from transformers.utils import cached_file
 
-    from ..pretraining.vocabulary import BILM_TF_SKIPPED_LINE, VOCABULARY_FILE_NAME
+    from ..pretraining.vocabulary import VOCABULARY_FILE_NAME, vocabulary_file_words
 
     path = cached_file(
         str(name_or_path), VOCABULARY_FILE_NAME, revision=revision, _raise_exceptions_for_missing_entries=False,
@@ -564,11 +564,10 @@ def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None
     words: list[str] = []
     if path is None:
         return words
-    for _, line in read_text_lines(path):
+    for _, word in vocabulary_file_words(path):
         if max_words is not None and len(words) >= max_words:
             break
-        word = line.strip()
-        if word and word != BILM_TF_SKIPPED_LINE:
+        if word:
             words.append(word)
     return words
 

@@ -426,16 +426,22 @@ def _count_words(sentences: Iterable[Sequence[str]]) -> tuple[Counter[str], int]
     return word_counts, num_sentences
 
 
+def vocabulary_file_words(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, word) for the lines of a ``vocab.txt`` as bilm-tf reads them: each line stripped, its
+    ``!!!MAXTERMID`` line skipped (empty lines are kept: the callers decide about them)."""
+    for line_number, line in read_text_lines(path):
+        word = line.strip()
+        if word != BILM_TF_SKIPPED_LINE:
+            yield line_number, word
+
+
 def _read_vocabulary_file(path: Path) -> list[str]:
     words: list[str] = []
     line_of_word: dict[str, int] = {}
-    for line_number, line in read_text_lines(path):
-        word = line.strip()  # as bilm-tf does
-        if word == BILM_TF_SKIPPED_LINE:
-            continue
+    for line_number, word in vocabulary_file_words(path):
         problem = _word_problem(word)
         if problem is not None:
-            raise ValueError(f"{path} line {line_number}: the word {line!r} {problem}")
+            raise ValueError(f"{path} line {line_number}: the word {word!r} {problem}")
         if word in line_of_word:
             raise ValueError(f"{path} line {line_number}: the word {word!r} is already on line {line_of_word[word]}")
         position = len(words)
