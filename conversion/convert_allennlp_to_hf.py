@@ -34,6 +34,7 @@ from elmo_hf.validation_elmo import is_close
 
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, VerificationError, model_state_not_in_hdf5, weight_mappings
 from .model_cards import (
+    MODEL_CARD_FILE_NAME,
     ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
     ORIGINAL_OPTIONS_FILE_NAME,
     check_known_hash,
@@ -57,7 +58,7 @@ CONVERTED_MODEL_OUTPUT = OutputKind(
     # the training vocabulary of an NLPL archive (nlpl_zip), which pre-fills the embedder's token-layer cache.
     # character_vocabulary.json and the ELMoForManyLangs configuration: convert_elmoformanylangs.
     entries=(
-        "config.json", "model.safetensors", "tokenizer_config.json", "*.py", "README.md", ORIGINAL_OPTIONS_FILE_NAME,
+        "config.json", "model.safetensors", "tokenizer_config.json", "*.py", MODEL_CARD_FILE_NAME, ORIGINAL_OPTIONS_FILE_NAME,
         VOCABULARY_FILE_NAME, CHARACTER_VOCABULARY_FILE_NAME, ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
     ),
 )
@@ -233,7 +234,7 @@ def convert_allennlp_to_hf(
         )
         model.save_pretrained(staging_dir)
         tokenizer.save_pretrained(staging_dir)
-        (staging_dir / "README.md").write_text(card, encoding="utf-8")
+        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
         shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
         if vocabulary_file is not None:
             shutil.copyfile(vocabulary_file, staging_dir / VOCABULARY_FILE_NAME)

@@ -58,7 +58,7 @@ from elmo_hf.tokenization_elmo import CHARACTER_VOCABULARY_FILE_NAME, CharacterV
 
 from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, push_directory_to_hub
 from .hdf5_layout import ConversionError, model_state_not_in_hdf5
-from .model_cards import ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME, render_model_card
+from .model_cards import MODEL_CARD_FILE_NAME, ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME, render_model_card
 
 OPTIONS_FILE_NAME = "config.json"
 CHARACTER_DIC = "char.dic"
@@ -530,7 +530,7 @@ def convert_elmoformanylangs(
         card = model_card(read, model, output_dir, push_to_hub)
         model.save_pretrained(staging_dir)
         build_tokenizer(read).save_pretrained(staging_dir)
-        (staging_dir / "README.md").write_text(card, encoding="utf-8")
+        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
         shutil.copyfile(read.network_config_file, staging_dir / ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME)
     report = ElmoForManyLangsReport(
         output_dir,

@@ -20,13 +20,13 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoModel
+from elmo_hf.pretraining.vocabulary import VOCABULARY_FILE_NAME  # bilm-tf's word vocabulary, as pretrain writes it
 from elmo_hf.storage.output_directory import OutputKind, staged_output_directory
 
 from .hdf5_layout import ConversionError, model_state_not_in_hdf5, weight_mappings
+from .model_cards import OPTIONS_FILE_NAME
 
-OPTIONS_FILE_NAME = "options.json"
 WEIGHTS_FILE_NAME = "weights.hdf5"
-VOCABULARY_FILE_NAME = "vocab.txt"  # bilm-tf's word vocabulary, as elmo-hf pretrain writes it
 
 HDF5_EXPORT_OUTPUT = OutputKind(
     name="hdf5-export",

@@ -45,13 +45,12 @@ from elmo_hf.storage.output_directory import staged_output_directory
 
 from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, read_options
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
-from .model_cards import ORIGINAL_OPTIONS_FILE_NAME, render_model_card
+from .model_cards import MODEL_CARD_FILE_NAME, OPTIONS_FILE_NAME, ORIGINAL_OPTIONS_FILE_NAME, render_model_card
 from .tf_checkpoint import TFCheckpoint
 
 MODEL_SCOPE = "lm/"  # bilm-tf builds its LanguageModel under tf.variable_scope('lm')
 SOFTMAX_PARAMETERS = {"lm/softmax/W": "softmax.weight", "lm/softmax/b": "softmax.bias"}
 WORD_EMBEDDING_VARIABLE = "lm/embedding"  # bilm-tf's word-input model (no char_cnn), which elmo-hf does not run
-OPTIONS_FILE_NAME = "options.json"  # bilm-tf's train() writes it into the save directory
 
 
 # ---- names: checkpoint variable -> HDF5 dataset -----------------------------------------------------------------------
@@ -330,7 +329,7 @@ def convert_tf_checkpoint(
         ELMoTokenizer(max_characters_per_token=converted.model.config.max_characters_per_token).save_pretrained(staging_dir)
         converted.vocabulary.save(staging_dir)
         shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-        (staging_dir / "README.md").write_text(checkpoint_card(converted, repo_id or output_dir.name, command), encoding="utf-8")
+        (staging_dir / MODEL_CARD_FILE_NAME).write_text(checkpoint_card(converted, repo_id or output_dir.name, command), encoding="utf-8")
     return CheckpointConversionReport(
         output_dir, converted.model.config, converted.model.num_parameters(), len(converted.vocabulary),
         converted.reordered_special_tokens, converted.checkpoint_prefix, converted.optimizer_slots,

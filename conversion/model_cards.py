@@ -27,7 +27,9 @@ from .reference_outputs import ReferenceComparison
 TEMPLATE_FILE = Path(__file__).resolve().parent / "model_card_template.md"  # packaged with the converter
 RELEASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/{name}/elmo_{name}_{kind}"
 HUB_NAMESPACE = "elmo-hf"
+OPTIONS_FILE_NAME = "options.json"  # the original format's options (bilm-tf / AllenNLP), beside weights.hdf5
 ORIGINAL_OPTIONS_FILE_NAME = "original_options.json"  # the input options.json, kept next to converted weights
+MODEL_CARD_FILE_NAME = "README.md"  # the Hub's model card, written by every converter
 # An ELMoForManyLangs model's network configuration, kept next to its converted weights.
 ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME = "original_elmoformanylangs_config.json"
 FIXTURE_PARITY = (
