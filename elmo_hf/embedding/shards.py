@@ -225,15 +225,16 @@ def _describe_run(output_dir: Path) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def shard_problem(output_dir: Path, entry: dict[str, Any]) -> str | None:
-    """Why a listed shard cannot be trusted (missing, another size, another sha256, unreadable rows), or None."""
+def shard_problem(output_dir: Path, entry: dict[str, Any], check_sha256: bool = True) -> str | None:
+    """Why a listed shard cannot be trusted (missing, another size, another sha256, unreadable rows), or None.
+    ``check_sha256=False`` skips hashing (for a caller that verified the shards already)."""
     path = output_dir / entry["file"]
     if not path.is_file():
         return f"{entry['file']} is missing"
     size = path.stat().st_size
     if size != entry["bytes"]:
         return f"{entry['file']} has {size:,} bytes, the manifest says {entry['bytes']:,}"
-    if sha256_of_file(path) != entry["sha256"]:
+    if check_sha256 and sha256_of_file(path) != entry["sha256"]:
         return f"{entry['file']} has another sha256 than the manifest records"
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
@@ -309,6 +310,24 @@ def vectors_array(vectors: Sequence[np.ndarray], arrow_type: pa.DataType) -> pa.
     if isinstance(arrow_type, pa.ExtensionType):
         return pa.ExtensionArray.from_storage(arrow_type, array)
     return array
+
+
+def per_word_vectors_of_column(column: pa.Array | pa.ChunkedArray, vector_shape: tuple[int, ...]) -> np.ndarray:
+    """The per-word vectors of a vectors column, all rows concatenated: ``(words, *vector_shape)`` float32.
+
+    The inverse of `vectors_array` for per-word vectors. The column is what it wrote: a datasets ``Array2D``/``Array3D`` extension array (when
+    `datasets` is imported) or its storage, nested lists (``list<list<float>>``, or fixed-size lists); slices are
+    honoured."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts = []
+    for chunk in chunks:
+        array = chunk.storage if isinstance(chunk, pa.ExtensionArray) else chunk
+        while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
+            array = array.flatten()
+        parts.append(array.to_numpy(zero_copy_only=False).reshape(-1, *vector_shape))
+    if not parts:
+        return np.zeros((0, *vector_shape), np.float32)
+    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def shard_table(columns: dict[str, list], features: Features, vectors_column: str) -> pa.Table:
@@ -687,6 +706,8 @@ __all__ = [
     "embed_corpus",
     "model_fingerprint",
     "shard_table",
+    "per_word_vectors_of_column",
+    "shard_problem",
     "vectors_array",
     "verify_embedding_output",
     "write_parquet",

@@ -48,11 +48,18 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..embedding.embedder import NUM_WORDS_COLUMN, WORDS_COLUMN
-from ..embedding.shards import EMBEDDINGS_OUTPUT, MANIFEST_NAME, Manifest, plural, verify_embedding_output
+from ..embedding.shards import (
+    EMBEDDINGS_OUTPUT,
+    MANIFEST_NAME,
+    Manifest,
+    per_word_vectors_of_column,
+    plural,
+    shard_problem,
+    verify_embedding_output,
+)
 from ..storage.files import sha256_of_file
 from ..storage.output_directory import MARKER_NAME, OutputKind, read_marker, staged_output_directory
 from ..validation_elmo import check_bool, check_choice, check_int
@@ -101,24 +108,6 @@ def import_faiss():
 # ----------------------------------------------------------------------------------------------------------------------
 # Reading an embed output
 # ----------------------------------------------------------------------------------------------------------------------
-
-
-def word_vectors_of_column(column: pa.Array | pa.ChunkedArray, vector_shape: tuple[int, ...]) -> np.ndarray:
-    """The per-word vectors of a vectors column, all rows concatenated: ``(words, *vector_shape)`` float32.
-
-    The column is what ``shards.vectors_array`` wrote: a datasets ``Array2D``/``Array3D`` extension array (when
-    `datasets` is imported) or its storage, nested lists (``list<list<float>>``, or fixed-size lists); slices are
-    honoured."""
-    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-    parts = []
-    for chunk in chunks:
-        array = chunk.storage if isinstance(chunk, pa.ExtensionArray) else chunk
-        while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
-            array = array.flatten()
-        parts.append(array.to_numpy(zero_copy_only=False).reshape(-1, *vector_shape))
-    if not parts:
-        return np.zeros((0, *vector_shape), np.float32)
-    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
@@ -222,7 +211,7 @@ class IndexedSource:
         columns = [self.vectors_column, NUM_WORDS_COLUMN, self.words_column]
         for shard in range(len(self.manifest.shards)):
             for batch in pq.ParquetFile(self.shard_path(shard)).iter_batches(batch_size=READ_BATCH_ROWS, columns=columns):
-                vectors = word_vectors_of_column(batch.column(self.vectors_column), vector_shape)
+                vectors = per_word_vectors_of_column(batch.column(self.vectors_column), vector_shape)
                 if layer is not None:
                     vectors = vectors[:, layer]
                 num_words = batch.column(NUM_WORDS_COLUMN).to_numpy().astype(np.int64)
@@ -561,11 +550,11 @@ def open_recorded_source(entry: dict[str, Any], path: str | Path | None, index_d
             f"another run, input or model); {rebuild}"
         )
     for shard in source.manifest.shards:
-        shard_path = path / shard["file"]
-        if not shard_path.is_file() or shard_path.stat().st_size != shard["bytes"]:
+        problem = shard_problem(path, shard, check_sha256=False)  # verify=True re-hashed them already
+        if problem is not None:
             raise IndexInputError(
-                f"the embed output {path} has changed since index {index_dir} was built from it ({shard['file']} is "
-                f"missing or has another size; check it with `elmo-hf embed --verify {path}`); {rebuild}"
+                f"the embed output {path} has changed since index {index_dir} was built from it ({problem}; check it "
+                f"with `elmo-hf embed --verify {path}`); {rebuild}"
             )
     if source.sentences != entry["sentences"] or source.words != entry["words"]:
         raise IndexInputError(f"the embed output {path} does not hold what index {index_dir} recorded; {rebuild}")
@@ -587,5 +576,4 @@ __all__ = [
     "normalised",
     "open_recorded_source",
     "read_index_record",
-    "word_vectors_of_column",
 ]

@@ -260,9 +260,8 @@ def test_an_index_of_an_embed_output_that_changed_since_is_refused(tmp_path, con
     build_index(changed, tmp_path / "index", progress=False)
     shard = changed / "shard-00001.parquet"
     damaged = bytearray(shard.read_bytes())
-    damaged[len(damaged) // 2] ^= 0xFF  # same size, other bytes: only the hashes see it
+    damaged[len(damaged) // 2] ^= 0xFF  # same size, other bytes: the hashes see it (a quick load may not)
     shard.write_bytes(bytes(damaged))
-    ContextualIndex.load(tmp_path / "index")
     with pytest.raises(IndexInputError, match="shard-00001.parquet has another sha256 than the manifest records"):
         ContextualIndex.load(tmp_path / "index", verify=True)
 
