@@ -1,20 +1,16 @@
 """benchmarks/compiled_step.py: the step it times is the fast path's arithmetic, and a tiny run of the script."""
 
-import importlib.util
 import json
 
 import pytest
 import torch
 
-from ..conftest import REPOSITORY_ROOT
+from . import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def step_script():
-    spec = importlib.util.spec_from_file_location("compiled_step", REPOSITORY_ROOT / "benchmarks" / "compiled_step.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("compiled_step")
 
 
 def test_the_timed_step_is_an_lstm_step_with_clips(step_script):

@@ -1,14 +1,10 @@
 """benchmarks/embed_throughput.py: a tiny run of the whole script (no timing is asserted)."""
 
-import importlib.util
-
-from ..conftest import REPOSITORY_ROOT
+from . import load_benchmark
 
 
 def test_end_to_end_and_model_alone_cover_the_same_words(tmp_path, converted_fixture_dir, capsys):
-    spec = importlib.util.spec_from_file_location("embed_throughput", REPOSITORY_ROOT / "benchmarks" / "embed_throughput.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_benchmark("embed_throughput")
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(45)) + "\n", encoding="utf-8")
     report = script.main(["--model", str(converted_fixture_dir), "--input", str(corpus), "--shard-size", "20", "--threads", "1"])

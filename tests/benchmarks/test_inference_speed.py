@@ -1,6 +1,5 @@
 """benchmarks/inference_speed.py: its FLOP count, its AllenNLP-style baseline, and a tiny run of the whole script."""
 
-import importlib.util
 import json
 
 import pytest
@@ -8,16 +7,13 @@ import torch
 
 from elmo_hf import ELMoConfig
 
-from ..conftest import REPOSITORY_ROOT
+from . import load_benchmark
 from ..helpers import SENTENCES, random_model
 
 
 @pytest.fixture(scope="module")
 def speed_script():
-    spec = importlib.util.spec_from_file_location("inference_speed", REPOSITORY_ROOT / "benchmarks" / "inference_speed.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("inference_speed")
 
 
 def test_flop_count_of_the_original_shape_is_the_issues_204_mflop(speed_script):
