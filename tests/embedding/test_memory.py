@@ -8,6 +8,8 @@ measured 300 -> 3,000 -> 6,000 sentences: 631 -> 679 -> 687 MB. No timing is ass
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.embed_memory import build_random_model, run_benchmark
 
 WIDE_CHEAP_MODEL = dict(
@@ -15,6 +17,7 @@ WIDE_CHEAP_MODEL = dict(
 )
 
 
+@pytest.mark.slow  # two embed runs in fresh processes (22 s); benchmarks/embed_memory.py measures the same
 def test_peak_memory_is_flat_in_corpus_size(tmp_path):
     model_dir = build_random_model(WIDE_CHEAP_MODEL, tmp_path / "model")
     report = run_benchmark(model_dir, None, lines=300, scales=[2, 20], extra_args=["--representation", "all", "--shard-size", "50"], work_dir=tmp_path)

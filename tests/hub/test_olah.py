@@ -366,6 +366,7 @@ def test_pull_default_revision_gives_the_committed_model(olah, tmp_path):
     assert pattern.search(olah.log(tail=10**7)), f"the weights were not fetched from olah\n{olah.log()}"
 
 
+@pytest.mark.slow  # the Hub test server covers revisions and errors in the default run
 def test_pull_by_revision_gives_the_other_commit(olah, tmp_path):
     revisions = {"main": "main", "tag": "v1", "branch": "release-1", "sha": olah.commits["v1"]}
     jobs = [{"name": name, "repo_id": REPO_ID, "revision": revision} for name, revision in revisions.items()]
@@ -381,6 +382,7 @@ def test_pull_by_revision_gives_the_other_commit(olah, tmp_path):
     assert not torch.equal(first["char_embeddings.embedding.weight"], second["char_embeddings.embedding.weight"])
 
 
+@pytest.mark.slow  # the Hub test server covers revisions and errors in the default run
 def test_unknown_repo_or_revision_raises_a_hub_error(olah, tmp_path):
     jobs = [
         {"name": "missing_repo", "repo_id": MISSING_REPO_ID, "revision": None},
