@@ -24,7 +24,7 @@ exact; ``ivf`` (``IVF{nlist},Flat``) scans the ``nprobe`` nearest of ``nlist`` c
 ``ivfpq`` (``IVF{nlist},PQ{m}x{bits}np``) also compresses every vector to ``m * bits / 8`` bytes, so its scores are
 approximate. IVF kinds are trained on a uniform random sample of ``train_size`` vectors (a first pass over the
 shards picks them), then every vector is added shard by shard: memory while building is the index itself plus the
-sample plus one batch of rows.
+sample plus one batch of rows, plus the corpus's distinct words (the word -> number map written as the vocabulary).
 
 Why not ``datasets.Dataset.add_faiss_index``: it indexes one vector per row of a ``Dataset``, and an embed output
 holds a list of vectors per row (one row per sentence). Using it would mean writing a second, flattened copy of
