@@ -377,7 +377,7 @@ class ELMoConfig(PretrainedConfig):
                 f"ELMoConfig.{name} must be a row of {width} ids (token_row_width) with "
                 f"character_vocabulary='unicode_characters', got {row!r}."
             )
-        leading = 1 if self.word_embedding_dim else 0
+        leading = self.num_word_id_slots
         if leading and not 1 <= row[0] < self.word_embedding_vocab_size:
             raise ValueError(
                 f"ELMoConfig.{name}[0] is a word id and must be in [1, {self.word_embedding_vocab_size}), got {row[0]}."
@@ -423,10 +423,21 @@ class ELMoConfig(PretrainedConfig):
         return max(width for width, _ in self.char_cnn_filters)
 
     @property
+    def num_word_id_slots(self) -> int:
+        """Ids in front of a token's character ids: 1 (its word id) when the model has a word embedding, else 0."""
+        return 1 if self.word_embedding_dim else 0
+
+    @property
     def token_row_width(self) -> int:
         """Ids per token in `input_ids`: `max_characters_per_token`, plus the word id in front when the model has a
         word embedding."""
-        return self.max_characters_per_token + (1 if self.word_embedding_dim else 0)
+        return self.max_characters_per_token + self.num_word_id_slots
+
+    @property
+    def largest_input_id(self) -> int:
+        """The largest id a slot of `input_ids` may hold: a character id, or a word id when the model has a word
+        embedding (which can be far larger)."""
+        return max(self.num_characters, self.word_embedding_vocab_size) - 1
 
     @property
     def sentence_boundary_rows(self) -> tuple[list[int], list[int]]:

@@ -225,10 +225,9 @@ class ELMoCharacterEmbeddings(nn.Module):
         self.projection = nn.Linear(features, config.projection_dim) if features != config.projection_dim else None
         # What the fast path's slot trimming keeps after a row's constant tail starts: the widest filter, plus the
         # word-id slot in front (so that a padding row, all zeros, still keeps a whole window of characters).
-        self.widest_filter = config.widest_char_filter + (1 if self.word_embedding is not None else 0)
-        # The largest id any slot of a row may hold (the token cache's keys), and the largest every slot accepts (its
-        # batch-invariance probe stays below it): a word id can be far larger than a character id.
-        self.largest_input_id = max(config.num_characters, config.word_embedding_vocab_size) - 1
+        self.widest_filter = config.widest_char_filter + config.num_word_id_slots
+        # The largest id every slot of a row accepts (the token cache's batch-invariance probe stays below it; the
+        # largest any slot may hold is `config.largest_input_id`: a word id can be far larger than a character id).
         self.largest_id_of_every_slot = min(config.num_characters, config.word_embedding_vocab_size or config.num_characters) - 1
         self.inference_path = "auto"  # see ELMoModel.set_inference_path
         self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
@@ -727,7 +726,7 @@ class ELMoModel(ELMoPreTrainedModel):
         cache = TokenEmbeddingCache(
             torch.tensor(rows, dtype=torch.long),
             max_words=max_words,
-            largest_id=token_layer.largest_input_id,
+            largest_id=self.config.largest_input_id,
             probe_largest_id=token_layer.largest_id_of_every_slot,
         )
         cache.refresh(token_layer.reference_forward, token_layer.widest_filter, parameter_key(token_layer), self.device)
@@ -859,7 +858,7 @@ class ELMoModel(ELMoPreTrainedModel):
             )
         if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
             raise ValueError(f"input_ids must hold integer character ids, got dtype {input_ids.dtype}.")
-        largest_id = max(self.config.num_characters, self.config.word_embedding_vocab_size) - 1
+        largest_id = self.config.largest_input_id
         if torch.iinfo(input_ids.dtype).max < largest_id:
             raise ValueError(
                 f"input_ids must be int16, int32 or int64: {input_ids.dtype} cannot hold the character ids up to "
@@ -897,7 +896,7 @@ class ELMoModel(ELMoPreTrainedModel):
         [0, word_embedding_vocab_size)."""
         if not input_ids.numel():
             return
-        word_slots = 1 if self.config.word_embedding_dim else 0
+        word_slots = self.config.num_word_id_slots
         characters = input_ids[..., word_slots:]
         if characters.min() < 0 or characters.max() >= self.config.num_characters:
             raise ValueError(
