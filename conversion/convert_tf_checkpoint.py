@@ -43,7 +43,7 @@ from elmo_hf.pretraining.run import pretraining_fields_from_options
 from elmo_hf.pretraining.vocabulary import SPECIAL_WORDS, ELMoWordVocabulary, vocabulary_file_words
 from elmo_hf.storage.output_directory import staged_output_directory
 
-from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, read_options
+from .convert_allennlp_to_hf import CONVERTED_MODEL_OUTPUT, push_directory_to_hub, read_options
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, ConversionError, model_state_not_in_hdf5, weight_mappings
 from .model_cards import MODEL_CARD_FILE_NAME, OPTIONS_FILE_NAME, ORIGINAL_OPTIONS_FILE_NAME, render_model_card
 from .tf_checkpoint import TFCheckpoint
@@ -315,11 +315,15 @@ def convert_tf_checkpoint(
     options_file: str | Path | None = None,
     overwrite: bool = False,
     allow_non_finite: bool = False,
-    repo_id: str | None = None,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
 ) -> CheckpointConversionReport:
     """Convert a bilm-tf checkpoint into ``output_dir`` (written beside it and renamed into place, under elmo-hf's
     output policy): ``config.json`` + ``model.safetensors`` (``ELMoForPreTraining``), the tokenizer, ``vocab.txt``,
-    ``original_options.json`` and a model card. Raises ``ConversionError`` (nothing written)."""
+    ``original_options.json`` and a model card; optionally push it to the Hub repo ``push_to_hub``, as the other
+    converters do. Raises ``ConversionError`` (nothing written) or ``HubPushError``."""
     output_dir = Path(output_dir)
     inputs = [Path(checkpoint), Path(vocab_file)] + ([Path(options_file)] if options_file is not None else [])
     with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=inputs) as staging_dir:
@@ -329,12 +333,15 @@ def convert_tf_checkpoint(
         ELMoTokenizer(max_characters_per_token=converted.model.config.max_characters_per_token).save_pretrained(staging_dir)
         converted.vocabulary.save(staging_dir)
         shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(checkpoint_card(converted, repo_id or output_dir.name, command), encoding="utf-8")
-    return CheckpointConversionReport(
+        (staging_dir / MODEL_CARD_FILE_NAME).write_text(checkpoint_card(converted, push_to_hub or output_dir.name, command), encoding="utf-8")
+    report = CheckpointConversionReport(
         output_dir, converted.model.config, converted.model.num_parameters(), len(converted.vocabulary),
         converted.reordered_special_tokens, converted.checkpoint_prefix, converted.optimizer_slots,
         converted.bookkeeping, converted.unused_variables,
     )
+    if push_to_hub is not None:
+        report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
+    return report
 
 
 def print_checkpoint_report(report: CheckpointConversionReport) -> None:

@@ -183,20 +183,17 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
         )
     try:
-        from conversion.convert_allennlp_to_hf import HubPushError, push_directory_to_hub
+        from conversion.convert_allennlp_to_hf import HubPushError
         from conversion.convert_tf_checkpoint import ConversionError, convert_tf_checkpoint, print_checkpoint_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-
-    def convert_and_push():
-        report = convert_tf_checkpoint(
-            args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite, args.push_to_hub
-        )
-        if args.push_to_hub:
-            report.pushed_to = push_directory_to_hub(args.output, args.push_to_hub, args.private, args.revision)
-        return report
-
-    return run_conversion(convert_and_push, print_checkpoint_report, (ConversionError, HubPushError))
+    return run_conversion(
+        lambda: convert_tf_checkpoint(
+            args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite,
+            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
+        ),
+        print_checkpoint_report, (ConversionError, HubPushError),
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:

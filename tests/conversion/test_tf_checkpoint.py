@@ -154,6 +154,20 @@ def test_the_released_special_token_order_is_moved_to_elmo_hfs_ids(converted):
     assert len(two_layer.optimizer_slots) == 27 and two_layer.bookkeeping == ["global_step", "train_perplexity"]
 
 
+def test_push_to_hub_pushes_the_written_directory_as_the_other_converters_do(tmp_path, monkeypatch):
+    """The push itself (push_directory_to_hub) is tested against the Hub test server in tests/hub."""
+    import conversion.convert_tf_checkpoint as module
+
+    pushes = []
+    monkeypatch.setattr(module, "push_directory_to_hub", lambda *arguments: pushes.append(arguments) or "https://hub/alice/elmo")
+    report = convert_tf_checkpoint(
+        fixture("two-layer"), fixture("two-layer") / "vocab.txt", tmp_path / "elmo", push_to_hub="alice/elmo",
+        private=True, revision="v1",
+    )
+    assert pushes == [(tmp_path / "elmo", "alice/elmo", True, "v1", None)] and report.pushed_to == "https://hub/alice/elmo"
+    assert "alice/elmo" in (tmp_path / "elmo" / "README.md").read_text(encoding="utf-8")
+
+
 def test_converted_directory_scores_text_and_continues_as_a_pretraining_model(tmp_path, converted):
     report = convert_tf_checkpoint(fixture("two-layer"), fixture("two-layer") / "vocab.txt", tmp_path / "elmo")
     names = {path.name for path in (tmp_path / "elmo").iterdir()}
