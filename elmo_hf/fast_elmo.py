@@ -27,6 +27,9 @@ biLM (``fast_encoder_forward``)
     * per step and direction: one recurrent matmul added into that step's gate inputs, the nonlinearities and the
       cell update in place, one output projection copied into the output buffer, which is also the next step's
       recurrent state;
+    * small layers on CPU (``FUSED_GATES_MAX_INNER_SIZE``) instead compute each step's gates in one pre-packed matmul
+      over [x_t; h_{t-1}] with a single sigmoid inside it: the candidate's weights are doubled, and tanh(g) = 2
+      sigmoid(2g) - 1 (1.2-1.3x the words/s of the shipped model);
     * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build
       has it), which is what makes the small per-step matmuls fast;
     * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
@@ -446,19 +449,32 @@ def onednn_available() -> bool:
 
 
 class Matmul:
-    """``x @ weight.T (+ bias)`` for one weight matrix (out_features, in_features), the fastest way this device offers.
+    """``activation(x @ weight.T (+ bias))`` for one weight matrix (out_features, in_features), the fastest way this
+    device offers; ``activation`` is ``"none"`` or ``"sigmoid"``.
 
-    With ``pre_pack`` (CPU, float32, oneDNN) the weight is pre-packed once into oneDNN's blocked layout (a copy) and
-    the bias is added inside the matmul: the small per-step matmuls of the LSTM (batch x 512 @ 512 x 16384 for the
-    original model) then skip re-packing the whole weight on every call, which makes them about twice as fast at
-    batch 32. Otherwise it is a plain matmul on the weight itself.
+    With ``pre_pack`` (CPU, float32, oneDNN) the weight is pre-packed once into oneDNN's blocked layout (a copy), and
+    the bias and the activation are applied inside the matmul: the small per-step matmuls of the LSTM (batch x 512 @
+    512 x 16384 for the original model) then skip re-packing the whole weight on every call, which makes them about
+    twice as fast at batch 32. Otherwise a plain matmul on the weight itself, then the activation in place. (oneDNN's
+    sigmoid keeps NaN as NaN; its clip, ``hardtanh``, turns NaN into a number, so clips stay ``clamp_``.)
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pre_pack: bool):
-        self.weight, self.bias = weight, bias
+    ACTIVATIONS = ("none", "sigmoid")
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pre_pack: bool, activation: str = "none"):
+        if activation not in self.ACTIVATIONS:
+            raise ValueError(f"activation must be one of {self.ACTIVATIONS}, got {activation!r}.")
+        self.weight, self.bias, self.activation = weight, bias, activation
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, None) if pre_pack else None
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise(inputs, self.packed, self.bias, self.activation, [], "")
+        outputs = self._product(inputs)
+        return outputs.sigmoid_() if self.activation == "sigmoid" else outputs
+
+    def _product(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``x @ weight.T (+ bias)``, without the activation."""
         if self.packed is not None:
             return torch.ops.mkldnn._linear_pointwise(inputs, self.packed, self.bias, "none", [], "")
         if self.bias is None:
@@ -468,11 +484,13 @@ class Matmul:
         return torch.add(self.bias, inputs @ self.weight.T)  # float32 gate bias + low-precision product: float32
 
     def add_into(self, target: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """``target += inputs @ weight.T (+ bias)``, in place."""
+        """``target += inputs @ weight.T (+ bias)``, in place (a matmul without an activation)."""
+        if self.activation != "none":
+            raise ValueError(f"add_into adds the product before any activation; this matmul has {self.activation!r}.")
         if self.packed is None and self.bias is None and target.dtype == inputs.dtype:
             return target.addmm_(inputs, self.weight.T)
         # (oneDNN's fused "add" post-op measured slower than this separate add.)
-        return target.add_(self(inputs))
+        return target.add_(self._product(inputs))
 
 
 @dataclass(frozen=True)
@@ -489,37 +507,70 @@ class LstmDirectionWeights:
 
 @dataclass
 class _LayerWeights:
-    """One biLM layer, both directions (index 0 forward, 1 backward), ready for the fast loop."""
+    """One biLM layer, both directions (index 0 forward, 1 backward), ready for the fast loop: either ``gates`` (small
+    layers on the pre-packed CPU path, ``FUSED_GATES_MAX_INNER_SIZE``) or ``input_projection`` + ``recurrent``."""
 
     cell_size: int
-    input_projection: list[Matmul]  # x (n, P_in) -> (n, 4D); carries the gate bias unless `recurrent` does
-    recurrent: list[Matmul]  # h (n, P) -> (n, 4D)
+    gates: list[Matmul] | None  # [x_t; h_{t-1}] (n, P_in + P) -> (n, 4D) sigmoids, see _sigmoid_gates_weights
+    input_projection: list[Matmul] | None  # x (n, P_in) -> (n, 4D), with the gate bias
+    recurrent: list[Matmul] | None  # h (n, P) -> (n, 4D)
     projection: list[Matmul] | None  # o * tanh(c) (n, D) -> (n, P); None when P == D
     cell_clip: float | None
     projection_clip: float | None
+
+
+def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight [W_x | W_h] (4D, P_in + P) and bias (4D,) of ``_LayerWeights.gates``: both gates' inputs in one
+    matmul, the candidate's rows doubled so that one sigmoid serves all four gates (tanh(x) = 2 sigmoid(2x) - 1;
+    doubling is exact in floating point)."""
+    bias = direction.gate_bias  # (4D,) float32
+    doubling = torch.ones_like(bias)
+    doubling.view(4, -1)[2] = 2.0  # gate blocks (input, forget, candidate, output)
+    weight = torch.cat([direction.input_weight, direction.recurrent_weight], dim=1)  # (4D, P_in + P)
+    return weight * doubling.unsqueeze(1).to(weight.dtype), bias * doubling
+
+
+# The pre-packed CPU path computes each step's gates in one matmul over [x_t; h_{t-1}] with the sigmoid inside it
+# (``_LayerWeights.gates``) when that matmul's inner size P_in + P is at most this; above it, a block of steps' input
+# projections in one matmul plus one recurrent matmul per step. Measured in one process, alternating, on 2 cores
+# (AVX2): P_in + P = 256 (the shipped model, the released small shape) 1.2-1.34x the words/s at bulk-embedding batches,
+# 1.1x at 32 sentences, 0.9-1.0x at 1-8; 512 (medium) 1.06x and 0.91-0.98x; 1024 (original) 0.8x at 8 sentences, equal
+# at 32-128: each step then reads the input weights again, and the gate passes it saves are a smaller share.
+FUSED_GATES_MAX_INNER_SIZE = 256
 
 
 class PreparedLstmWeights:
     """The biLM's LSTM weights ready for the fast loop, derived from the parameters identified by ``key``.
 
     With ``pre_pack`` (honoured on CPU in float32 where oneDNN is available) the weights are pre-packed copies: 80% of
-    the parameters of the original shape (302 MB next to the model's 374 MB) for about 1.5x the speed at batch 32.
+    the parameters of the original shape (302 MB next to the model's 374 MB) for about 1.5x the speed at batch 32; for
+    small layers each step's gates then come from one matmul with the sigmoid inside it (``FUSED_GATES_MAX_INNER_SIZE``).
     Derived data, never saved: a deep copy or a pickle of the model holds none and prepares its own on first use.
     """
 
     def __init__(self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool):
         first = layers[0][0].input_weight
         self.key = key
+        self.compute_dtype = first.dtype
         self.pre_packed = pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available()
         self.layers = [self._prepare_layer(directions, self.pre_packed) for directions in layers]
 
     @staticmethod
     def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool) -> _LayerWeights:
-        # The gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
+        inner_size = directions[0].input_weight.shape[1] + directions[0].recurrent_weight.shape[1]
+        fused = pre_pack and inner_size <= FUSED_GATES_MAX_INNER_SIZE
+        # Unfused, the gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
         return _LayerWeights(
             cell_size=directions[0].recurrent_weight.shape[0] // 4,
-            input_projection=[Matmul(d.input_weight, None if pre_pack else d.gate_bias, pre_pack) for d in directions],
-            recurrent=[Matmul(d.recurrent_weight, d.gate_bias if pre_pack else None, pre_pack) for d in directions],
+            gates=[Matmul(*_sigmoid_gates_weights(d), pre_pack=True, activation="sigmoid") for d in directions]
+            if fused
+            else None,
+            input_projection=None
+            if fused
+            else [Matmul(d.input_weight, None if pre_pack else d.gate_bias, pre_pack) for d in directions],
+            recurrent=None
+            if fused
+            else [Matmul(d.recurrent_weight, d.gate_bias if pre_pack else None, pre_pack) for d in directions],
             projection=None
             if directions[0].projection_weight is None
             else [Matmul(d.projection_weight, None, pre_pack) for d in directions],
@@ -584,35 +635,49 @@ def _run_layer(
         outputs (2, N, P) packed, and the final hidden (2, B, P) and cell (2, B, D) states, sorted.
     """
     compute_dtype = inputs.dtype
-    cell_size = weights.cell_size
+    cell_size, input_size = weights.cell_size, inputs.shape[-1]
     outputs = inputs.new_empty(2, inputs.shape[1], hidden.shape[-1])  # (2, N, P), also the recurrent state
     cell = cell.float().clone()  # (2, B, D), float32 whatever the compute dtype
     hidden = hidden.to(compute_dtype)
     cell_output = cell.new_empty(cell.shape)  # (2, B, D) buffer for o * tanh(c)
-    block_rows = max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4))
+    if weights.gates is not None:
+        # Each step's rows of [x_t; h_{t-1}] side by side, the input for the one gates matmul; h is filled per step.
+        inputs_and_hidden = inputs.new_empty(2, inputs.shape[1], input_size + hidden.shape[-1])  # (2, N, P_in + P)
+        inputs_and_hidden[:, :, :input_size] = inputs
+        blocks = [(0, len(packing.step_rows))]
+    else:
+        blocks = _step_blocks(packing.step_starts, packing.step_rows, max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4)))
     previous_start = None
-    for first_step, end_step in _step_blocks(packing.step_starts, packing.step_rows, block_rows):
+    for first_step, end_step in blocks:
         first_row = packing.step_starts[first_step]
-        end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
-        # 1. Input projections of the block's positions in one matmul per direction, float32 gate pre-activations.
-        gate_inputs = [
-            weights.input_projection[direction](_rows_rounded_up(inputs[direction], first_row, end_row)).float()
-            for direction in range(2)
-        ]  # 2 x (rows rounded up, 4D)
+        if weights.gates is None:
+            # 1. Input projections of the block's positions in one matmul per direction, float32 gate pre-activations.
+            end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
+            gate_inputs = [
+                weights.input_projection[direction](_rows_rounded_up(inputs[direction], first_row, end_row)).float()
+                for direction in range(2)
+            ]  # 2 x (rows rounded up, 4D)
         for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
             for direction in range(2):
-                # 2. Gates of the rows still running: gate inputs + h_prev @ W_h (in place where the dtypes allow).
                 previous = (
                     hidden[direction, :rows]
                     if previous_start is None
                     else outputs[direction, previous_start : previous_start + rows]
                 )  # (n, P)
-                step_gate_inputs = gate_inputs[direction][start - first_row : start - first_row + rows]  # (n, 4D)
-                gates = weights.recurrent[direction].add_into(step_gate_inputs, previous)
-                input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
-                gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the gate bias)
-                candidate.tanh_()
-                output_gate.sigmoid_()
+                # 2. Gates of the rows still running, from x_t and h_{t-1}.
+                if weights.gates is not None:
+                    step_inputs = inputs_and_hidden[direction, start : start + rows]  # (n, P_in + P)
+                    step_inputs[:, input_size:] = previous
+                    gates = weights.gates[direction](step_inputs)  # (n, 4D): sigmoid of (i, f, 2g, o)
+                    input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
+                    candidate.mul_(2.0).sub_(1.0)  # tanh(g) = 2 sigmoid(2g) - 1
+                else:
+                    step_gate_inputs = gate_inputs[direction][start - first_row : start - first_row + rows]  # (n, 4D)
+                    gates = weights.recurrent[direction].add_into(step_gate_inputs, previous)
+                    input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
+                    gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the gate bias)
+                    candidate.tanh_()
+                    output_gate.sigmoid_()
                 # 3. New cell, clipped; rows that ended keep theirs untouched (they are outside [:rows]).
                 step_cell = cell[direction, :rows]
                 step_cell.mul_(forget_gate).addcmul_(input_gate, candidate)
@@ -645,7 +710,7 @@ def fast_encoder_forward(
     """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes)."""
     batch_size, time, _ = token_embeddings.shape
     hidden_state, cell_state = state  # (L, 2, B, P), (L, 2, B, D)
-    compute_dtype = weights.layers[0].input_projection[0].weight.dtype
+    compute_dtype = weights.compute_dtype
     packing = PackedBatch.build(lengths, time)
     backward_reading_order = backward_token_embeddings is not None
     if backward_reading_order:

@@ -15,7 +15,7 @@ from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from .conftest import shared_path
-from .helpers import SENTENCES, random_model, tiny_config, torch_threads
+from .helpers import GATES_FORMS, SENTENCES, lstm_gates_in, random_model, tiny_config, torch_threads
 
 # The issue's bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
 FAST_PATH_TOLERANCE = 1e-4
@@ -83,7 +83,8 @@ def real_sentences(count: int, max_words: int = 40) -> list[str]:
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def test_fast_equals_reference_on_the_original_shape(original_model, tokenizer):
+@pytest.mark.parametrize("gates", GATES_FORMS)
+def test_fast_equals_reference_on_the_original_shape(original_model, tokenizer, gates):
     """float32, 93.6M random parameters, padded batch, stateful threading with more and fewer rows, boundaries kept."""
     first = encode(tokenizer, [["The", "bank", "raised", "rates", "."], ["Hello"], ["We", "sat", "by", "the", "river"]])
     second = encode(tokenizer, [["Größe", "und", "Übung"], ["a"] * 7])
@@ -92,9 +93,10 @@ def test_fast_equals_reference_on_the_original_shape(original_model, tokenizer):
     for inputs, keep in ((first, False), (second, True), (third, False)):
         outputs = {}
         for path in ("reference", "fast"):
-            outputs[path] = run(
-                original_model, path, **inputs, lstm_state=state[path], return_lstm_state=True, keep_sentence_boundaries=keep
-            )
+            with lstm_gates_in(original_model, gates):
+                outputs[path] = run(
+                    original_model, path, **inputs, lstm_state=state[path], return_lstm_state=True, keep_sentence_boundaries=keep
+                )
             state[path] = outputs[path].lstm_state
         assert max_difference(outputs["reference"], outputs["fast"]) <= FAST_PATH_TOLERANCE
     assert state["fast"][0].shape[2] == 4  # rows carried over like the reference
@@ -113,12 +115,14 @@ def test_fast_equals_reference_from_a_warm_initial_state(original_model, tokeniz
     assert max_difference(reference, fast) <= FAST_PATH_TOLERANCE
 
 
-def test_fast_equals_reference_where_the_cell_and_the_projection_are_clipped(tokenizer):
+@pytest.mark.parametrize("gates", GATES_FORMS)
+def test_fast_equals_reference_where_the_cell_and_the_projection_are_clipped(tokenizer, gates):
     """Clips small enough to bite on many units: a fast path that skipped either clip would differ."""
     model = random_model(tiny_config(cell_clip=0.5, projection_clip=0.1))
     inputs = encode(tokenizer, SENTENCES)
     reference = run(model, "reference", **inputs, return_lstm_state=True)
-    fast = run(model, "fast", **inputs, return_lstm_state=True)
+    with lstm_gates_in(model, gates):
+        fast = run(model, "fast", **inputs, return_lstm_state=True)
     top_forward = reference.last_hidden_state[..., : model.config.projection_dim][reference.mask]
     # The first layer has no skip connection: its outputs are the clipped projections themselves.
     first_layer = reference.hidden_states[1][reference.mask]
@@ -137,15 +141,48 @@ ARCHITECTURE_VARIANTS = [
 ]
 
 
+@pytest.mark.parametrize("gates", GATES_FORMS)
 @pytest.mark.parametrize("overrides", ARCHITECTURE_VARIANTS)
-def test_fast_equals_reference_on_every_architecture_variant(overrides, tokenizer):
+def test_fast_equals_reference_on_every_architecture_variant(overrides, tokenizer, gates):
     model = random_model(tiny_config(**overrides))
     inputs = encode(tokenizer, SENTENCES + [[]])  # mixed lengths and a sentence with no words
     for keep in (False, True):
         reference = run(model, "reference", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
-        fast = run(model, "fast", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
+        with lstm_gates_in(model, gates):
+            fast = run(model, "fast", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
         assert max_difference(reference, fast) <= 1e-5
         assert torch.equal(reference.mask, fast.mask)
+
+
+@pytest.mark.parametrize("gates", GATES_FORMS)
+@pytest.mark.parametrize("broken", ["input_to_gates", "state_to_gates", "state_projection"])
+def test_a_nan_in_a_weight_reaches_the_output_in_either_gates_form(tokenizer, gates, broken):
+    """A NaN in any LSTM weight must come out as NaN, clips or not: an activation or a clip that turned it into a
+    number would hide it (oneDNN's fused clip does)."""
+    model = random_model(tiny_config(cell_clip=0.5, projection_clip=0.1))
+    with torch.no_grad():
+        getattr(model.encoder.forward_layers[0], broken).weight[0, 0] = float("nan")
+    with lstm_gates_in(model, gates):
+        output = run(model, "fast", **encode(tokenizer, SENTENCES[:2]))
+    assert output.hidden_states[1][output.mask].isnan().any(), f"a NaN in {broken} vanished"
+
+
+def test_the_gates_form_follows_the_layer_size():
+    """One matmul over [x; h] for small layers (P_in + P <= FUSED_GATES_MAX_INNER_SIZE), two above; the
+    candidate's rows doubled exactly for the shared sigmoid."""
+    limit = fast_elmo.FUSED_GATES_MAX_INNER_SIZE
+    for projection_dim, fused in ((limit // 2, True), (limit // 2 + 8, False)):
+        model = random_model(tiny_config(projection_dim=projection_dim, lstm_cell_size=2 * projection_dim))
+        prepared = model.encoder.prepared_fast_path_weights()
+        if not prepared.pre_packed:
+            pytest.skip("this torch build has no oneDNN pre-packing")
+        assert all((layer.gates is not None) == fused for layer in prepared.layers)
+        assert all((layer.input_projection is None) == fused for layer in prepared.layers)
+    direction = model.encoder.forward_layers[0].fast_path_weights()
+    weight, bias = fast_elmo._sigmoid_gates_weights(direction)
+    doubling = torch.tensor([1.0, 1.0, 2.0, 1.0]).repeat_interleave(direction.gate_bias.shape[0] // 4)
+    assert torch.equal(weight, torch.cat([direction.input_weight, direction.recurrent_weight], 1) * doubling[:, None])
+    assert torch.equal(bias, direction.gate_bias * doubling)
 
 
 def test_fast_path_is_padding_invariant_and_zero_at_padding(tiny_model, tokenizer):

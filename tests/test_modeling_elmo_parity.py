@@ -15,6 +15,8 @@ import torch
 
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
+from .helpers import GATES_FORMS, lstm_gates_in
+
 TOLERANCE = 5e-6
 
 
@@ -41,11 +43,13 @@ def top_layer_differences(model, tokenizer, fixture_dir) -> list[float]:
     return differences
 
 
-@pytest.mark.parametrize("path", ["reference", "fast"])
+@pytest.mark.parametrize("path", ["reference", *(f"fast, gates in {form}" for form in GATES_FORMS)])
 def test_top_layer_of_all_ten_batches_with_state_threaded(fixture_model, tokenizer, allennlp_fixture_dir, path):
-    fixture_model.set_inference_path(path)
+    """Both inference paths, the fast one with either form of its LSTM gates (tests/helpers.lstm_gates_in)."""
+    fixture_model.set_inference_path(path.split(",")[0])
     try:
-        differences = top_layer_differences(fixture_model, tokenizer, allennlp_fixture_dir)
+        with lstm_gates_in(fixture_model, path.partition("gates in ")[2] or GATES_FORMS[0]):
+            differences = top_layer_differences(fixture_model, tokenizer, allennlp_fixture_dir)
     finally:
         fixture_model.set_inference_path("auto")
     assert len(differences) == 30
