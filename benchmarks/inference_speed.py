@@ -50,6 +50,8 @@ CORPUS = REPOSITORY_ROOT.parent / "shared" / "corpora" / "ud-english-ewt" / "en_
 SHAPES = {
     # elmo_2x1024_128_2048cnn_1xhighway (13.6M parameters)
     "small": dict(projection_dim=128, lstm_cell_size=1024, num_highway_layers=1),
+    # elmo_2x2048_256_2048cnn_1xhighway (28.0M parameters)
+    "medium": dict(projection_dim=256, lstm_cell_size=2048, num_highway_layers=1),
     # elmo_2x4096_512_2048cnn_2xhighway (93.6M parameters), ELMoConfig's defaults
     "original": dict(),
 }

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from conversion.hdf5_layout import weight_mappings
-from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, fast_elmo
+from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel
 from elmo_hf.pretraining.trainer import CarriedLstmState
 
 
@@ -70,30 +70,6 @@ def torch_threads(count: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
-
-
-# The two ways the pre-packed CPU fast path computes an LSTM step's gates (fast_elmo.FUSED_GATES_MAX_INNER_SIZE).
-GATES_FORMS = ("one matmul", "two matmuls")
-
-
-@contextlib.contextmanager
-def lstm_gates_in(model: ELMoModel, form: str) -> Iterator[None]:
-    """Within the block, ``model``'s pre-packed fast path computes each step's gates in ``form`` whatever the layer
-    size: "one matmul" over [x_t; h_{t-1}] with the sigmoid inside, or "two matmuls" (a block of input projections,
-    one recurrent matmul per step)."""
-    limit = {"one matmul": 10**9, "two matmuls": 0}[form]
-    saved = fast_elmo.FUSED_GATES_MAX_INNER_SIZE
-    fast_elmo.FUSED_GATES_MAX_INNER_SIZE = limit
-    model.encoder.fast_path_weights = None  # prepared again under the limit
-    try:
-        yield
-        prepared = model.encoder.fast_path_weights
-        assert prepared is None or not prepared.pre_packed or all(
-            (layer.gates is not None) == (form == "one matmul") for layer in prepared.layers
-        ), f"the fast path did not run with its gates in {form}"
-    finally:
-        fast_elmo.FUSED_GATES_MAX_INNER_SIZE = saved
-        model.encoder.fast_path_weights = None
 
 
 def tiny_config(**overrides) -> ELMoConfig:

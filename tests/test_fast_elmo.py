@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers.utils import logging as transformers_logging
 
+from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
 from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf import fast_elmo, modeling_elmo
@@ -15,7 +16,7 @@ from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from .conftest import shared_path
-from .helpers import GATES_FORMS, SENTENCES, lstm_gates_in, random_model, tiny_config, torch_threads
+from .helpers import SENTENCES, random_model, tiny_config, torch_threads
 
 # The bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
 FAST_PATH_TOLERANCE = 1e-4

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
-
-from .helpers import GATES_FORMS, lstm_gates_in
 
 TOLERANCE = 5e-6
 

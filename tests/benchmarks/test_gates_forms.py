@@ -1,0 +1,37 @@
+"""benchmarks/gates_forms.py: a tiny run of the whole script (no timing is asserted), and its form switch."""
+
+import pytest
+
+from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
+from elmo_hf import fast_elmo
+
+from ..helpers import random_model
+from . import load_benchmark
+
+
+def test_both_forms_run_alternately_on_the_same_batches(tmp_path, converted_fixture_dir, capsys):
+    script = load_benchmark("gates_forms")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(30)), encoding="utf-8")
+    report = script.main(
+        ["--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "2", "--batch-sizes", "0", "4", "--threads", "1"]
+    )
+    capsys.readouterr()
+    assert report["default_form"] == GATES_FORMS[0]  # the fixture's layers are small
+    assert [result["batch_size"] for result in report["results"]] == ["word budget 4096", 4]
+    for result in report["results"]:
+        assert all(len(result["words_per_second"][form]) == 2 for form in GATES_FORMS)
+        assert result["ratio_one_to_two"]["best"] > 0
+
+
+@pytest.mark.parametrize("form", GATES_FORMS)
+def test_the_form_switch_holds_inside_and_is_undone_after(form):
+    model = random_model()
+    default = model.encoder.prepared_fast_path_weights()
+    if not default.pre_packed:
+        pytest.skip("this torch build has no oneDNN pre-packing")
+    with lstm_gates_in(model, form):
+        prepared = model.encoder.prepared_fast_path_weights()
+        assert all((layer.gates is not None) == (form == "one matmul") for layer in prepared.layers)
+    assert model.encoder.fast_path_weights is None
+    assert fast_elmo.FUSED_GATES_MAX_INNER_SIZE == 256
