@@ -8,7 +8,8 @@ matmuls": a block of steps' input projections in one matmul, then one recurrent 
 nonlinearities apart (``elmo_hf.fast_elmo.FUSED_GATES_MAX_INNER_SIZE`` picks one by the layer's size). For each batch
 size (0: the embedder's word budget for the device) the model alone runs on the embedder's batches of the same lines
 (``embed_throughput.model_alone``), the two forms alternating round by round, so that a machine whose speed drifts
-favours neither. Prints one JSON object: words/s per form and round, and the best and median ratio one / two.
+favours neither; a first round of each is not counted (oneDNN builds kernels for every new shape). Prints one JSON
+object: words/s per form and round, and the best and median ratio one / two.
 ``--shape`` builds random weights at a trained model's scale (``inference_speed.random_model``), with the shipped
 model's tokenizer.
 """
@@ -70,11 +71,12 @@ def compare(model: ELMoModel, tokenizer: ELMoTokenizer, texts: list[str], batch_
     embedder = ELMoEmbedder(model, tokenizer, batch_size=batch_size or None)
     sentences = [embedder.words_of(text) for text in texts]
     words_per_second = {form: [] for form in GATES_FORMS}
-    for _ in range(rounds):
+    for round_index in range(-1, rounds):  # round -1 is not counted: oneDNN builds its kernels for each new shape
         for form in GATES_FORMS:
             with lstm_gates_in(model, form):
                 result = model_alone(embedder, sentences, shard_size=1000, token_cache_words=50_000)
-            words_per_second[form].append(result["words_per_second"])
+            if round_index >= 0:
+                words_per_second[form].append(result["words_per_second"])
     one, two = (words_per_second[form] for form in GATES_FORMS)
     return {
         "batch_size": batch_size or f"word budget {embedder.max_words_per_batch}",

@@ -29,7 +29,7 @@ biLM (``fast_encoder_forward``)
       recurrent state;
     * small layers on CPU (``FUSED_GATES_MAX_INNER_SIZE``) instead compute each step's gates in one pre-packed matmul
       over [x_t; h_{t-1}] with a single sigmoid inside it: the candidate's weights are doubled, and tanh(g) = 2
-      sigmoid(2g) - 1 (1.2-1.3x the words/s of the shipped model);
+      sigmoid(2g) - 1 (about 1.1x the words/s of the shipped model);
     * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build
       has it), which is what makes the small per-step matmuls fast;
     * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
@@ -532,10 +532,11 @@ def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tenso
 
 # The pre-packed CPU path computes each step's gates in one matmul over [x_t; h_{t-1}] with the sigmoid inside it
 # (``_LayerWeights.gates``) when that matmul's inner size P_in + P is at most this; above it, a block of steps' input
-# projections in one matmul plus one recurrent matmul per step. Measured in one process, alternating, on 2 cores
-# (AVX2): P_in + P = 256 (the shipped model, the released small shape) 1.2-1.34x the words/s at bulk-embedding batches,
-# 1.1x at 32 sentences, 0.9-1.0x at 1-8; 512 (medium) 1.06x and 0.91-0.98x; 1024 (original) 0.8x at 8 sentences, equal
-# at 32-128: each step then reads the input weights again, and the gate passes it saves are a smaller share.
+# projections in one matmul plus one recurrent matmul per step. ``benchmarks/gates_forms.py`` on 2 cores (AVX2), words/s
+# of one matmul / two matmuls: P_in + P = 256 (the shipped model, the released small shape) 1.08-1.15 at the bulk
+# word budget, 1.10-1.19 at 32 sentences, 0.94-0.99 at 8; 512 (medium) 1.08-1.10 at the budget but 0.85 at 32;
+# 1024 (original) 0.92 at 32, 0.79-0.85 at 8. Each step re-reads the input weights, and the gate passes saved are a
+# smaller share of a larger layer's step.
 FUSED_GATES_MAX_INNER_SIZE = 256
 
 
