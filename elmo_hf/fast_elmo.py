@@ -464,8 +464,9 @@ class Matmul:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, pre_pack: bool, activation: str = "none"):
         if activation not in self.ACTIVATIONS:
             raise ValueError(f"activation must be one of {self.ACTIVATIONS}, got {activation!r}.")
-        self.weight, self.bias, self.activation = weight, bias, activation
+        self.bias, self.activation = bias, activation
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, None) if pre_pack else None
+        self.weight = None if pre_pack else weight  # the packed copy is all a pre-packed matmul reads
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
