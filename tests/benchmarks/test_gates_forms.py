@@ -14,13 +14,13 @@ def test_both_forms_run_alternately_on_the_same_batches(tmp_path, converted_fixt
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(30)), encoding="utf-8")
     report = script.main(
-        ["--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "2", "--batch-sizes", "0", "4", "--threads", "1"]
+        ["--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "1", "--batch-sizes", "0", "4", "--threads", "1"]
     )
     capsys.readouterr()
     assert report["default_form"] == GATES_FORMS[0]  # the fixture's layers are small
     assert [result["batch_size"] for result in report["results"]] == ["word budget 4096", 4]
     for result in report["results"]:
-        assert all(len(result["words_per_second"][form]) == 2 for form in GATES_FORMS)
+        assert all(len(result["words_per_second"][form]) == 1 for form in GATES_FORMS)
         assert result["ratio_one_to_two"]["best"] > 0
 
 
