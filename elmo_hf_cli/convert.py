@@ -88,13 +88,7 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.options is None or args.weights is None or args.vocab is not None:
         return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
     try:
-        from conversion.convert_allennlp_to_hf import (
-            ConversionError,
-            HubPushError,
-            VerificationError,
-            convert_allennlp_to_hf,
-            print_report,
-        )
+        from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
 
@@ -104,26 +98,25 @@ def run_convert(args: argparse.Namespace) -> int:
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
             allow_non_finite=args.allow_non_finite,
         ),
-        print_report, (ConversionError, HubPushError), VerificationError,
+        print_report,
     )
 
 
-def run_conversion(
-    convert: Callable[[], Any],
-    print_report: Callable[[Any], None],
-    errors: tuple[type[Exception], ...],
-    verification_error: type[Exception] | tuple = (),
-) -> int:
-    """Run a converter (``convert()``, returning its report) as a command: its ``errors`` (and the output-directory
-    policy's) become a message and exit 1, a failed ``--verify`` exit 2; then the report and where it was pushed."""
+def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], None]) -> int:
+    """Run a converter (``convert()``, returning its report) as a command. Every converter raises the same errors:
+    a ``ConversionError`` (nothing written), a ``HubPushError`` (written, not pushed) or the output-directory
+    policy's error, each a message and exit 1; a failed ``--verify`` (``VerificationError``) exits 2. Then the report
+    and where it was pushed. Call it once the converter's module imported (the ``convert`` extra is there)."""
+    from conversion.convert_allennlp_to_hf import HubPushError
+    from conversion.hdf5_layout import ConversionError, VerificationError
     from elmo_hf.storage import OutputDirectoryError
 
     try:
         report = convert()
-    except verification_error as error:
+    except VerificationError as error:
         report_error(error)
         return EXIT_FAILED_CHECK
-    except (*errors, OutputDirectoryError) as error:
+    except (ConversionError, HubPushError, OutputDirectoryError) as error:
         return report_error(error)
     print_report(report)
     if report.pushed_to:
@@ -138,8 +131,7 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     if given:
         return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
     try:
-        from conversion.convert_allennlp_to_hf import HubPushError
-        from conversion.convert_elmoformanylangs import ConversionError, convert_elmoformanylangs, print_report
+        from conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -148,7 +140,7 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
             allow_non_finite=args.allow_non_finite, push_to_hub=args.push_to_hub, private=args.private,
             revision=args.revision,
         ),
-        print_report, (ConversionError, HubPushError),
+        print_report,
     )
 
 
@@ -157,7 +149,7 @@ def run_convert_zip(args: argparse.Namespace) -> int:
     if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
         return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
     try:
-        from conversion.convert_allennlp_to_hf import ConversionError, HubPushError, VerificationError, print_report
+        from conversion.convert_allennlp_to_hf import print_report
         from conversion.nlpl_zip import convert_nlpl_zip
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
@@ -172,7 +164,7 @@ def run_convert_zip(args: argparse.Namespace) -> int:
             args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision, allow_non_finite=args.allow_non_finite,
         ),
-        print_zip_report, (ConversionError, HubPushError), VerificationError,
+        print_zip_report,
     )
 
 
@@ -183,8 +175,7 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
         )
     try:
-        from conversion.convert_allennlp_to_hf import HubPushError
-        from conversion.convert_tf_checkpoint import ConversionError, convert_tf_checkpoint, print_checkpoint_report
+        from conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -192,7 +183,7 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
         ),
-        print_checkpoint_report, (ConversionError, HubPushError),
+        print_checkpoint_report,
     )
 
 
