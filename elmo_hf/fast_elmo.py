@@ -24,9 +24,9 @@ biLM (``fast_encoder_forward``)
       that are still running, one contiguous block, so padding costs nothing and no masking is needed;
     * the input projections are one matmul per direction for a block of consecutive steps (a few MB of gate inputs,
       which stay in cache);
-    * per step and direction: one recurrent matmul added into that step's gate inputs, the nonlinearities and the
-      cell update in place, one output projection copied into the output buffer, which is also the next step's
-      recurrent state;
+    * one direction runs all its steps, then the other (its weights stay in cache); per step: one recurrent matmul
+      added into that step's gate inputs, the nonlinearities and the cell update in place, one output projection
+      copied into the output buffer, which is also the next step's recurrent state;
     * small layers on CPU (``FUSED_GATES_MAX_INNER_SIZE``) instead compute each step's gates in one pre-packed matmul
       over [x_t; h_{t-1}] with a single sigmoid inside it: the candidate's weights are doubled, and tanh(g) = 2
       sigmoid(2g) - 1 (about 1.1x the words/s of the shipped model);
@@ -624,10 +624,82 @@ def _rows_rounded_up(matrix: torch.Tensor, first_row: int, end_row: int) -> torc
     return rows
 
 
+def _run_direction(
+    weights: _LayerWeights,
+    direction: int,
+    inputs: torch.Tensor,
+    packing: PackedBatch,
+    hidden: torch.Tensor,
+    cell: torch.Tensor,
+    outputs: torch.Tensor,
+) -> None:
+    """One direction of one layer over packed inputs, all steps.
+
+    Args:
+        direction: 0 forward, 1 backward (which weights of ``weights``).
+        inputs: (N, P_in) packed inputs, in the compute dtype.
+        hidden: (B, P) initial output, in the compute dtype, sentences sorted longest first.
+        cell: (B, D) float32 initial cell, sorted; updated in place to the final cell.
+        outputs: (N, P) packed outputs, written in place; also the recurrent state.
+    """
+    compute_dtype = inputs.dtype
+    cell_size, input_size = weights.cell_size, inputs.shape[-1]
+    cell_output = torch.empty_like(cell)  # (B, D) buffer for o * tanh(c)
+    if weights.gates is not None:
+        gates_matmul = weights.gates[direction]
+        # Each step's rows of [x_t; h_{t-1}] side by side, the input for the one gates matmul; h is filled per step.
+        inputs_and_hidden = inputs.new_empty(inputs.shape[0], input_size + hidden.shape[-1])  # (N, P_in + P)
+        inputs_and_hidden[:, :input_size] = inputs
+        blocks = [(0, len(packing.step_rows))]
+    else:
+        input_projection, recurrent = weights.input_projection[direction], weights.recurrent[direction]
+        blocks = _step_blocks(packing.step_starts, packing.step_rows, max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4)))
+    projection = None if weights.projection is None else weights.projection[direction]
+    previous_start = None
+    for first_step, end_step in blocks:
+        first_row = packing.step_starts[first_step]
+        if weights.gates is None:
+            # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations.
+            end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
+            gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
+        for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
+            previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
+            # 2. Gates of the rows still running, from x_t and h_{t-1}.
+            if weights.gates is not None:
+                step_inputs = inputs_and_hidden[start : start + rows]  # (n, P_in + P)
+                step_inputs[:, input_size:] = previous
+                gates = gates_matmul(step_inputs)  # (n, 4D): sigmoid of (i, f, 2g, o)
+                input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
+                candidate.mul_(2.0).sub_(1.0)  # tanh(g) = 2 sigmoid(2g) - 1
+            else:
+                step_gate_inputs = gate_inputs[start - first_row : start - first_row + rows]  # (n, 4D)
+                gates = recurrent.add_into(step_gate_inputs, previous)
+                input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
+                gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the gate bias)
+                candidate.tanh_()
+                output_gate.sigmoid_()
+            # 3. New cell, clipped; rows that ended keep theirs untouched (they are outside [:rows]).
+            step_cell = cell[:rows]
+            step_cell.mul_(forget_gate).addcmul_(input_gate, candidate)
+            if weights.cell_clip is not None:
+                step_cell.clamp_(-weights.cell_clip, weights.cell_clip)
+            # 4. Output o * tanh(c), projected and clipped, written into its packed rows.
+            step_output = torch.tanh(step_cell, out=cell_output[:rows]).mul_(output_gate)  # (n, D)
+            target = outputs[start : start + rows]  # (n, P)
+            if projection is None:
+                target.copy_(step_output)
+            else:
+                target.copy_(projection(step_output.to(compute_dtype)))
+            if weights.projection_clip is not None:
+                target.clamp_(-weights.projection_clip, weights.projection_clip)
+            previous_start = start
+
+
 def _run_layer(
     weights: _LayerWeights, inputs: torch.Tensor, packing: PackedBatch, hidden: torch.Tensor, cell: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Both directions of one layer over packed inputs.
+    """Both directions of one layer over packed inputs, one after the other (each all its steps: its weights stay in
+    cache).
 
     Args:
         inputs: (2, N, P_in) packed forward and backward inputs, in the compute dtype.
@@ -636,65 +708,11 @@ def _run_layer(
     Returns:
         outputs (2, N, P) packed, and the final hidden (2, B, P) and cell (2, B, D) states, sorted.
     """
-    compute_dtype = inputs.dtype
-    cell_size, input_size = weights.cell_size, inputs.shape[-1]
     outputs = inputs.new_empty(2, inputs.shape[1], hidden.shape[-1])  # (2, N, P), also the recurrent state
     cell = cell.float().clone()  # (2, B, D), float32 whatever the compute dtype
-    hidden = hidden.to(compute_dtype)
-    cell_output = cell.new_empty(cell.shape)  # (2, B, D) buffer for o * tanh(c)
-    if weights.gates is not None:
-        # Each step's rows of [x_t; h_{t-1}] side by side, the input for the one gates matmul; h is filled per step.
-        inputs_and_hidden = inputs.new_empty(2, inputs.shape[1], input_size + hidden.shape[-1])  # (2, N, P_in + P)
-        inputs_and_hidden[:, :, :input_size] = inputs
-        blocks = [(0, len(packing.step_rows))]
-    else:
-        blocks = _step_blocks(packing.step_starts, packing.step_rows, max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4)))
-    previous_start = None
-    for first_step, end_step in blocks:
-        first_row = packing.step_starts[first_step]
-        if weights.gates is None:
-            # 1. Input projections of the block's positions in one matmul per direction, float32 gate pre-activations.
-            end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
-            gate_inputs = [
-                weights.input_projection[direction](_rows_rounded_up(inputs[direction], first_row, end_row)).float()
-                for direction in range(2)
-            ]  # 2 x (rows rounded up, 4D)
-        for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
-            for direction in range(2):
-                previous = (
-                    hidden[direction, :rows]
-                    if previous_start is None
-                    else outputs[direction, previous_start : previous_start + rows]
-                )  # (n, P)
-                # 2. Gates of the rows still running, from x_t and h_{t-1}.
-                if weights.gates is not None:
-                    step_inputs = inputs_and_hidden[direction, start : start + rows]  # (n, P_in + P)
-                    step_inputs[:, input_size:] = previous
-                    gates = weights.gates[direction](step_inputs)  # (n, 4D): sigmoid of (i, f, 2g, o)
-                    input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
-                    candidate.mul_(2.0).sub_(1.0)  # tanh(g) = 2 sigmoid(2g) - 1
-                else:
-                    step_gate_inputs = gate_inputs[direction][start - first_row : start - first_row + rows]  # (n, 4D)
-                    gates = weights.recurrent[direction].add_into(step_gate_inputs, previous)
-                    input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
-                    gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the gate bias)
-                    candidate.tanh_()
-                    output_gate.sigmoid_()
-                # 3. New cell, clipped; rows that ended keep theirs untouched (they are outside [:rows]).
-                step_cell = cell[direction, :rows]
-                step_cell.mul_(forget_gate).addcmul_(input_gate, candidate)
-                if weights.cell_clip is not None:
-                    step_cell.clamp_(-weights.cell_clip, weights.cell_clip)
-                # 4. Output o * tanh(c), projected and clipped, written into its packed rows.
-                step_output = torch.tanh(step_cell, out=cell_output[direction, :rows]).mul_(output_gate)  # (n, D)
-                target = outputs[direction, start : start + rows]  # (n, P)
-                if weights.projection is None:
-                    target.copy_(step_output)
-                else:
-                    target.copy_(weights.projection[direction](step_output.to(compute_dtype)))
-                if weights.projection_clip is not None:
-                    target.clamp_(-weights.projection_clip, weights.projection_clip)
-            previous_start = start
+    hidden = hidden.to(inputs.dtype)
+    for direction in range(2):
+        _run_direction(weights, direction, inputs[direction], packing, hidden[direction], cell[direction], outputs[direction])
     # The final hidden state is the output of each sentence's last step (the initial one for empty sentences).
     if outputs.shape[1]:
         hidden = torch.where(packing.is_empty.view(1, -1, 1), hidden, outputs.index_select(1, packing.last_row))
