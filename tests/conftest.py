@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from elmo_hf import ELMoModel, ELMoTokenizer
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,16 @@ def installed_package(module: str) -> Path:
     if spec.submodule_search_locations:
         return Path(next(iter(spec.submodule_search_locations)))
     return Path(spec.origin).parent
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_as_the_run_started():
+    """Every test starts with the run's torch thread count (2 on the CI machine, 1 under ``OMP_NUM_THREADS=1``): a
+    script a test drives with ``--threads`` sets torch's count for the whole process."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
