@@ -9,11 +9,18 @@ from typing import Iterator
 
 import h5py
 import numpy as np
+import pytest
 import torch
 
 from conversion.hdf5_layout import weight_mappings
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel
 from elmo_hf.pretraining.trainer import CarriedLstmState
+
+
+# A test on a CUDA device: marked `gpu` (`pytest -m gpu`), skipped where there is none. `DEVICES` parametrizes a test
+# over the CPU and CUDA.
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, requires_cuda])]
 
 
 def write_random_original_model(options: dict, directory: Path, seed: int = 0, scale: float = 0.3) -> tuple[Path, Path]:

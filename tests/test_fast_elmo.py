@@ -16,7 +16,7 @@ from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from .conftest import shared_path
-from .helpers import SENTENCES, random_model, tiny_config, torch_threads
+from .helpers import SENTENCES, random_model, requires_cuda, tiny_config, torch_threads
 
 # The bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
 FAST_PATH_TOLERANCE = 1e-4
@@ -509,9 +509,6 @@ def test_bfloat16_on_real_sentences_of_the_original_shape(original_model):
     with torch.no_grad():
         actual = low_model(**inputs)
     assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
-
-
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @pytest.mark.gpu

@@ -25,8 +25,10 @@ from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
 from elmo_hf.embedding.shards import PROGRESS_REFRESH_SECONDS, verify_embedding_output
 from elmo_hf.storage.output_directory import lock_path_of
+from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from ..conftest import REPOSITORY_ROOT
+from ..helpers import DEVICES
 
 WORDS = "the bank river money rates fell rose we sat on a boat , and she took it to . quickly old new".split()
 
@@ -238,12 +240,15 @@ def test_ctrl_c_before_the_first_shard_keeps_nothing(tmp_path, model_dir, monkey
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # no output, no parent, no lock
 
 
-def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_path, model_dir, capsys):
-    """Resume trusts nothing it has not checked: a listed shard that is missing or damaged is redone, a shard written
-    after the last manifest update and temporary files are dropped; files that are not ours stop the resume."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_path, model_dir, capsys, device):
+    """Resume trusts nothing it has not checked: a listed shard that is missing or damaged is redone (to the same
+    bytes, on either device), a shard written after the last manifest update and temporary files are dropped; files
+    that are not ours stop the resume."""
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(50, seed=2))
     output_dir = tmp_path / "out"
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10") == 0
+    on_device = ("--device", device)
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", *on_device) == 0
     reference = shard_hashes(output_dir)
     manifest_path = output_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -263,13 +268,13 @@ def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_pa
     assert any("shard-00042.parquet is not listed" in problem for problem in problems)
     assert run_embed("--verify", output_dir) == 1
 
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 0
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", *on_device) == 0
     assert "2 damaged shards redone" in capsys.readouterr().out
     assert shard_hashes(output_dir) == reference and verify_embedding_output(output_dir) == []
     assert not list(output_dir.glob(".*tmp"))
 
     (output_dir / "notes.txt").write_text("mine")
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume") == 2
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", *on_device) == 2
     assert "also holds what elmo-hf does not write (notes.txt)" in capsys.readouterr().err
     assert (output_dir / "notes.txt").read_text() == "mine"
 
@@ -393,15 +398,19 @@ def parquet_bytes(table) -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("representation", ["mix", "all"])
 @pytest.mark.parametrize("pooling", ["none", "mean_max"])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_shard_tables_are_byte_identical_to_the_datasets_engine(fixture_model, tokenizer, representation, pooling, dtype):
+def test_shard_tables_are_byte_identical_to_the_datasets_engine(fixture_model, tokenizer, representation, pooling, dtype, device):
+    import copy
+
     from datasets import Features, Value
 
     from elmo_hf.embedding.shards import shard_table
 
-    embedder = ELMoEmbedder(fixture_model, tokenizer, representation=representation, pooling=pooling, dtype=dtype)
+    model = fixture_model if device == "cpu" else copy.deepcopy(fixture_model).to(device)
+    embedder = ELMoEmbedder(model, tokenizer, representation=representation, pooling=pooling, dtype=dtype)
     features = Features({"input_row": Value("int64"), "text": Value("string"), **embedder.features})
     for texts in (synthetic_sentences(30, seed=4) + ["", "   "], [], [""]):
         sentences = [embedder.words_of(text) for text in texts]
@@ -431,16 +440,28 @@ def _pipeline_parts(tmp_path, model_dir, lines, shard_size=10, **options):
     return writer, [rows[start : start + shard_size] for start in range(0, len(rows), shard_size)]
 
 
-def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir, device):
+    """The staged pipeline (on CUDA: pinned host buffers, copies that do not block, the device computing while the
+    previous batch is copied back and written) gives the bytes of shards written one at a time, and on CUDA the
+    CPU's vectors up to float32 rounding."""
     from elmo_hf.embedding.shards import write_shards_pipelined
 
-    writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(55, seed=5))
+    writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(55, seed=5), device=device)
     (tmp_path / "serial").mkdir(), (tmp_path / "pipelined").mkdir()
     serial = [writer.write(chunk, tmp_path / "serial" / f"shard-{index:05d}.parquet") for index, chunk in enumerate(chunks)]
     recorded = _Recorder()
     write_shards_pipelined(chunks, writer, tmp_path / "pipelined", 0, recorded)
     assert recorded.entries == serial  # in order, same bytes (sha256), same counts
     assert set(writer.stage_seconds) == {"read", "model", "write"}
+    if device != "cpu":
+        on_cpu, _ = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(55, seed=5), device="cpu")
+        (tmp_path / "cpu").mkdir()
+        for index, chunk in enumerate(chunks):
+            on_cpu.write(chunk, tmp_path / "cpu" / f"shard-{index:05d}.parquet")
+        expected, actual = (load_shards(tmp_path / name).with_format("numpy")["elmo"][:] for name in ("cpu", "pipelined"))
+        assert len(actual) == len(expected) == 55
+        assert is_close(largest(max_abs_difference(a, e) for a, e in zip(actual, expected)), 1e-5)
 
 
 def test_a_failing_stage_keeps_every_shard_written_before_it(tmp_path, model_dir, monkeypatch):
