@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> dict:
             ("max_words_per_batch", args.max_words_per_batch),
             ("dtype", args.dtype),
             ("representation", args.representation),
+            ("compute_dtype", args.compute_dtype),
         )
         if value is not None
     }
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--token-cache-words", type=int, default=50_000, help="0: no token-layer cache")
     parser.add_argument("--dtype", help="storage dtype of the vectors (float32, float16)")
     parser.add_argument("--representation")
+    parser.add_argument("--compute-dtype", help="dtype the model runs in (float32, bfloat16, float16; default: the model's)")
     parser.add_argument("--shard-size", type=int, default=1000)
     report = run(parser.parse_args(argv))
     print(json.dumps(report, indent=2))

@@ -74,6 +74,11 @@ def add_parsers(commands) -> None:
         "--allow-tf32", action="store_true",
         help="let a float32 model on CUDA use TF32 (faster on recent GPUs, about 1e-2 off in the top layer); default: exact float32",
     )
+    embed.add_argument(
+        "--compute-dtype",
+        help="run the model in float32 (the model's own, default, exact), bfloat16 or float16: not exact (per-word "
+        "cosine >= 0.999 to float32); faster only on a GPU or, for bfloat16, a CPU with AMX or AVX512-BF16",
+    )
     embed.add_argument("--no-progress", action="store_true", help="no progress bars")
     embed.add_argument("--engine", default="datasets", help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
     embed.add_argument("--ray-address", help="address of an existing Ray cluster (default: start a local Ray)")
@@ -87,6 +92,7 @@ EMBEDDER_OPTIONS = {
     "representation": "representation", "mix_index": "mix_index", "pooling": "pooling", "dtype": "dtype",
     "batch_size": "batch_size", "max_words_per_batch": "max_words_per_batch", "max_window_words": "max_window_words",
     "window_context": "window_context", "output_column": "output_column", "token_cache_words": "token_cache_words",
+    "compute_dtype": "compute_dtype",
 }
 CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format"}
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}

@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 
 STORAGE_DTYPES = ("float32", "float16")
+# Dtypes the model can compute in (`compute_dtype`: its weights are cast). float32 is exact; bfloat16 and float16 give
+# per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them.
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 ON_INVALID_CHOICES = ("raise", "skip")
 
 # Padded words per model batch when neither batch_size nor max_words_per_batch is given, by device type. CPU: measured
@@ -122,6 +125,20 @@ def checked_device(device: str | torch.device) -> torch.device:
     return device
 
 
+def emulated_compute_dtype(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether matmuls in ``dtype`` on ``device`` run without hardware support: bfloat16 on a CPU without AMX or
+    AVX512-BF16, float16 on a CPU without AMX-FP16. torch emulates them there, far slower than float32: the shipped
+    model in bfloat16 on 2 AVX2 cores did 1,032 words/s against float32's 9,118 (model alone, `python
+    benchmarks/embed_throughput.py --lines 1000 --compute-dtype bfloat16`)."""
+    if device.type != "cpu":
+        return False
+    if dtype == torch.bfloat16:
+        return not (torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
+    if dtype == torch.float16:
+        return not torch.cpu._is_amx_fp16_supported()
+    return False
+
+
 def split_into_windows(num_words: int, max_window_words: int, window_context: int) -> list[tuple[int, int, int, int]]:
     """Windows ``(start, end, core_start, core_end)`` covering ``num_words`` words: the cores tile ``[0, num_words)``
     exactly, each window adds up to ``window_context`` words on each side and is at most ``max_window_words`` long."""
@@ -193,6 +210,11 @@ class ELMoEmbedder:
         allow_tf32 (`bool`, defaults to `False`): let a float32 model on CUDA use TF32 (`ELMoModel.allow_tf32`):
             faster on Ampere and later GPUs, about 1e-2 off in the top layer of the original shape. Off, float32 is
             float32 on every device.
+        compute_dtype (`str`, *optional*): cast the model's weights to this dtype (`COMPUTE_DTYPES`) and compute in
+            it; by default the model's own. bfloat16 / float16 are not exact (per-word cosine >= 0.999 to float32)
+            and pay off only where the hardware has them: a GPU, or for bfloat16 a CPU with AMX or AVX512-BF16. On
+            other CPUs torch emulates them, far slower than float32, and a warning says so
+            (`emulated_compute_dtype`). The vectors are stored as `dtype` whatever this is.
 
     Example:
 
@@ -225,6 +247,7 @@ class ELMoEmbedder:
         check_finite: bool = True,
         device: str | torch.device | None = None,
         allow_tf32: bool = False,
+        compute_dtype: str | None = None,
     ):
         config = model.config
         self._check_options(
@@ -233,7 +256,18 @@ class ELMoEmbedder:
         )
         check_int("token_cache_words", token_cache_words, 0)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
+        if compute_dtype is not None:
+            check_choice("compute_dtype", compute_dtype, COMPUTE_DTYPES)
         self.model = model.eval() if device is None else model.to(checked_device(device)).eval()
+        if compute_dtype is not None:
+            self.model = self.model.to(getattr(torch, compute_dtype))
+            if emulated_compute_dtype(self.model.device, self.model.dtype):
+                logger.warning(
+                    "compute_dtype=%s: this CPU has no hardware %s matmuls, so torch emulates them, far slower than "
+                    "float32; float32 is faster here, and exact",
+                    compute_dtype, compute_dtype,
+                )
+        self.compute_dtype = str(self.model.dtype).removeprefix("torch.")
         self.model.allow_tf32 = self.allow_tf32
         if batch_size is None and max_words_per_batch is None:
             max_words_per_batch = DEFAULT_WORDS_PER_BATCH.get(self.model.device.type, DEFAULT_WORDS_PER_BATCH["cpu"])
@@ -288,6 +322,8 @@ class ELMoEmbedder:
             check_bool("prefill_token_cache", prefill_token_cache)
         name_or_path = str(name_or_path)
         model = ELMoModel.from_pretrained(name_or_path, revision=revision)
+        if options.get("compute_dtype") is not None:  # before the token cache is filled in the model's dtype
+            model = model.to(getattr(torch, check_choice("compute_dtype", options["compute_dtype"], COMPUTE_DTYPES)))
         tokenizer = ELMoTokenizer.from_pretrained(name_or_path, revision=revision)
         cache_words = options.get("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
         if prefill_token_cache is None:
@@ -332,6 +368,7 @@ class ELMoEmbedder:
             "output_column": self.output_column,
             "on_invalid": self.on_invalid,
             "allow_tf32": self.allow_tf32,
+            "compute_dtype": self.compute_dtype,
             "tokenizer": {"word_splitter": self.tokenizer.word_splitter, "unicode_errors": self.tokenizer.unicode_errors},
         }
 
@@ -625,6 +662,7 @@ def embed_texts(embedder: ELMoEmbedder, texts: Iterable[str]) -> list[np.ndarray
 
 
 __all__ = [
+    "COMPUTE_DTYPES",
     "DEFAULT_MODEL_DIR",
     "ELMoEmbedder",
     "InvalidRowError",
@@ -632,6 +670,7 @@ __all__ = [
     "checked_device",
     "embed_dataset",
     "embed_texts",
+    "emulated_compute_dtype",
     "length_grouped_batches",
     "model_vocabulary_words",
     "split_into_windows",

@@ -527,11 +527,12 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     previous = _manifest_if_any(output_dir)
     if previous is None:
         previous = fresh  # killed before the first shard was listed
-    # The model's name is informational (a path may be spelled differently); its weights must be the same.
+    # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
+    # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
     for what, was, now in (
         ("input", previous.input, fresh.input),
-        ("model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]}),
         ("options", previous.options, fresh.options),
+        ("model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]}),
     ):
         differences = {name: (was.get(name), value) for name, value in now.items() if was.get(name) != value}
         if differences:

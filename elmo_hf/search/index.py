@@ -82,7 +82,9 @@ DEFAULT_MAX_TRAIN_SIZE = 100_000
 MIN_TRAINING_POINTS_PER_CLUSTER = 39
 # The embed options that change the vectors themselves: every source of one index must agree on them, and a query
 # is embedded with them. (Batching changes only the last bits; the columns are read per source.)
-VECTOR_OPTIONS = ("representation", "mix_index", "dtype", "max_window_words", "window_context", "allow_tf32", "tokenizer")
+VECTOR_OPTIONS = (
+    "representation", "mix_index", "dtype", "max_window_words", "window_context", "allow_tf32", "compute_dtype", "tokenizer",
+)
 
 NEIGHBOURS_INDEX_OUTPUT = OutputKind(
     name="neighbours-index",

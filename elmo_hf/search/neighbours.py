@@ -370,7 +370,7 @@ class ContextualIndex:
         return ELMoEmbedder(
             model, tokenizer, representation=representation, mix_index=vectors["mix_index"], dtype=vectors["dtype"],
             max_window_words=vectors["max_window_words"], window_context=vectors["window_context"],
-            allow_tf32=vectors["allow_tf32"], device=self._device,
+            allow_tf32=vectors["allow_tf32"], compute_dtype=vectors.get("compute_dtype"), device=self._device,
         )
 
     # ------------------------------------------------------------------ queries

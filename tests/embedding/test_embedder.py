@@ -17,6 +17,7 @@ from elmo_hf.embedding.embedder import (
     NonFiniteVectorsError,
     embed_dataset,
     embed_texts,
+    emulated_compute_dtype,
     length_grouped_batches,
     split_into_windows,
 )
@@ -206,6 +207,7 @@ def test_column_clash_and_missing_column_are_refused(embedder):
         ({"token_cache_words": -1}, r"token_cache_words must be an int >= 0"),
         ({"max_window_words": 64, "window_context": 32}, r"max_window_words must be an int >= 65 \(larger than 2 \* window_context = 64"),
         ({"on_invalid": "ignore"}, "on_invalid must be one of"),
+        ({"compute_dtype": "float64"}, "compute_dtype must be one of"),
     ],
 )
 def test_bad_options(fixture_model, options, message):
@@ -289,6 +291,32 @@ def test_from_pretrained_and_device(converted_fixture_dir):
     embedder = ELMoEmbedder.from_pretrained(str(converted_fixture_dir), device="cpu", representation="top")
     assert embedder.model.device.type == "cpu" and not embedder.model.training
     assert embed_texts(embedder, ["Hello there ."])[0].shape == (3, 32)
+
+
+@pytest.mark.parametrize("compute_dtype", ["bfloat16", "float16"])
+def test_reduced_precision_compute_is_close_to_float32_recorded_and_warned_where_emulated(converted_fixture_dir, caplog, compute_dtype):
+    exact = ELMoEmbedder.from_pretrained(converted_fixture_dir)
+    assert exact.options()["compute_dtype"] == "float32"
+    with caplog.at_level(logging.WARNING, logger="elmo_hf.embedding.embedder"):
+        reduced = ELMoEmbedder.from_pretrained(converted_fixture_dir, compute_dtype=compute_dtype)
+    assert reduced.model.dtype == getattr(torch, compute_dtype) and reduced.options()["compute_dtype"] == compute_dtype
+    assert ("torch emulates them" in caplog.text) == emulated_compute_dtype(reduced.model.device, reduced.model.dtype)
+    expected, actual = np.concatenate(embed_texts(exact, TEXTS)), np.concatenate(embed_texts(reduced, TEXTS))
+    assert actual.dtype == np.float32 and actual.shape == expected.shape  # stored as `dtype`, whatever it computed in
+    cosines = (actual * expected).sum(-1) / np.linalg.norm(actual, axis=-1) / np.linalg.norm(expected, axis=-1)
+    assert 0.999 <= cosines.min() and cosines.max() <= 1 + 1e-6 and not np.array_equal(actual, expected)
+
+
+def test_emulated_compute_dtypes_follow_the_cpus_instructions(monkeypatch):
+    cpu, bfloat16, float16 = torch.device("cpu"), torch.bfloat16, torch.float16
+    for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported", "_is_amx_fp16_supported"):
+        monkeypatch.setattr(torch.cpu, name, lambda: False)
+    assert emulated_compute_dtype(cpu, bfloat16) and emulated_compute_dtype(cpu, float16)
+    assert not emulated_compute_dtype(cpu, torch.float32) and not emulated_compute_dtype(torch.device("cuda"), bfloat16)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert not emulated_compute_dtype(cpu, bfloat16) and emulated_compute_dtype(cpu, float16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: True)
+    assert not emulated_compute_dtype(cpu, float16)
 
 
 def test_a_device_this_torch_cannot_use_is_refused_before_loading(converted_fixture_dir):

@@ -544,6 +544,18 @@ def test_tf32_is_an_explicit_recorded_option(fixture_model, tokenizer):
         ELMoEmbedder(fixture_model, tokenizer, allow_tf32="yes")
 
 
+def test_cli_compute_dtype_is_recorded_and_a_resume_in_another_is_refused(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(12, seed=9))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "5", "--compute-dtype", "bfloat16") == 0
+    assert json.loads((output_dir / "manifest.json").read_text())["options"]["compute_dtype"] == "bfloat16"
+    assert load_shards(output_dir).with_format("numpy")["elmo"][0].dtype == np.float32
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "5", "--resume") == 2
+    assert "compute_dtype: was 'bfloat16', now 'float32'" in capsys.readouterr().err
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "other", "--compute-dtype", "float64") != 0
+    assert "compute_dtype must be one of ['float32', 'bfloat16', 'float16'], got 'float64'" in capsys.readouterr().err
+
+
 def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):
     corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
     for flag, expected in (([], False), (["--allow-tf32"], True)):
