@@ -95,15 +95,14 @@ def run(args: argparse.Namespace) -> dict:
     with open(args.input, encoding="utf-8") as lines:
         texts = [line.rstrip("\n") for line in islice(lines, args.lines)]
     lstm = model.encoder.forward_layers[0]
+    prepared = model.encoder.prepared_fast_path_weights()  # the form the fast path picks for this model, unswitched
     return {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "model": args.shape or str(args.model or DEFAULT_MODEL_DIR),
         "inner_size": lstm.input_to_gates.in_features + lstm.state_to_gates.in_features,
-        "default_form": GATES_FORMS[0]
-        if lstm.input_to_gates.in_features + lstm.state_to_gates.in_features <= fast_elmo.FUSED_GATES_MAX_INNER_SIZE
-        else GATES_FORMS[1],
+        "default_form": GATES_FORMS[0] if prepared.layers[0].gates is not None else GATES_FORMS[1],
         "input": f"{args.input} (first {len(texts):,} lines)",
         "results": [compare(model, tokenizer, texts, batch_size, args.rounds) for batch_size in args.batch_sizes],
     }

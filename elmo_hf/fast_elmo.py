@@ -645,8 +645,8 @@ def _run_direction(
     compute_dtype = inputs.dtype
     cell_size, input_size = weights.cell_size, inputs.shape[-1]
     cell_output = torch.empty_like(cell)  # (B, D) buffer for o * tanh(c)
-    if weights.gates is not None:
-        gates_matmul = weights.gates[direction]
+    gates_matmul = None if weights.gates is None else weights.gates[direction]
+    if gates_matmul is not None:
         # Each step's rows of [x_t; h_{t-1}] side by side, the input for the one gates matmul; h is filled per step.
         inputs_and_hidden = inputs.new_empty(inputs.shape[0], input_size + hidden.shape[-1])  # (N, P_in + P)
         inputs_and_hidden[:, :input_size] = inputs
@@ -658,14 +658,14 @@ def _run_direction(
     previous_start = None
     for first_step, end_step in blocks:
         first_row = packing.step_starts[first_step]
-        if weights.gates is None:
+        if gates_matmul is None:
             # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations.
             end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
             gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
         for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
             previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
             # 2. Gates of the rows still running, from x_t and h_{t-1}.
-            if weights.gates is not None:
+            if gates_matmul is not None:
                 step_inputs = inputs_and_hidden[start : start + rows]  # (n, P_in + P)
                 step_inputs[:, input_size:] = previous
                 gates = gates_matmul(step_inputs)  # (n, 4D): sigmoid of (i, f, 2g, o)

@@ -125,6 +125,15 @@ def checked_device(device: str | torch.device) -> torch.device:
     return device
 
 
+def placed_model(model: ELMoModel, device: str | torch.device | None, compute_dtype: str | None) -> ELMoModel:
+    """``model`` in eval mode, moved to ``device`` and cast to ``compute_dtype`` (``COMPUTE_DTYPES``), both checked;
+    ``None`` leaves it where and in the dtype it is. In place, as ``nn.Module.to`` is."""
+    if compute_dtype is not None:
+        check_choice("compute_dtype", compute_dtype, COMPUTE_DTYPES)
+    model = model.eval() if device is None else model.to(checked_device(device)).eval()
+    return model if compute_dtype is None else model.to(getattr(torch, compute_dtype))
+
+
 def emulated_compute_dtype(device: torch.device, dtype: torch.dtype) -> bool:
     """Whether matmuls in ``dtype`` on ``device`` run without hardware support: bfloat16 on a CPU without AMX or
     AVX512-BF16, float16 on a CPU without AMX-FP16. torch emulates them there, far slower than float32: the shipped
@@ -256,17 +265,13 @@ class ELMoEmbedder:
         )
         check_int("token_cache_words", token_cache_words, 0)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
-        if compute_dtype is not None:
-            check_choice("compute_dtype", compute_dtype, COMPUTE_DTYPES)
-        self.model = model.eval() if device is None else model.to(checked_device(device)).eval()
-        if compute_dtype is not None:
-            self.model = self.model.to(getattr(torch, compute_dtype))
-            if emulated_compute_dtype(self.model.device, self.model.dtype):
-                logger.warning(
-                    "compute_dtype=%s: this CPU has no hardware %s matmuls, so torch emulates them, far slower than "
-                    "float32; float32 is faster here, and exact",
-                    compute_dtype, compute_dtype,
-                )
+        self.model = placed_model(model, device, compute_dtype)
+        if compute_dtype is not None and emulated_compute_dtype(self.model.device, self.model.dtype):
+            logger.warning(
+                "compute_dtype=%s: this CPU has no hardware %s matmuls, so torch emulates them, far slower than "
+                "float32; float32 is faster here, and exact",
+                compute_dtype, compute_dtype,
+            )
         self.compute_dtype = str(self.model.dtype).removeprefix("torch.")
         self.model.allow_tf32 = self.allow_tf32
         if batch_size is None and max_words_per_batch is None:
@@ -322,16 +327,14 @@ class ELMoEmbedder:
             check_bool("prefill_token_cache", prefill_token_cache)
         name_or_path = str(name_or_path)
         model = ELMoModel.from_pretrained(name_or_path, revision=revision)
-        if options.get("compute_dtype") is not None:  # before the token cache is filled in the model's dtype
-            model = model.to(getattr(torch, check_choice("compute_dtype", options["compute_dtype"], COMPUTE_DTYPES)))
         tokenizer = ELMoTokenizer.from_pretrained(name_or_path, revision=revision)
         cache_words = options.get("token_cache_words", DEFAULT_TOKEN_CACHE_WORDS)
         if prefill_token_cache is None:
             prefill_token_cache = device is not None and device.type != "cpu"
         if prefill_token_cache and is_int(cache_words) and cache_words > 0:
             words = model_vocabulary_words(name_or_path, revision=revision, max_words=cache_words)
-            if words:
-                model = model.to(device) if device is not None else model
+            if words:  # computed where, and in the dtype, the model will run
+                model = placed_model(model, device, options.get("compute_dtype"))
                 model.cache_token_embeddings(words, max_words=cache_words)
         return cls(model, tokenizer, device=device, **options)
 
@@ -673,5 +676,6 @@ __all__ = [
     "emulated_compute_dtype",
     "length_grouped_batches",
     "model_vocabulary_words",
+    "placed_model",
     "split_into_windows",
 ]
