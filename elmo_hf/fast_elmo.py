@@ -388,9 +388,13 @@ class PackedBatch:
     is_empty: torch.BoolTensor  # (B,) sorted sentences of length 0
 
     @classmethod
-    def build(cls, lengths: torch.LongTensor, time: int) -> "PackedBatch":
+    def build(cls, lengths: torch.LongTensor, time: int, skip_final_step: bool = False) -> "PackedBatch":
+        """The layout of sentences of ``lengths`` (B,) in a (B, ``time``) batch. With ``skip_final_step`` each
+        direction reads one position fewer: the forward direction stops before each sentence's last position, the
+        backward one before its first (``last_row`` and ``is_empty`` then describe the shortened reads)."""
         device = lengths.device
-        sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)  # (B,), (B,)
+        read_lengths = (lengths - 1).clamp(min=0) if skip_final_step else lengths  # (B,) positions each direction reads
+        sorted_lengths, order = torch.sort(read_lengths, descending=True, stable=True)  # (B,), (B,)
         num_steps = int(sorted_lengths[0]) if lengths.numel() else 0
         steps = torch.arange(num_steps, device=device)
         is_real = steps.unsqueeze(1) < sorted_lengths.unsqueeze(0)  # (steps, B), time-major
@@ -398,7 +402,8 @@ class PackedBatch:
         step_starts = torch.cumsum(step_rows, dim=0) - step_rows
         step_of_row = steps.unsqueeze(1).expand_as(is_real)[is_real]  # (N,) packed order: time-major
         sorted_row = torch.arange(lengths.numel(), device=device).unsqueeze(0).expand_as(is_real)[is_real]  # (N,)
-        batch_row, length = order[sorted_row], sorted_lengths[sorted_row]
+        batch_row = order[sorted_row]
+        length = lengths[batch_row]  # the backward direction starts at the last position even when it skips one
         # Empty sentences point at packed row 0; `is_empty` makes sure it is never used.
         last_row = torch.zeros_like(sorted_lengths)
         if num_steps:
@@ -624,6 +629,11 @@ def _rows_rounded_up(matrix: torch.Tensor, first_row: int, end_row: int) -> torc
     return rows
 
 
+def _all_rows_equal(rows: torch.Tensor) -> bool:
+    """Whether every row of ``rows`` (n, H) equals the first (bit for bit; a NaN never equals)."""
+    return torch.equal(rows, rows[:1].expand_as(rows))
+
+
 def _run_direction(
     weights: _LayerWeights,
     direction: int,
@@ -645,24 +655,40 @@ def _run_direction(
     compute_dtype = inputs.dtype
     cell_size, input_size = weights.cell_size, inputs.shape[-1]
     cell_output = torch.empty_like(cell)  # (B, D) buffer for o * tanh(c)
+    step_starts, step_rows = packing.step_starts, list(packing.step_rows)
+    # 0. Sentences that all start alike (the same boundary token from the same initial state: every call without a
+    #    carried state) have the same first step: it is computed for one row and copied to the others.
+    first_step_rows = step_rows[0] if step_rows else 0
+    shared_first_step = first_step_rows > 1 and all(
+        _all_rows_equal(tensor[:first_step_rows]) for tensor in (inputs, hidden, cell)
+    )
+    if shared_first_step:
+        step_rows[0] = 1
     gates_matmul = None if weights.gates is None else weights.gates[direction]
     if gates_matmul is not None:
         # Each step's rows of [x_t; h_{t-1}] side by side, the input for the one gates matmul; h is filled per step.
         inputs_and_hidden = inputs.new_empty(inputs.shape[0], input_size + hidden.shape[-1])  # (N, P_in + P)
         inputs_and_hidden[:, :input_size] = inputs
-        blocks = [(0, len(packing.step_rows))]
+        blocks = [(0, len(step_rows))]
     else:
         input_projection, recurrent = weights.input_projection[direction], weights.recurrent[direction]
-        blocks = _step_blocks(packing.step_starts, packing.step_rows, max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4)))
+        max_block_rows = max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4))
+        # A shared first step is a block of its own, so that its copied rows are not projected.
+        first_blocked_step = 1 if shared_first_step else 0
+        blocks = [(0, 1)] if shared_first_step else []
+        blocks += [
+            (first_blocked_step + first, first_blocked_step + end)
+            for first, end in _step_blocks(step_starts[first_blocked_step:], step_rows[first_blocked_step:], max_block_rows)
+        ]
     projection = None if weights.projection is None else weights.projection[direction]
     previous_start = None
     for first_step, end_step in blocks:
-        first_row = packing.step_starts[first_step]
+        first_row = step_starts[first_step]
         if gates_matmul is None:
             # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations.
-            end_row = packing.step_starts[end_step - 1] + packing.step_rows[end_step - 1]
+            end_row = step_starts[end_step - 1] + step_rows[end_step - 1]
             gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
-        for start, rows in zip(packing.step_starts[first_step:end_step], packing.step_rows[first_step:end_step]):
+        for start, rows in zip(step_starts[first_step:end_step], step_rows[first_step:end_step]):
             previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
             # 2. Gates of the rows still running, from x_t and h_{t-1}.
             if gates_matmul is not None:
@@ -692,6 +718,9 @@ def _run_direction(
                 target.copy_(projection(step_output.to(compute_dtype)))
             if weights.projection_clip is not None:
                 target.clamp_(-weights.projection_clip, weights.projection_clip)
+            if shared_first_step and previous_start is None:
+                outputs[1:first_step_rows] = target  # (1, P) broadcast to the other sentences' first rows
+                cell[1:first_step_rows] = step_cell
             previous_start = start
 
 
@@ -726,12 +755,15 @@ def fast_encoder_forward(
     state: tuple[torch.Tensor, torch.Tensor],
     use_skip_connections: bool,
     backward_token_embeddings: torch.Tensor | None = None,
-) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes)."""
+    needs_final_step: bool = True,
+) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None]:
+    """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes), except that with
+    ``needs_final_step=False`` each direction skips the last position it reads (the forward direction's </S>, the
+    backward one's <S>, which ``ELMoModel`` drops): those outputs are zero and no state is returned (None)."""
     batch_size, time, _ = token_embeddings.shape
     hidden_state, cell_state = state  # (L, 2, B, P), (L, 2, B, D)
     compute_dtype = weights.compute_dtype
-    packing = PackedBatch.build(lengths, time)
+    packing = PackedBatch.build(lengths, time, skip_final_step=not needs_final_step)
     backward_reading_order = backward_token_embeddings is not None
     if backward_reading_order:
         backward_token_embeddings = backward_token_embeddings.to(compute_dtype)
@@ -752,6 +784,8 @@ def fast_encoder_forward(
         final_hidden.append(packing.unsort(hidden))
         final_cell.append(packing.unsort(cell))
         layer_inputs = outputs
+    if not needs_final_step:
+        return layer_outputs, None
     return layer_outputs, (torch.stack(final_hidden), torch.stack(final_cell))
 
 

@@ -407,8 +407,14 @@ class ELMoEncoder(nn.Module):
         lengths: torch.LongTensor,
         state: LstmState,
         backward_token_embeddings: torch.Tensor | None = None,
-    ) -> tuple[list[torch.Tensor], LstmState]:
-        """Runs the biLM; see ``reference_forward`` for the arguments and what is computed."""
+        needs_final_step: bool = True,
+    ) -> tuple[list[torch.Tensor], LstmState | None]:
+        """Runs the biLM; see ``reference_forward`` for the arguments and what is computed.
+
+        ``needs_final_step=False`` says the caller drops each direction's output at the last position it reads (the
+        forward direction's </S>, the backward one's <S>) and the state after the batch: the fast path then skips
+        those steps, leaving zeros there and returning no state (None). The reference path computes them anyway.
+        """
         extra_inputs = () if backward_token_embeddings is None else (backward_token_embeddings,)
         inputs = (token_embeddings, *state, *extra_inputs)
         if use_fast_path(self, inputs, self.inference_path, active_dropout=self.layer_input_dropout.p):
@@ -419,6 +425,7 @@ class ELMoEncoder(nn.Module):
                 state,
                 self.use_skip_connections,
                 backward_token_embeddings,
+                needs_final_step,
             )
         return self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
 
@@ -804,7 +811,11 @@ class ELMoModel(ELMoPreTrainedModel):
 
             # 3. The biLM, starting from the caller's state or the fixed initial state.
             initial_state = self._initial_state_for_batch(lstm_state, batch_size)
-            lstm_outputs, final_state = self.encoder(token_embeddings, lengths, initial_state, backward_token_embeddings)
+            # Without kept boundaries or a returned state, each direction's last step (at a boundary) is not needed.
+            needs_final_step = keep_boundaries or reads_stream or return_lstm_state
+            lstm_outputs, final_state = self.encoder(
+                token_embeddings, lengths, initial_state, backward_token_embeddings, needs_final_step
+            )
 
         # 4. The L + 1 representations: layer 0 is the token layer twice (a window's backward half: the backward
         #    stream's tokens); boundaries removed unless asked to keep them.

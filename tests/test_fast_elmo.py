@@ -144,14 +144,72 @@ ARCHITECTURE_VARIANTS = [
 @pytest.mark.parametrize("gates", GATES_FORMS)
 @pytest.mark.parametrize("overrides", ARCHITECTURE_VARIANTS)
 def test_fast_equals_reference_on_every_architecture_variant(overrides, tokenizer, gates):
+    """With the state returned, with boundaries kept, and as embedding runs it (neither: each direction's final step
+    skipped, the first step shared)."""
     model = random_model(tiny_config(**overrides))
     inputs = encode(tokenizer, SENTENCES + [[]])  # mixed lengths and a sentence with no words
-    for keep in (False, True):
-        reference = run(model, "reference", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
+    for keep, return_state in ((False, True), (True, True), (False, False)):
+        options = dict(return_lstm_state=return_state, keep_sentence_boundaries=keep)
+        reference = run(model, "reference", **inputs, **options)
         with lstm_gates_in(model, gates):
-            fast = run(model, "fast", **inputs, return_lstm_state=True, keep_sentence_boundaries=keep)
+            fast = run(model, "fast", **inputs, **options)
         assert max_difference(reference, fast) <= 1e-5
         assert torch.equal(reference.mask, fast.mask)
+        assert (fast.lstm_state is None) == (not return_state)
+
+
+def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny_model, tokenizer, monkeypatch):
+    """The forward direction's </S> and the backward one's <S> are computed only when the model returns them (kept
+    boundaries) or the state after them; skipped, they are zeros and the other positions are unchanged."""
+    needed = []
+    real_forward = fast_elmo.fast_encoder_forward
+
+    def spy(*args, **kwargs):
+        needed.append(args[6] if len(args) > 6 else kwargs.get("needs_final_step", True))
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", spy)
+    inputs = encode(tokenizer, SENTENCES)
+    for options in (dict(), dict(return_lstm_state=True), dict(keep_sentence_boundaries=True)):
+        run(tiny_model, "fast", **inputs, **options)
+    assert needed == [False, True, True]
+
+    encoder, lengths = tiny_model.encoder, torch.tensor([4, 2, 6])
+    embeddings = torch.randn(3, 6, 8, generator=torch.Generator().manual_seed(0)) * (torch.arange(6) < lengths[:, None])[..., None]
+    with torch.no_grad():
+        arguments = (encoder.prepared_fast_path_weights(), embeddings, lengths, encoder.default_state(3), True, None)
+        every_step, state = fast_elmo.fast_encoder_forward(*arguments, True)
+        skipped, no_state = fast_elmo.fast_encoder_forward(*arguments, False)
+    assert state is not None and no_state is None
+    projection_dim = embeddings.shape[-1]
+    for full, short in zip(every_step, skipped):
+        for row, length in enumerate(lengths.tolist()):
+            assert torch.all(short[row, length - 1, :projection_dim] == 0) and torch.all(short[row, 0, projection_dim:] == 0)
+            assert torch.all(full[row, length - 1, :projection_dim] != 0) and torch.all(full[row, 0, projection_dim:] != 0)
+            torch.testing.assert_close(short[row, : length - 1, :projection_dim], full[row, : length - 1, :projection_dim], rtol=0, atol=1e-6)
+            torch.testing.assert_close(short[row, 1:length, projection_dim:], full[row, 1:length, projection_dim:], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("gates", GATES_FORMS)
+def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, monkeypatch):
+    """Sentences that start alike (the same <S> from the same initial state) need their first step once; with a
+    carried state that differs per row every row is computed. Three sentences of equal length: no other step has a
+    single row."""
+    model = random_model(tiny_config(projection_dim=16, lstm_cell_size=32))
+    step_rows = []
+    for method in ("__call__", "add_into"):
+        real = getattr(fast_elmo.Matmul, method)
+        monkeypatch.setattr(fast_elmo.Matmul, method, lambda self, *args, _real=real: step_rows.append(args[-1].shape[0]) or _real(self, *args))
+    inputs = encode(tokenizer, [["a", "b", "c"], ["d", "e", "f"], ["g", "h", "i"]])
+    with lstm_gates_in(model, gates):
+        shared = run(model, "fast", **inputs)
+        assert 1 in step_rows
+        step_rows.clear()
+        carried = torch.randn(2, 2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.zeros(2, 2, 3, 32)
+        run(model, "fast", **inputs, lstm_state=carried)
+        assert 1 not in step_rows
+    reference = run(model, "reference", **inputs)
+    assert max_difference(reference, shared) <= 1e-5
 
 
 @pytest.mark.parametrize("gates", GATES_FORMS)
@@ -219,6 +277,16 @@ def test_packed_batch_layout():
     assert packing.forward_index[:3].tolist() == [1 * 5 + 0, 3 * 5 + 0, 0 * 5 + 0]
     assert packing.backward_index[:3].tolist() == [1 * 5 + 3, 3 * 5 + 2, 0 * 5 + 1]
     assert packing.last_row[~packing.is_empty].tolist() == [8, 7, 5]
+
+
+def test_packed_batch_layout_without_the_final_step():
+    """Each direction reads one position fewer: the forward one stops before the last position, the backward one
+    starts at the last and stops before position 0."""
+    packing = PackedBatch.build(torch.tensor([2, 4, 0, 3]), time=5, skip_final_step=True)
+    assert packing.order.tolist() == [1, 3, 0, 2]
+    assert packing.step_rows == [3, 2, 1] and packing.step_starts == [0, 3, 5]
+    assert packing.forward_index.tolist() == [5, 15, 0, 6, 16, 7]
+    assert packing.backward_index.tolist() == [1 * 5 + 3, 3 * 5 + 2, 0 * 5 + 1, 1 * 5 + 2, 3 * 5 + 1, 1 * 5 + 1]
 
 
 def test_parity_fixture_runs_through_the_fast_path_by_default(fixture_model, tokenizer, monkeypatch):
@@ -498,6 +566,8 @@ def test_fast_equals_reference_on_the_original_shape_with_real_sentences(origina
     reference = run(original_model, "reference", **inputs, return_lstm_state=True)
     fast = run(original_model, "fast", **inputs, return_lstm_state=True)
     assert max_difference(reference, fast) <= FAST_PATH_TOLERANCE
+    as_embedding_runs_it = run(original_model, "fast", **inputs)  # final steps skipped, first step shared
+    assert max_difference(reference, as_embedding_runs_it) <= FAST_PATH_TOLERANCE
 
 
 @pytest.mark.slow
