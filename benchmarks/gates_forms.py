@@ -1,15 +1,21 @@
-"""The CPU fast path's two forms of an LSTM step's gates, timed against each other in one process.
+"""Two forms of the fast path's recurrence, timed against each other in one process.
 
-    python benchmarks/gates_forms.py [--model DIR | --shape small|medium|original] [--input FILE] [--lines 4000]
-        [--batch-sizes 0 32 8] [--rounds 4] [--threads 2]
+    python benchmarks/gates_forms.py [--compare gates|boundary-steps] [--model DIR | --shape small|medium|original]
+        [--input FILE] [--lines 4000] [--batch-sizes 0 32 8] [--rounds 4] [--threads 2]
 
-"one matmul": each step's gates from one pre-packed matmul over [x_t; h_{t-1}] with the sigmoid inside it; "two
-matmuls": a block of steps' input projections in one matmul, then one recurrent matmul per step and the
-nonlinearities apart (``elmo_hf.fast_elmo.FUSED_GATES_MAX_INNER_SIZE`` picks one by the layer's size). For each batch
-size (0: the embedder's word budget for the device) the model alone runs on the embedder's batches of the same lines
-(``embed_throughput.model_alone``), the two forms alternating round by round, so that a machine whose speed drifts
-favours neither; a first round of each is not counted (oneDNN builds kernels for every new shape). Prints one JSON
-object: words/s per form and round, and the best and median ratio one / two.
+``--compare gates`` (default), the CPU's two forms of an LSTM step's gates. "one matmul": each step's gates from one
+pre-packed matmul over [x_t; h_{t-1}] with the sigmoid inside it; "two matmuls": a block of steps' input projections
+in one matmul, then one recurrent matmul per step and the nonlinearities apart
+(``elmo_hf.fast_elmo.FUSED_GATES_MAX_INNER_SIZE`` picks one by the layer's size).
+
+``--compare boundary-steps``: "skipped", the default (the first step all sentences share computed once, each
+direction's last step, at a boundary the output drops, skipped), against "every step"
+(``set_inference_path(..., skip_boundary_steps=False)``).
+
+For each batch size (0: the embedder's word budget for the device) the model alone runs on the embedder's batches of
+the same lines (``embed_throughput.model_alone``), the two forms alternating round by round, so that a machine whose
+speed drifts favours neither; a first round of each is not counted (oneDNN builds kernels for every new shape).
+Prints one JSON object: words/s per form and round, and the best and median ratio first form / second.
 ``--shape`` builds random weights at a trained model's scale (``inference_speed.random_model``), with the shipped
 model's tokenizer.
 """
@@ -60,6 +66,25 @@ def lstm_gates_in(model: ELMoModel, form: str) -> Iterator[None]:
         model.encoder.fast_path_weights = None
 
 
+# The boundary steps' switch (ELMoModel.set_inference_path), its default first.
+BOUNDARY_STEPS_FORMS = ("skipped", "every step")
+
+
+@contextlib.contextmanager
+def boundary_steps_in(model: ELMoModel, form: str) -> Iterator[None]:
+    """Within the block, ``model``'s fast path skips the boundary steps or computes every step
+    (``BOUNDARY_STEPS_FORMS``); the default afterwards."""
+    model.set_inference_path("auto", skip_boundary_steps=form == BOUNDARY_STEPS_FORMS[0])
+    try:
+        yield
+    finally:
+        model.set_inference_path("auto")
+
+
+# What --compare picks: the two forms, the first the one the ratios divide, and the switch into each.
+COMPARISONS = {"gates": (GATES_FORMS, lstm_gates_in), "boundary-steps": (BOUNDARY_STEPS_FORMS, boundary_steps_in)}
+
+
 def load_model(args: argparse.Namespace) -> tuple[ELMoModel, ELMoTokenizer]:
     tokenizer = ELMoTokenizer.from_pretrained(args.model or DEFAULT_MODEL_DIR)
     if args.shape:
@@ -67,23 +92,27 @@ def load_model(args: argparse.Namespace) -> tuple[ELMoModel, ELMoTokenizer]:
     return ELMoModel.from_pretrained(args.model or DEFAULT_MODEL_DIR), tokenizer
 
 
-def compare(model: ELMoModel, tokenizer: ELMoTokenizer, texts: list[str], batch_size: int, rounds: int) -> dict:
+def compare(
+    model: ELMoModel, tokenizer: ELMoTokenizer, texts: list[str], batch_size: int, rounds: int, comparison: str = "gates"
+) -> dict:
+    forms, form_switch = COMPARISONS[comparison]
     embedder = ELMoEmbedder(model, tokenizer, batch_size=batch_size or None)
     sentences = [embedder.words_of(text) for text in texts]
-    words_per_second = {form: [] for form in GATES_FORMS}
+    words_per_second = {form: [] for form in forms}
     for round_index in range(-1, rounds):  # round -1 is not counted: oneDNN builds its kernels for each new shape
-        for form in GATES_FORMS:
-            with lstm_gates_in(model, form):
+        for form in forms:
+            with form_switch(model, form):
                 result = model_alone(embedder, sentences, shard_size=1000, token_cache_words=50_000)
             if round_index >= 0:
                 words_per_second[form].append(result["words_per_second"])
-    one, two = (words_per_second[form] for form in GATES_FORMS)
+    first, second = (words_per_second[form] for form in forms)
     return {
         "batch_size": batch_size or f"word budget {embedder.max_words_per_batch}",
         "words_per_second": words_per_second,
-        "ratio_one_to_two": {
-            "best": round(max(one) / max(two), 3),
-            "median": round(statistics.median(one) / statistics.median(two), 3),
+        "ratio": {
+            "of": f"{forms[0]} / {forms[1]}",
+            "best": round(max(first) / max(second), 3),
+            "median": round(statistics.median(first) / statistics.median(second), 3),
         },
     }
 
@@ -104,12 +133,14 @@ def run(args: argparse.Namespace) -> dict:
         "inner_size": lstm.input_to_gates.in_features + lstm.state_to_gates.in_features,
         "default_form": GATES_FORMS[0] if prepared.layers[0].gates is not None else GATES_FORMS[1],
         "input": f"{args.input} (first {len(texts):,} lines)",
-        "results": [compare(model, tokenizer, texts, batch_size, args.rounds) for batch_size in args.batch_sizes],
+        "compare": args.compare,
+        "results": [compare(model, tokenizer, texts, batch_size, args.rounds, args.compare) for batch_size in args.batch_sizes],
     }
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--compare", choices=sorted(COMPARISONS), default="gates", help="which two forms (default gates)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--model", help="model directory (default: the shipped demo model)")
     source.add_argument("--shape", choices=sorted(SHAPES), help="random weights of a released shape")

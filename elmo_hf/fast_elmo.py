@@ -642,6 +642,7 @@ def _run_direction(
     hidden: torch.Tensor,
     cell: torch.Tensor,
     outputs: torch.Tensor,
+    share_first_step: bool,
 ) -> None:
     """One direction of one layer over packed inputs, all steps.
 
@@ -651,6 +652,7 @@ def _run_direction(
         hidden: (B, P) initial output, in the compute dtype, sentences sorted longest first.
         cell: (B, D) float32 initial cell, sorted; updated in place to the final cell.
         outputs: (N, P) packed outputs, written in place; also the recurrent state.
+        share_first_step: compute the first step once when all its rows have the same input and state.
     """
     compute_dtype = inputs.dtype
     cell_size, input_size = weights.cell_size, inputs.shape[-1]
@@ -659,7 +661,7 @@ def _run_direction(
     # 0. Sentences that all start alike (the same boundary token from the same initial state: every call without a
     #    carried state) have the same first step: it is computed for one row and copied to the others.
     first_step_rows = step_rows[0] if step_rows else 0
-    shared_first_step = first_step_rows > 1 and all(
+    shared_first_step = share_first_step and first_step_rows > 1 and all(
         _all_rows_equal(tensor[:first_step_rows]) for tensor in (inputs, hidden, cell)
     )
     if shared_first_step:
@@ -725,7 +727,12 @@ def _run_direction(
 
 
 def _run_layer(
-    weights: _LayerWeights, inputs: torch.Tensor, packing: PackedBatch, hidden: torch.Tensor, cell: torch.Tensor
+    weights: _LayerWeights,
+    inputs: torch.Tensor,
+    packing: PackedBatch,
+    hidden: torch.Tensor,
+    cell: torch.Tensor,
+    share_first_step: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Both directions of one layer over packed inputs, one after the other (each all its steps: its weights stay in
     cache).
@@ -741,7 +748,9 @@ def _run_layer(
     cell = cell.float().clone()  # (2, B, D), float32 whatever the compute dtype
     hidden = hidden.to(inputs.dtype)
     for direction in range(2):
-        _run_direction(weights, direction, inputs[direction], packing, hidden[direction], cell[direction], outputs[direction])
+        _run_direction(
+            weights, direction, inputs[direction], packing, hidden[direction], cell[direction], outputs[direction], share_first_step
+        )
     # The final hidden state is the output of each sentence's last step (the initial one for empty sentences).
     if outputs.shape[1]:
         hidden = torch.where(packing.is_empty.view(1, -1, 1), hidden, outputs.index_select(1, packing.last_row))
@@ -756,10 +765,12 @@ def fast_encoder_forward(
     use_skip_connections: bool,
     backward_token_embeddings: torch.Tensor | None = None,
     needs_final_step: bool = True,
+    share_first_step: bool = True,
 ) -> tuple[list[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None]:
     """Same contract as ``ELMoEncoder.reference_forward`` (see there for shapes), except that with
     ``needs_final_step=False`` each direction skips the last position it reads (the forward direction's </S>, the
-    backward one's <S>, which ``ELMoModel`` drops): those outputs are zero and no state is returned (None)."""
+    backward one's <S>, which ``ELMoModel`` drops): those outputs are zero and no state is returned (None). With
+    ``share_first_step`` a first step whose rows all have the same input and state is computed for one row."""
     batch_size, time, _ = token_embeddings.shape
     hidden_state, cell_state = state  # (L, 2, B, P), (L, 2, B, D)
     compute_dtype = weights.compute_dtype
@@ -776,6 +787,7 @@ def fast_encoder_forward(
             packing,
             packing.sort(hidden_state[layer_index]),
             packing.sort(cell_state[layer_index]),
+            share_first_step,
         )
         # Residual from the second layer on, added to the output only (never to the recurrent state).
         if use_skip_connections and layer_index > 0:

@@ -374,6 +374,7 @@ class ELMoEncoder(nn.Module):
         self.layer_input_dropout = nn.Dropout(config.lm_dropout)
         self.inference_path = "auto"  # see ELMoModel.set_inference_path
         self.pre_pack_weights = True  # see ELMoModel.set_inference_path
+        self.skip_boundary_steps = True  # see ELMoModel.set_inference_path
         # The fast path's copy of the LSTM weights (see prepared_fast_path_weights); derived data, never saved.
         self.fast_path_weights: PreparedLstmWeights | None = None
 
@@ -413,7 +414,8 @@ class ELMoEncoder(nn.Module):
 
         ``needs_final_step=False`` says the caller drops each direction's output at the last position it reads (the
         forward direction's </S>, the backward one's <S>) and the state after the batch: the fast path then skips
-        those steps, leaving zeros there and returning no state (None). The reference path computes them anyway.
+        those steps, leaving zeros there and returning no state (None), unless ``skip_boundary_steps`` is off. The
+        reference path computes them anyway.
         """
         extra_inputs = () if backward_token_embeddings is None else (backward_token_embeddings,)
         inputs = (token_embeddings, *state, *extra_inputs)
@@ -425,7 +427,8 @@ class ELMoEncoder(nn.Module):
                 state,
                 self.use_skip_connections,
                 backward_token_embeddings,
-                needs_final_step,
+                needs_final_step=needs_final_step or not self.skip_boundary_steps,
+                share_first_step=self.skip_boundary_steps,
             )
         return self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
 
@@ -686,7 +689,7 @@ class ELMoModel(ELMoPreTrainedModel):
         """``"auto"``, ``"fast"`` or ``"reference"``: see :meth:`set_inference_path`."""
         return self.encoder.inference_path
 
-    def set_inference_path(self, path: str, pre_pack: bool = True) -> None:
+    def set_inference_path(self, path: str, pre_pack: bool = True, skip_boundary_steps: bool = True) -> None:
         """Choose how the token layer and the biLM are computed (not saved with the model).
 
         - ``"auto"`` (default): the fast path (``fast_elmo.py``) whenever it can run (no gradients being recorded, a
@@ -697,14 +700,23 @@ class ELMoModel(ELMoPreTrainedModel):
 
         ``pre_pack`` (default True): on CPU in float32 the fast path keeps a copy of the LSTM weights pre-packed for
         oneDNN (302 MB for the original shape, about 1.5x the speed at batch 32); False saves that memory.
+
+        ``skip_boundary_steps`` (default True): the fast path computes a first step that every sentence shares (the
+        same ``<S>`` from the same initial state) once, and, where the output drops the boundaries and no
+        ``lstm_state`` is returned, skips each direction's last step (at ``</S>`` forward, ``<S>`` backward). Of a
+        sentence of n words the biLM then runs about n steps per direction instead of n + 2, for the same vectors
+        up to float32 rounding (equal bytes on this project's CPU). False computes every step, for comparison
+        (``python benchmarks/gates_forms.py --compare boundary-steps``).
         """
         if path not in INFERENCE_PATHS:
             raise ValueError(f"inference path must be one of {INFERENCE_PATHS}, got {path!r}.")
-        if not isinstance(pre_pack, bool):
-            raise ValueError(f"pre_pack must be a bool, got {pre_pack!r}.")
+        for name, value in (("pre_pack", pre_pack), ("skip_boundary_steps", skip_boundary_steps)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be a bool, got {value!r}.")
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
         self.encoder.pre_pack_weights = pre_pack
+        self.encoder.skip_boundary_steps = skip_boundary_steps
 
     @torch.no_grad()
     def cache_token_embeddings(self, words: Iterable[str] | None = (), *, max_words: int | None = None) -> int:

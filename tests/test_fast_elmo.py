@@ -172,7 +172,13 @@ def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny
     inputs = encode(tokenizer, SENTENCES)
     for options in (dict(), dict(return_lstm_state=True), dict(keep_sentence_boundaries=True)):
         run(tiny_model, "fast", **inputs, **options)
-    assert needed == [False, True, True]
+    tiny_model.set_inference_path("auto", skip_boundary_steps=False)
+    try:
+        with torch.no_grad():
+            tiny_model(**inputs)
+    finally:
+        tiny_model.set_inference_path("auto")
+    assert needed == [False, True, True, True]
 
     encoder, lengths = tiny_model.encoder, torch.tensor([4, 2, 6])
     embeddings = torch.randn(3, 6, 8, generator=torch.Generator().manual_seed(0)) * (torch.arange(6) < lengths[:, None])[..., None]
@@ -208,8 +214,18 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
         carried = torch.randn(2, 2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.zeros(2, 2, 3, 32)
         run(model, "fast", **inputs, lstm_state=carried)
         assert 1 not in step_rows
+        model.set_inference_path("fast", skip_boundary_steps=False)
+        try:
+            with torch.no_grad():
+                every_step = model(**inputs)
+        finally:
+            model.set_inference_path("auto")
+        assert 1 not in step_rows
     reference = run(model, "reference", **inputs)
     assert max_difference(reference, shared) <= 1e-5
+    assert max_difference(every_step, shared) <= 1e-6  # equal bytes on this project's CPU; not promised elsewhere
+    with pytest.raises(ValueError, match="skip_boundary_steps must be a bool"):
+        model.set_inference_path("auto", skip_boundary_steps="no")
 
 
 @pytest.mark.parametrize("gates", GATES_FORMS)

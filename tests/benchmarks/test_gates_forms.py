@@ -1,8 +1,8 @@
-"""benchmarks/gates_forms.py: a tiny run of the whole script (no timing is asserted), and its form switch."""
+"""benchmarks/gates_forms.py: tiny runs of the whole script (no timing is asserted), and its form switches."""
 
 import pytest
 
-from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
+from benchmarks.gates_forms import BOUNDARY_STEPS_FORMS, GATES_FORMS, boundary_steps_in, lstm_gates_in
 from elmo_hf import fast_elmo
 
 from ..helpers import random_model
@@ -21,7 +21,28 @@ def test_both_forms_run_alternately_on_the_same_batches(tmp_path, converted_fixt
     assert [result["batch_size"] for result in report["results"]] == ["word budget 4096", 4]
     for result in report["results"]:
         assert all(len(result["words_per_second"][form]) == 1 for form in GATES_FORMS)
-        assert result["ratio_one_to_two"]["best"] > 0
+        assert result["ratio"]["of"] == "one matmul / two matmuls" and result["ratio"]["best"] > 0
+
+
+def test_boundary_steps_compare_skipped_with_every_step(tmp_path, converted_fixture_dir, capsys):
+    script = load_benchmark("gates_forms")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence {index} .\n" for index in range(12)), encoding="utf-8")
+    report = script.main(
+        ["--compare", "boundary-steps", "--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "1",
+         "--batch-sizes", "4", "--threads", "1"]
+    )
+    capsys.readouterr()
+    (result,) = report["results"]
+    assert result["ratio"]["of"] == "skipped / every step"
+    assert all(len(result["words_per_second"][form]) == 1 for form in BOUNDARY_STEPS_FORMS)
+
+
+def test_the_boundary_steps_switch_holds_inside_and_is_undone_after():
+    model = random_model()
+    with boundary_steps_in(model, "every step"):
+        assert model.encoder.skip_boundary_steps is False
+    assert model.encoder.skip_boundary_steps is True
 
 
 @pytest.mark.parametrize("form", GATES_FORMS)
