@@ -629,9 +629,24 @@ def _rows_rounded_up(matrix: torch.Tensor, first_row: int, end_row: int) -> torc
     return rows
 
 
-def _all_rows_equal(rows: torch.Tensor) -> bool:
-    """Whether every row of ``rows`` (n, H) equals the first (bit for bit; a NaN never equals)."""
-    return torch.equal(rows, rows[:1].expand_as(rows))
+def _first_step_is_shared(packing: PackedBatch, inputs: torch.Tensor, hidden_state: torch.Tensor, cell_state: torch.Tensor) -> bool:
+    """Whether every sentence's first step is the same in every layer: the first layer's first inputs and every
+    layer's initial state equal those of the first sentence (bit for bit; a NaN never equals). Deeper layers then read
+    equal first inputs too, since the first step's outputs are copies. One host sync for the whole check.
+
+    Args:
+        inputs: (2, N, P_in) the first layer's packed inputs.
+        hidden_state: (L, 2, B, P) and ``cell_state`` (L, 2, B, D), in batch order.
+    """
+    rows = packing.step_rows[0] if packing.step_rows else 0
+    if rows < 2:
+        return False
+    first_sentences = packing.order[:rows]  # (n,) batch rows of the sentences of the first step
+    alike = [
+        (tensor == tensor[..., :1, :]).all()
+        for tensor in (inputs[:, :rows], hidden_state.index_select(2, first_sentences), cell_state.index_select(2, first_sentences))
+    ]
+    return bool(torch.stack(alike).all())
 
 
 def _run_direction(
@@ -652,7 +667,8 @@ def _run_direction(
         hidden: (B, P) initial output, in the compute dtype, sentences sorted longest first.
         cell: (B, D) float32 initial cell, sorted; updated in place to the final cell.
         outputs: (N, P) packed outputs, written in place; also the recurrent state.
-        share_first_step: compute the first step once when all its rows have the same input and state.
+        share_first_step: every row of the first step has the same input and state (``_first_step_is_shared``):
+            compute it for one row and copy it.
     """
     compute_dtype = inputs.dtype
     cell_size, input_size = weights.cell_size, inputs.shape[-1]
@@ -660,10 +676,7 @@ def _run_direction(
     step_starts, step_rows = packing.step_starts, list(packing.step_rows)
     # 0. Sentences that all start alike (the same boundary token from the same initial state: every call without a
     #    carried state) have the same first step: it is computed for one row and copied to the others.
-    first_step_rows = step_rows[0] if step_rows else 0
-    shared_first_step = share_first_step and first_step_rows > 1 and all(
-        _all_rows_equal(tensor[:first_step_rows]) for tensor in (inputs, hidden, cell)
-    )
+    shared_first_step, first_step_rows = share_first_step, step_rows[0] if step_rows else 0
     if shared_first_step:
         step_rows[0] = 1
     gates_matmul = None if weights.gates is None else weights.gates[direction]
@@ -779,6 +792,7 @@ def fast_encoder_forward(
     if backward_reading_order:
         backward_token_embeddings = backward_token_embeddings.to(compute_dtype)
     layer_inputs = packing.pack(token_embeddings.to(compute_dtype), backward_token_embeddings)  # (2, N, P)
+    share_first_step = share_first_step and _first_step_is_shared(packing, layer_inputs, hidden_state, cell_state)
     layer_outputs, final_hidden, final_cell = [], [], []
     for layer_index, layer_weights in enumerate(weights.layers):
         outputs, hidden, cell = _run_layer(

@@ -212,7 +212,7 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
         assert 1 in step_rows
         step_rows.clear()
         carried = torch.randn(2, 2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.zeros(2, 2, 3, 32)
-        run(model, "fast", **inputs, lstm_state=carried)
+        carried_fast = run(model, "fast", **inputs, lstm_state=carried)
         assert 1 not in step_rows
         model.set_inference_path("fast", skip_boundary_steps=False)
         try:
@@ -223,6 +223,7 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
         assert 1 not in step_rows
     reference = run(model, "reference", **inputs)
     assert max_difference(reference, shared) <= 1e-5
+    assert max_difference(run(model, "reference", **inputs, lstm_state=carried), carried_fast) <= 1e-5
     assert max_difference(every_step, shared) <= 1e-6  # equal bytes on this project's CPU; not promised elsewhere
     with pytest.raises(ValueError, match="skip_boundary_steps must be a bool"):
         model.set_inference_path("auto", skip_boundary_steps="no")
