@@ -676,8 +676,8 @@ def _run_direction(
     step_starts, step_rows = packing.step_starts, list(packing.step_rows)
     # 0. Sentences that all start alike (the same boundary token from the same initial state: every call without a
     #    carried state) have the same first step: it is computed for one row and copied to the others.
-    shared_first_step, first_step_rows = share_first_step, step_rows[0] if step_rows else 0
-    if shared_first_step:
+    first_step_rows = step_rows[0] if step_rows else 0
+    if share_first_step:
         step_rows[0] = 1
     gates_matmul = None if weights.gates is None else weights.gates[direction]
     if gates_matmul is not None:
@@ -689,8 +689,8 @@ def _run_direction(
         input_projection, recurrent = weights.input_projection[direction], weights.recurrent[direction]
         max_block_rows = max(1, GATE_INPUT_BLOCK_BYTES // (4 * cell_size * 4))
         # A shared first step is a block of its own, so that its copied rows are not projected.
-        first_blocked_step = 1 if shared_first_step else 0
-        blocks = [(0, 1)] if shared_first_step else []
+        first_blocked_step = 1 if share_first_step else 0
+        blocks = [(0, 1)] if share_first_step else []
         blocks += [
             (first_blocked_step + first, first_blocked_step + end)
             for first, end in _step_blocks(step_starts[first_blocked_step:], step_rows[first_blocked_step:], max_block_rows)
@@ -733,7 +733,7 @@ def _run_direction(
                 target.copy_(projection(step_output.to(compute_dtype)))
             if weights.projection_clip is not None:
                 target.clamp_(-weights.projection_clip, weights.projection_clip)
-            if shared_first_step and previous_start is None:
+            if share_first_step and previous_start is None:
                 outputs[1:first_step_rows] = target  # (1, P) broadcast to the other sentences' first rows
                 cell[1:first_step_rows] = step_cell
             previous_start = start
@@ -807,8 +807,9 @@ def fast_encoder_forward(
         if use_skip_connections and layer_index > 0:
             outputs += layer_inputs
         layer_outputs.append(packing.unpack(outputs, batch_size, time, backward_reading_order))
-        final_hidden.append(packing.unsort(hidden))
-        final_cell.append(packing.unsort(cell))
+        if needs_final_step:  # otherwise the state after a shortened read, which nobody gets
+            final_hidden.append(packing.unsort(hidden))
+            final_cell.append(packing.unsort(cell))
         layer_inputs = outputs
     if not needs_final_step:
         return layer_outputs, None

@@ -35,8 +35,8 @@ def encode(tokenizer, sentences):
     return tokenizer(sentences, is_split_into_words=True, padding=True, return_tensors="pt")
 
 
-def run(model, path, **inputs):
-    model.set_inference_path(path)
+def run(model, path, skip_boundary_steps=True, **inputs):
+    model.set_inference_path(path, skip_boundary_steps=skip_boundary_steps)
     try:
         with torch.no_grad():
             return model(**inputs)
@@ -172,12 +172,7 @@ def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny
     inputs = encode(tokenizer, SENTENCES)
     for options in (dict(), dict(return_lstm_state=True), dict(keep_sentence_boundaries=True)):
         run(tiny_model, "fast", **inputs, **options)
-    tiny_model.set_inference_path("auto", skip_boundary_steps=False)
-    try:
-        with torch.no_grad():
-            tiny_model(**inputs)
-    finally:
-        tiny_model.set_inference_path("auto")
+    run(tiny_model, "fast", skip_boundary_steps=False, **inputs)
     assert needed == [False, True, True, True]
 
     encoder, lengths = tiny_model.encoder, torch.tensor([4, 2, 6])
@@ -214,12 +209,7 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
         carried = torch.randn(2, 2, 3, 16, generator=torch.Generator().manual_seed(0)), torch.zeros(2, 2, 3, 32)
         carried_fast = run(model, "fast", **inputs, lstm_state=carried)
         assert 1 not in step_rows
-        model.set_inference_path("fast", skip_boundary_steps=False)
-        try:
-            with torch.no_grad():
-                every_step = model(**inputs)
-        finally:
-            model.set_inference_path("auto")
+        every_step = run(model, "fast", skip_boundary_steps=False, **inputs)
         assert 1 not in step_rows
     reference = run(model, "reference", **inputs)
     assert max_difference(reference, shared) <= 1e-5
