@@ -1,6 +1,6 @@
 """Two forms of the fast path's recurrence, timed against each other in one process.
 
-    python benchmarks/gates_forms.py [--compare gates|boundary-steps] [--model DIR | --shape small|medium|original]
+    python benchmarks/gates_forms.py [--compare gates|boundary-steps|first-layer-inputs] [--model DIR | --shape small|medium|original]
         [--input FILE] [--lines 4000] [--batch-sizes 0 32 8] [--rounds 4] [--threads 2]
 
 ``--compare gates`` (default), the CPU's two forms of an LSTM step's gates. "one matmul": each step's gates from one
@@ -11,6 +11,10 @@ in one matmul, then one recurrent matmul per step and the nonlinearities apart
 ``--compare boundary-steps``: "skipped", the default (the first step all sentences share computed once, each
 direction's last step, at a boundary the output drops, skipped), against "every step"
 (``set_inference_path(..., skip_boundary_steps=False)``).
+
+``--compare first-layer-inputs``: "distinct", the CPU default (the two-matmul form projects each distinct input vector
+of the first layer once, ``fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES``), against "every position". Only layers in
+the two-matmul form differ: use ``--shape original`` or ``medium``.
 
 For each batch size (0: the embedder's word budget for the device) the model alone runs on the embedder's batches of
 the same lines (``embed_throughput.model_alone``), the two forms alternating round by round, so that a machine whose
@@ -81,8 +85,29 @@ def boundary_steps_in(model: ELMoModel, form: str) -> Iterator[None]:
         model.set_inference_path("auto")
 
 
+# The first layer's input projection on CPU (fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES), its default first.
+FIRST_LAYER_INPUTS_FORMS = ("distinct", "every position")
+
+
+@contextlib.contextmanager
+def first_layer_inputs_in(model: ELMoModel, form: str) -> Iterator[None]:
+    """Within the block, the two-matmul form projects the first layer's distinct input vectors once, or every
+    position's (``FIRST_LAYER_INPUTS_FORMS``); the default afterwards. (The one-matmul form has no separate input
+    projection: the same either way.)"""
+    saved = fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES
+    fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu", "cuda") if form == FIRST_LAYER_INPUTS_FORMS[0] else ()
+    try:
+        yield
+    finally:
+        fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = saved
+
+
 # What --compare picks: the two forms, the first the one the ratios divide, and the switch into each.
-COMPARISONS = {"gates": (GATES_FORMS, lstm_gates_in), "boundary-steps": (BOUNDARY_STEPS_FORMS, boundary_steps_in)}
+COMPARISONS = {
+    "gates": (GATES_FORMS, lstm_gates_in),
+    "boundary-steps": (BOUNDARY_STEPS_FORMS, boundary_steps_in),
+    "first-layer-inputs": (FIRST_LAYER_INPUTS_FORMS, first_layer_inputs_in),
+}
 
 
 def load_model(args: argparse.Namespace) -> tuple[ELMoModel, ELMoTokenizer]:

@@ -225,8 +225,25 @@ INT16_MAX = 2**15 - 1
 def _row_bytes(rows: torch.LongTensor, wide: bool = False) -> np.ndarray:
     """One fixed-size bytes value per row of ids: int16 ids (ids <= INT16_MAX), or int32 with ``wide``. (N, C) ->
     (N,) void"""
-    compact = np.ascontiguousarray(rows.cpu().to(torch.int32 if wide else torch.int16).numpy())
-    return compact.view(np.dtype((np.void, compact.dtype.itemsize * max(compact.shape[1], 1)))).reshape(-1)
+    return _bytes_per_row(rows.cpu().to(torch.int32 if wide else torch.int16).numpy())
+
+
+def _bytes_per_row(array: np.ndarray) -> np.ndarray:
+    """(N, C) -> (N,) void: each row's bytes as one value (for ``np.unique`` and dictionary keys)."""
+    array = np.ascontiguousarray(array)
+    return array.view(np.dtype((np.void, array.dtype.itemsize * max(array.shape[1], 1)))).reshape(-1)
+
+
+def distinct_vectors(vectors: torch.Tensor) -> tuple[torch.Tensor, torch.LongTensor]:
+    """The distinct rows of ``vectors``, bit for bit (0.0 and -0.0 differ, a NaN equals the same NaN), and for each
+    row the index of its distinct row: (N, H) -> (U, H), (N,). The order of the distinct rows is unspecified. On CPU
+    through NumPy on the rows' bytes, elsewhere ``torch.unique`` of the bits."""
+    bits = vectors.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[vectors.element_size()])
+    if vectors.device.type != "cpu":
+        distinct_bits, inverse = torch.unique(bits, dim=0, return_inverse=True)
+        return distinct_bits.view(vectors.dtype), inverse
+    _, first_index, inverse = np.unique(_bytes_per_row(bits.numpy()), return_index=True, return_inverse=True)
+    return vectors[torch.from_numpy(first_index)], torch.from_numpy(inverse.reshape(-1))
 
 
 # The largest id of the byte scheme (the padding character, 261): the default of the probes' id range.
@@ -536,6 +553,17 @@ def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tenso
     return weight * doubling.unsqueeze(1).to(weight.dtype), bias * doubling
 
 
+# Device types on which the first layer's input projection (the two-matmul form's) is computed once per distinct
+# input vector and gathered to the positions, instead of once per position: the first layer reads the token layer's
+# vectors, and a batch's words repeat (at the bulk word budget on tinyshakespeare about 30% of them are distinct). A
+# row's product does not depend on the rows computed with it (at least MATMUL_ROW_MULTIPLE rows), so the outputs keep
+# their bits (on the CPUs measured here). ``benchmarks/gates_forms.py --compare first-layer-inputs --shape original``
+# on 2 cores (AVX2), words/s distinct / every position, best and median of 3 rounds: 1.09 / 1.14 at the bulk word
+# budget, 1.07 / 1.08 at 32 sentences, 1.06 / 1.06 at 8. Not measured on a GPU. (The one-matmul form has no input
+# projection of its own; a trial that split its first layer's matmul to gather the input half measured 1.05-1.09 at
+# the word budget but 0.92-0.94 at 32 sentences, and changes the last bits: not adopted.)
+DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu",)
+
 # The pre-packed CPU path computes each step's gates in one matmul over [x_t; h_{t-1}] with the sigmoid inside it
 # (``_LayerWeights.gates``) when that matmul's inner size P_in + P is at most this; above it, a block of steps' input
 # projections in one matmul plus one recurrent matmul per step. ``benchmarks/gates_forms.py`` on 2 cores (AVX2), words/s
@@ -658,6 +686,7 @@ def _run_direction(
     cell: torch.Tensor,
     outputs: torch.Tensor,
     share_first_step: bool,
+    distinct_inputs: tuple[torch.Tensor, torch.LongTensor] | None = None,
 ) -> None:
     """One direction of one layer over packed inputs, all steps.
 
@@ -669,6 +698,8 @@ def _run_direction(
         outputs: (N, P) packed outputs, written in place; also the recurrent state.
         share_first_step: every row of the first step has the same input and state (``_first_step_is_shared``):
             compute it for one row and copy it.
+        distinct_inputs: ``distinct_vectors(inputs)``, (U, P_in) and (N,): the two-matmul form then projects each
+            distinct input once and gathers the products (the one-matmul form ignores it).
     """
     compute_dtype = inputs.dtype
     cell_size, input_size = weights.cell_size, inputs.shape[-1]
@@ -696,13 +727,20 @@ def _run_direction(
             for first, end in _step_blocks(step_starts[first_blocked_step:], step_rows[first_blocked_step:], max_block_rows)
         ]
     projection = None if weights.projection is None else weights.projection[direction]
+    if gates_matmul is None and distinct_inputs is not None:
+        distinct, row_of_distinct = distinct_inputs  # (U, P_in), (N,)
+        distinct_gate_inputs = input_projection(_rows_rounded_up(distinct, 0, len(distinct))).float()  # (U rounded up, 4D)
     previous_start = None
     for first_step, end_step in blocks:
         first_row = step_starts[first_step]
         if gates_matmul is None:
-            # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations.
+            # 1. Input projections of the block's positions in one matmul (or gathered from those of the distinct
+            #    inputs), float32 gate pre-activations.
             end_row = step_starts[end_step - 1] + step_rows[end_step - 1]
-            gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
+            if distinct_inputs is None:
+                gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
+            else:
+                gate_inputs = distinct_gate_inputs.index_select(0, row_of_distinct[first_row:end_row])  # (rows, 4D)
         for start, rows in zip(step_starts[first_step:end_step], step_rows[first_step:end_step]):
             previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
             # 2. Gates of the rows still running, from x_t and h_{t-1}.
@@ -746,6 +784,7 @@ def _run_layer(
     hidden: torch.Tensor,
     cell: torch.Tensor,
     share_first_step: bool,
+    project_distinct_inputs: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Both directions of one layer over packed inputs, one after the other (each all its steps: its weights stay in
     cache).
@@ -753,6 +792,7 @@ def _run_layer(
     Args:
         inputs: (2, N, P_in) packed forward and backward inputs, in the compute dtype.
         hidden: (2, B, P) and ``cell`` (2, B, D): initial state, sentences sorted longest first.
+        project_distinct_inputs: in the two-matmul form, project each distinct input vector once (CPU tensors).
 
     Returns:
         outputs (2, N, P) packed, and the final hidden (2, B, P) and cell (2, B, D) states, sorted.
@@ -761,8 +801,17 @@ def _run_layer(
     cell = cell.float().clone()  # (2, B, D), float32 whatever the compute dtype
     hidden = hidden.to(inputs.dtype)
     for direction in range(2):
+        distinct_inputs = distinct_vectors(inputs[direction]) if project_distinct_inputs and weights.gates is None else None
         _run_direction(
-            weights, direction, inputs[direction], packing, hidden[direction], cell[direction], outputs[direction], share_first_step
+            weights,
+            direction,
+            inputs[direction],
+            packing,
+            hidden[direction],
+            cell[direction],
+            outputs[direction],
+            share_first_step,
+            distinct_inputs,
         )
     # The final hidden state is the output of each sentence's last step (the initial one for empty sentences).
     if outputs.shape[1]:
@@ -802,6 +851,8 @@ def fast_encoder_forward(
             packing.sort(hidden_state[layer_index]),
             packing.sort(cell_state[layer_index]),
             share_first_step,
+            # The first layer reads token vectors, which repeat with the words.
+            project_distinct_inputs=layer_index == 0 and layer_inputs.device.type in DISTINCT_FIRST_LAYER_INPUTS_DEVICES,
         )
         # Residual from the second layer on, added to the output only (never to the recurrent state).
         if use_skip_connections and layer_index > 0:
@@ -824,6 +875,7 @@ __all__ = [
     "PreparedLstmWeights",
     "TokenEmbeddingCache",
     "distinct_rows",
+    "distinct_vectors",
     "fast_character_embeddings",
     "fast_encoder_forward",
     "fast_path_unavailable_reason",

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers.utils import logging as transformers_logging
 
-from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
+from benchmarks.gates_forms import GATES_FORMS, first_layer_inputs_in, lstm_gates_in
 from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf import fast_elmo, modeling_elmo
@@ -217,6 +217,35 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
     assert max_difference(every_step, shared) <= 1e-6  # equal bytes on this project's CPU; not promised elsewhere
     with pytest.raises(ValueError, match="skip_boundary_steps must be a bool"):
         model.set_inference_path("auto", skip_boundary_steps="no")
+
+
+def test_the_first_layer_projects_each_distinct_input_once(tokenizer, monkeypatch):
+    """In the two-matmul form the first layer's input projection runs on the distinct token vectors and its products
+    are gathered to the positions: here each direction reads 11 positions of 4 distinct tokens (<S> or </S>, "the",
+    "bank", "river"; each skips its final boundary). The outputs are those of a projection per position."""
+    model = random_model(tiny_config(projection_dim=16, lstm_cell_size=32, num_lstm_layers=3))
+    inputs = encode(tokenizer, [["the", "bank", "the", "bank"], ["the", "river", "bank"], ["bank"]])
+    projected_rows = []  # rows of the matrix each input projection reads
+    real = fast_elmo._rows_rounded_up
+    monkeypatch.setattr(fast_elmo, "_rows_rounded_up", lambda matrix, *rows: projected_rows.append(matrix.shape[0]) or real(matrix, *rows))
+    outputs = {}
+    with lstm_gates_in(model, "two matmuls"):
+        for form in ("distinct", "every position"):
+            projected_rows.clear()
+            with first_layer_inputs_in(model, form):
+                outputs[form] = run(model, "fast", **inputs)
+            assert projected_rows[:2] == ([4, 4] if form == "distinct" else [11, 11])  # layer 1, both directions
+            assert 4 not in projected_rows[2:]  # the deeper layers read contextual vectors: every position
+    assert max_difference(outputs["distinct"], outputs["every position"]) <= 1e-6  # equal bytes on this project's CPU
+    assert max_difference(run(model, "reference", **inputs), outputs["distinct"]) <= 1e-5
+
+
+def test_distinct_vectors_compare_bits():
+    vectors = torch.tensor([[1.0, 0.0], [1.0, -0.0], [1.0, 0.0], [float("nan"), 2.0], [float("nan"), 2.0]])
+    for dtype in (torch.float32, torch.bfloat16):
+        distinct, index = fast_elmo.distinct_vectors(vectors.to(dtype))
+        assert len(distinct) == 3  # 0.0 and -0.0 are two vectors; the same NaN is one
+        assert torch.equal(distinct[index].view(torch.int16), vectors.to(dtype).view(torch.int16))
 
 
 @pytest.mark.parametrize("gates", GATES_FORMS)

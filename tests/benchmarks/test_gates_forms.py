@@ -2,7 +2,14 @@
 
 import pytest
 
-from benchmarks.gates_forms import BOUNDARY_STEPS_FORMS, GATES_FORMS, boundary_steps_in, lstm_gates_in
+from benchmarks.gates_forms import (
+    BOUNDARY_STEPS_FORMS,
+    FIRST_LAYER_INPUTS_FORMS,
+    GATES_FORMS,
+    boundary_steps_in,
+    first_layer_inputs_in,
+    lstm_gates_in,
+)
 from elmo_hf import fast_elmo
 
 from ..helpers import random_model
@@ -24,18 +31,24 @@ def test_both_forms_run_alternately_on_the_same_batches(tmp_path, converted_fixt
         assert result["ratio"]["of"] == "one matmul / two matmuls" and result["ratio"]["best"] > 0
 
 
-def test_boundary_steps_compare_skipped_with_every_step(tmp_path, converted_fixture_dir, capsys):
+@pytest.mark.parametrize("comparison, forms", [("boundary-steps", BOUNDARY_STEPS_FORMS), ("first-layer-inputs", FIRST_LAYER_INPUTS_FORMS)])
+def test_each_comparison_runs_its_two_forms(tmp_path, converted_fixture_dir, capsys, comparison, forms):
     script = load_benchmark("gates_forms")
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(f"sentence {index} .\n" for index in range(12)), encoding="utf-8")
+    corpus.write_text("".join(f"sentence {index} of the bank .\n" for index in range(12)), encoding="utf-8")
     report = script.main(
-        ["--compare", "boundary-steps", "--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "1",
-         "--batch-sizes", "4", "--threads", "1"]
+        ["--compare", comparison, "--model", str(converted_fixture_dir), "--input", str(corpus), "--rounds", "1", "--batch-sizes", "4", "--threads", "1"]
     )
     capsys.readouterr()
     (result,) = report["results"]
-    assert result["ratio"]["of"] == "skipped / every step"
-    assert all(len(result["words_per_second"][form]) == 1 for form in BOUNDARY_STEPS_FORMS)
+    assert result["ratio"]["of"] == f"{forms[0]} / {forms[1]}"
+    assert all(len(result["words_per_second"][form]) == 1 for form in forms)
+
+
+def test_the_first_layer_inputs_switch_holds_inside_and_is_undone_after():
+    with first_layer_inputs_in(random_model(), "every position"):
+        assert fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ()
+    assert fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ("cpu",)
 
 
 def test_the_boundary_steps_switch_holds_inside_and_is_undone_after():
