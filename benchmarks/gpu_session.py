@@ -40,10 +40,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPOSITORY_ROOT.parent / "shared"
-TINYSHAKESPEARE = SHARED_DIR / "corpora" / "tinyshakespeare.txt"
-EWT_TEST = SHARED_DIR / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu"
-SIDE_BY_SIDE = SHARED_DIR / "anchors" / "bench_side_by_side.py"
+sys.path.insert(0, str(REPOSITORY_ROOT))
+SIDE_BY_SIDE = REPOSITORY_ROOT.parent / "shared" / "anchors" / "bench_side_by_side.py"
 STEPS = ("environment", "tests", "inference", "embed", "side-by-side")
 
 # Issue 13's CUDA targets (H100): (what, the threshold, where results.json has the figure).
@@ -135,7 +133,6 @@ def installed_version(name: str) -> str | None:
 
 def write_original_shape(work: Path, quick: bool) -> tuple[Path, Path]:
     """Random weights of the original shape (the small one with ``quick``) in both layouts: (HF dir, AllenNLP dir)."""
-    sys.path.insert(0, str(REPOSITORY_ROOT))
     from benchmarks.inference_speed import SHAPES, random_model
     from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoTokenizer
@@ -161,7 +158,8 @@ def run_inference(session: Session, device: str, quick: bool) -> dict:
 
 def run_embed(session: Session, device: str, hf_dir: Path, quick: bool) -> dict:
     lines = ["--lines", "60", "--shard-size", "20", "--threads", "1"] if quick else ["--lines", "40000"]
-    common = ["python", "benchmarks/embed_throughput.py", "--device", device, "--input", str(TINYSHAKESPEARE), *lines]
+    # The corpus is embed_throughput's default, tinyshakespeare.
+    common = ["python", "benchmarks/embed_throughput.py", "--device", device, *lines]
     runs = {
         "original_float16": [*common, "--model", str(hf_dir), "--dtype", "float16"],
         "original_float16_bfloat16_compute": [*common, "--model", str(hf_dir), "--dtype", "float16", "--compute-dtype", "bfloat16"],
@@ -172,6 +170,8 @@ def run_embed(session: Session, device: str, hf_dir: Path, quick: bool) -> dict:
 
 def run_side_by_side(session: Session, device: str, hf_dir: Path, allennlp_dir: Path, allennlp_site: Path | None, work: Path, quick: bool) -> dict:
     import numpy as np
+
+    from benchmarks.inference_speed import CORPUS as EWT_TEST
 
     sizes = ["--batch-sizes", "4", "--limit", "12"] if quick else ["--batch-sizes", "32", "128", "512"]
     runs = {"elmo-hf float32": ("elmo-hf", hf_dir, "float32"), "elmo-hf bfloat16": ("elmo-hf", hf_dir, "bfloat16")}

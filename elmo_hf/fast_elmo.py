@@ -213,8 +213,13 @@ def distinct_rows(rows: torch.LongTensor) -> tuple[torch.LongTensor, torch.LongT
     rows is unspecified."""
     if rows.device.type != "cpu":
         return torch.unique(rows, dim=0, return_inverse=True)
-    as_bytes = _row_bytes(rows, wide=rows.numel() > 0 and int(rows.max()) > INT16_MAX)
-    _, first_index, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+    return _distinct_by_key(rows, _row_bytes(rows, wide=rows.numel() > 0 and int(rows.max()) > INT16_MAX))
+
+
+def _distinct_by_key(rows: torch.Tensor, keys: np.ndarray) -> tuple[torch.Tensor, torch.LongTensor]:
+    """The rows of distinct ``keys`` (one NumPy key per row, ``_bytes_per_row``) and each row's index among them:
+    (N, ...), (N,) -> (U, ...), (N,)."""
+    _, first_index, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return rows[torch.from_numpy(first_index)], torch.from_numpy(inverse.reshape(-1))
 
 
@@ -242,8 +247,7 @@ def distinct_vectors(vectors: torch.Tensor) -> tuple[torch.Tensor, torch.LongTen
     if vectors.device.type != "cpu":
         distinct_bits, inverse = torch.unique(bits, dim=0, return_inverse=True)
         return distinct_bits.view(vectors.dtype), inverse
-    _, first_index, inverse = np.unique(_bytes_per_row(bits.numpy()), return_index=True, return_inverse=True)
-    return vectors[torch.from_numpy(first_index)], torch.from_numpy(inverse.reshape(-1))
+    return _distinct_by_key(vectors, _bytes_per_row(bits.numpy()))
 
 
 # The largest id of the byte scheme (the padding character, 261): the default of the probes' id range.
