@@ -3,7 +3,7 @@
     python benchmarks/embed_memory.py [--model DIR] [--lines 2000] [--scales 1 10] [--representation all]
 
 Each run is a fresh `elmo-hf embed` process; its peak RSS comes from the kernel (`wait4`), its words/s from the
-manifest and the wall time. The corpus is `../shared/corpora/tinyshakespeare.txt` cycled to the wanted number of
+manifest and the wall time. The corpus is `data/corpora/tinyshakespeare.txt` cycled to the wanted number of
 lines (synthetic sentences when it is missing). Without `--model`, a random model of the released small shape
 (2x1024_128, 13.6M parameters) is used. Prints one JSON object; `peak_rss_growth_mb` is the largest run's peak minus
 the smallest's, to be compared with `vectors_mb_at_largest` (what holding the output in memory would cost).
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPOSITORY_ROOT.parent / "shared" / "corpora" / "tinyshakespeare.txt"
-SMALL_SHAPE_OPTIONS = REPOSITORY_ROOT.parent / "shared" / "fixtures" / "pretrained-options" / "elmo_2x1024_128_2048cnn_1xhighway_options.json"
+DEFAULT_CORPUS = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
+SMALL_SHAPE_OPTIONS = REPOSITORY_ROOT / "tests" / "fixtures" / "pretrained-options" / "elmo_2x1024_128_2048cnn_1xhighway_options.json"
 
 
 def corpus_lines(source: Path | None, count: int) -> list[str]:

@@ -37,7 +37,7 @@ from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
 from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
 from elmo_hf.embedding.shards import embed_corpus, model_fingerprint  # noqa: E402
 
-DEFAULT_INPUT = REPOSITORY_ROOT.parent / "shared" / "corpora" / "tinyshakespeare.txt"
+DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
 
 
 def synchronize(device: torch.device) -> None:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPOSITORY_ROOT))
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer, fast_elmo  # noqa: E402
 from elmo_hf.modeling_elmo import FORGET_GATE_BIAS, add_sentence_boundaries  # noqa: E402
 
-CORPUS = REPOSITORY_ROOT.parent / "shared" / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu"
+CORPUS = REPOSITORY_ROOT / "data" / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu"
 
 SHAPES = {
     # elmo_2x1024_128_2048cnn_1xhighway (13.6M parameters)

@@ -1,6 +1,6 @@
 """Model cards from one template (``model_cards/template.md``), and what is known about the released ELMo files.
 
-    python -m conversion.model_cards --options-dir ../shared/fixtures/pretrained-options --output model_cards
+    python -m conversion.model_cards --options-dir tests/fixtures/pretrained-options --output model_cards
 
 regenerates the cards of the four released models. The converter writes a card (``README.md``) into every directory
 it produces, with the sha256 of its inputs, the exact command and the parity it measured.
@@ -275,7 +275,7 @@ def write_released_model_cards(options_dir: Path, output_dir: Path) -> list[Path
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate the model cards of the released ELMo models.")
-    parser.add_argument("--options-dir", type=Path, default=Path("../shared/fixtures/pretrained-options"))
+    parser.add_argument("--options-dir", type=Path, default=Path("tests/fixtures/pretrained-options"))
     parser.add_argument("--output", type=Path, default=Path("model_cards"), help="default: ./model_cards (the repository's)")
     args = parser.parse_args(argv)
     for path in write_released_model_cards(args.options_dir, args.output):

@@ -111,7 +111,8 @@ def plot_layer_weights(weights: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(Path(__file__).resolve().parents[1] / "elmo_hf" / "default_model"))
-    parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
+    parser.add_argument("--ewt", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "corpora" / "ud-english-ewt",
+                        help="the folder of en_ewt-ud-dev.conllu (training) and en_ewt-ud-test.conllu (test)")
     parser.add_argument("--output", type=Path, default=Path("docs/results/demo"))
     parser.add_argument("--epochs", type=float, default=8)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="use only this many training sentences (smoke runs)")
     args = parser.parse_args(argv)
 
-    corpus = args.shared / "corpora" / "ud-english-ewt"
+    corpus = args.ewt
     tokenizer = ELMoTokenizer.from_pretrained(args.model)
     tags = sorted({tag for tags in load_conllu_sentences([corpus / "en_ewt-ud-dev.conllu"])["upos"] for tag in tags})
     label2id = {tag: index for index, tag in enumerate(tags)}
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "train": "UD English-EWT dev", "test": "UD English-EWT test",
         "train_sentences": len(train_set), "test_sentences": len(test_set),
         "test_words": int(sum(len(labels) for labels in test_set["labels"])),
-        "settings": {key: value for key, value in vars(args).items() if key not in ("shared", "output", "model")},
+        "settings": {key: value for key, value in vars(args).items() if key not in ("ewt", "output", "model")},
         "results": results,
     }
     (args.output / "pos_tagging.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

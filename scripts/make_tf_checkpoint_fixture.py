@@ -6,7 +6,7 @@ committed outputs):
     python -m venv /tmp/tfenv
     /tmp/tfenv/bin/pip install tensorflow-cpu==2.21.0 tf-keras==2.21.0 h5py bilm==0.1.post5
     /tmp/tfenv/bin/python scripts/make_tf_checkpoint_fixture.py \\
-        --corpus ../shared/corpora/tinyshakespeare.txt --output tests/fixtures/tf-checkpoint
+        --corpus data/corpora/tinyshakespeare.txt --output tests/fixtures/tf-checkpoint
 
 bilm 0.1.post5 (PyPI) is allenai/bilm-tf at its last commit; it is TensorFlow 1 code, run here through
 ``tf.compat.v1`` (installed as the ``tensorflow`` module before bilm is imported) with tf-keras for the v1 RNN cells.

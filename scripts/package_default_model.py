@@ -158,7 +158,7 @@ perplexities optimistic. The float32 weights gave {measured["trained_float32"]["
 ## Rebuild
 
 ```bash
-elmo-hf pretrain --corpus ../shared/corpora/tinyshakespeare.txt ../shared/corpora/ud-english-ewt/en_ewt-ud-dev.conllu \\
+elmo-hf pretrain --corpus data/corpora/tinyshakespeare.txt data/corpora/ud-english-ewt/en_ewt-ud-dev.conllu \\
     --output models/elmo-small-demo --config small --max-steps {report.get("options", {}).get("max_steps", "N")} \\
     --learning-rate {report["learning_rate"]} --threads 1 --seed 0
 python scripts/package_default_model.py --run models/elmo-small-demo
@@ -170,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", type=Path, required=True, help="an elmo-hf pretrain output directory")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--shared", type=Path, default=REPOSITORY_ROOT.parent / "shared")
+    parser.add_argument("--test-file", type=Path, default=REPOSITORY_ROOT / "data" / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu",
+                        help="held-out CoNLL-U text for the perplexity in the card")
     parser.add_argument("--learning-rate", type=float, help="the run's peak learning rate, if its report lacks it")
     args = parser.parse_args(argv)
-    test_file = args.shared / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu"
-    measured = package(args.run, args.output, test_file, args.learning_rate)
+    measured = package(args.run, args.output, args.test_file, args.learning_rate)
     print(json.dumps(measured, indent=2))
     return 0
 

@@ -7,7 +7,8 @@ AllenNLP's fixture (expected outputs made that way, batches 0..9) this compares,
   held-out text (UD English-EWT dev sentences, never seen by the fixture run), 3 sentences per batch as in the
   fixture run.
 
-    python scripts/warm_state_report.py --model models/elmo-fixture [--shared ../shared] [--warm-up-sentences 300]
+    python scripts/warm_state_report.py --model models/elmo-fixture [--fixture tests/fixtures/allennlp-elmo] \
+        [--held-out data/corpora/ud-english-ewt/en_ewt-ud-dev.conllu] [--warm-up-sentences 300]
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 import torch
 
 from elmo_hf import ELMoModel, ELMoTokenizer
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 
 
 def read_conllu_words(path: Path, limit: int) -> list[list[str]]:
@@ -64,14 +67,13 @@ def distances(model, tokenizer, fixture_dir: Path, batch_indices) -> dict[str, f
     }
 
 
-def warm_state_report(model_dir: Path, shared_dir: Path, warm_up_sentences: int = 300) -> dict:
+def warm_state_report(model_dir: Path, fixture_dir: Path, held_out_conllu: Path, warm_up_sentences: int = 300) -> dict:
     model = ELMoModel.from_pretrained(model_dir).eval()
     tokenizer = ELMoTokenizer.from_pretrained(model_dir)
-    fixture_dir = shared_dir / "fixtures" / "allennlp-elmo"
     after_warm_up = range(1, 10)
     report = {"zero_state": distances(model, tokenizer, fixture_dir, after_warm_up)}
 
-    held_out = read_conllu_words(shared_dir / "corpora" / "ud-english-ewt" / "en_ewt-ud-dev.conllu", warm_up_sentences)
+    held_out = read_conllu_words(held_out_conllu, warm_up_sentences)
     batches = [
         tokenizer(held_out[start : start + 3], is_split_into_words=True, padding=True, return_tensors="pt")
         for start in range(0, len(held_out) - 2, 3)
@@ -86,10 +88,11 @@ def warm_state_report(model_dir: Path, shared_dir: Path, warm_up_sentences: int 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True, help="the converted fixture model")
-    parser.add_argument("--shared", type=Path, default=Path("../shared"))
+    parser.add_argument("--fixture", type=Path, default=REPOSITORY_ROOT / "tests" / "fixtures" / "allennlp-elmo")
+    parser.add_argument("--held-out", type=Path, default=REPOSITORY_ROOT / "data" / "corpora" / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     parser.add_argument("--warm-up-sentences", type=int, default=300)
     args = parser.parse_args()
-    print(json.dumps(warm_state_report(args.model, args.shared, args.warm_up_sentences), indent=2))
+    print(json.dumps(warm_state_report(args.model, args.fixture, args.held_out, args.warm_up_sentences), indent=2))
 
 
 if __name__ == "__main__":

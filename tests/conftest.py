@@ -1,8 +1,8 @@
 """Shared test fixtures.
 
-Data from ``../shared`` (read-only, never copied into the repo) is found at ``$ELMO_HF_SHARED_DIR`` or at
-``../shared`` beside the repository. When it is missing, tests that need it fail under CI (``CI=true``) and are
-skipped elsewhere.
+Every file a test reads lives in the repository: the original's parity fixture and the released options under
+``tests/fixtures/``, the sample corpora under ``data/corpora/`` (each with its source and licence beside it). A
+plain clone runs every test; nothing reads ``../shared``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ import torch
 from elmo_hf import ELMoModel, ELMoTokenizer
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = Path(os.environ.get("ELMO_HF_SHARED_DIR", REPOSITORY_ROOT.parent / "shared"))
-
-
-def shared_path(*parts: str) -> Path:
-    """A path under the shared directory; fails under CI and skips elsewhere when it is missing."""
-    path = SHARED_DIR.joinpath(*parts)
-    if not path.exists():
-        message = f"shared test data missing: {path} (set ELMO_HF_SHARED_DIR to the shared/ directory)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+FIXTURES_DIR = REPOSITORY_ROOT / "tests" / "fixtures"
+CORPORA_DIR = REPOSITORY_ROOT / "data" / "corpora"
+TINYSHAKESPEARE = CORPORA_DIR / "tinyshakespeare.txt"
+EWT_DEV = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+EWT_TEST = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-test.conllu"
 
 
 def installed_package(module: str) -> Path:
@@ -56,12 +49,12 @@ def _torch_threads_as_the_run_started():
 
 @pytest.fixture(scope="session")
 def allennlp_fixture_dir() -> Path:
-    return shared_path("fixtures", "allennlp-elmo")
+    return FIXTURES_DIR / "allennlp-elmo"
 
 
 @pytest.fixture(scope="session")
 def pretrained_options_dir() -> Path:
-    return shared_path("fixtures", "pretrained-options")
+    return FIXTURES_DIR / "pretrained-options"
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from elmo_hf.fast_elmo import PackedBatch, needed_character_slots, token_layer_o
 from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
-from .conftest import shared_path
+from .conftest import EWT_TEST
 from .helpers import SENTENCES, random_model, requires_cuda, tiny_config, torch_threads
 
 # The issue's bound for float32; the measured differences are about 1e-6 (README, "Inference speed").
@@ -66,9 +66,8 @@ def tiny_model():
 
 def real_sentences(count: int, max_words: int = 40) -> list[str]:
     """Sentences of UD English-EWT test (real text), in file order."""
-    path = shared_path("corpora", "ud-english-ewt", "en_ewt-ud-test.conllu")
     sentences = []
-    with open(path, encoding="utf-8") as lines:
+    with open(EWT_TEST, encoding="utf-8") as lines:
         for line in lines:
             if line.startswith("# text = "):
                 text = line[len("# text = ") :].strip()

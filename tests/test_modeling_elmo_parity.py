@@ -1,4 +1,4 @@
-"""Parity with outputs computed by the original TensorFlow code (../shared/fixtures/allennlp-elmo, see its README).
+"""Parity with outputs computed by the original TensorFlow code (tests/fixtures/allennlp-elmo, see its README).
 
 Computed here directly with h5py, independently of conversion/reference_outputs.py, so a bug there cannot hide a bug
 in the model. Both inference paths are held to the original: the reference path (the definition) and the fast path.

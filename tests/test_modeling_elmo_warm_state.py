@@ -2,12 +2,11 @@
 
 from scripts.warm_state_report import read_conllu_words, warm_state_report
 
-from .conftest import SHARED_DIR, shared_path
+from .conftest import EWT_DEV
 
 
-def test_warm_state_is_much_closer_to_the_original_stateful_run(converted_fixture_dir):
-    shared_path("corpora", "ud-english-ewt", "en_ewt-ud-dev.conllu")
-    report = warm_state_report(converted_fixture_dir, SHARED_DIR, warm_up_sentences=30)
+def test_warm_state_is_much_closer_to_the_original_stateful_run(converted_fixture_dir, allennlp_fixture_dir):
+    report = warm_state_report(converted_fixture_dir, allennlp_fixture_dir, EWT_DEV, warm_up_sentences=30)
     zero, warm = report["zero_state"], report["warm_state"]
     assert warm["warm_up_sentences"] == 30 and report["batches_compared"] == list(range(1, 10))
     assert zero["mean_abs_diff"] > 0.05  # the cold start really is far from the original's steady state

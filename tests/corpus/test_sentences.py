@@ -12,7 +12,7 @@ from elmo_hf.corpus.readers import CorpusError, read_conllu_sentences
 from elmo_hf.corpus.sentences import load_conllu_sentences, load_sentences
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-from ..conftest import shared_path
+from ..conftest import EWT_DEV, TINYSHAKESPEARE
 
 CONLLU_SAMPLE = """\
 # newdoc id = sample
@@ -58,7 +58,7 @@ def test_conllu_reader_skips_multiword_ranges_empty_nodes_and_comments(tmp_path)
 
 
 def test_conllu_reader_on_the_real_ud_dev_file(tmp_path):
-    path = shared_path("corpora", "ud-english-ewt", "en_ewt-ud-dev.conllu")
+    path = EWT_DEV
     text = path.read_text(encoding="utf-8")
     sent_ids = re.findall(r"^# sent_id = (.+)$", text, flags=re.MULTILINE)
     word_lines = re.findall(r"^\d+\t", text, flags=re.MULTILINE)  # syntactic words only: no 1-2, no 8.1
@@ -93,7 +93,7 @@ def test_text_sentences_skip_empty_lines_and_agree_with_the_vocabulary_builder(t
 
 
 def test_tinyshakespeare_is_one_sentence_per_non_empty_line(tmp_path):
-    path = shared_path("corpora", "tinyshakespeare.txt")
+    path = TINYSHAKESPEARE
     non_empty_lines = sum(1 for line in path.read_text(encoding="utf-8").split("\n") if line.strip())
 
     dataset = load_sentences(path, word_splitter="whitespace", cache_dir=tmp_path)

@@ -32,6 +32,7 @@ from safetensors.torch import load_file
 
 from elmo_hf import ELMoTokenizer
 
+from ..conftest import FIXTURES_DIR
 from ..helpers import SENTENCES, random_model
 from .hub_server import GITATTRIBUTES, HubTestServer, git_blob_id
 
@@ -674,9 +675,7 @@ def test_server_runs_as_a_module_and_prints_its_url(tmp_path):
 # 6. The conversion CLI pushing a converted checkpoint
 # ----------------------------------------------------------------------------------------------------------------
 def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
-    from ..conftest import shared_path
-
-    fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
+    fixture, output = FIXTURES_DIR / "allennlp-elmo", tmp_path / "converted"
     arguments = ["convert_allennlp_to_hf", "--options", str(fixture / "options.json")]
     arguments += ["--weights", str(fixture / "lm_weights.hdf5"), "--output", str(output)]
     arguments += ["--push-to-hub", "alice/elmo-fixture"]  # the token comes from HF_TOKEN
@@ -701,9 +700,7 @@ def test_convert_allennlp_fixture_and_push_to_hub(hub, clients, tmp_path):
 
 
 def test_convert_and_push_to_a_private_branch(hub, clients, tmp_path):
-    from ..conftest import shared_path
-
-    fixture, output = shared_path("fixtures", "allennlp-elmo"), tmp_path / "converted"
+    fixture, output = FIXTURES_DIR / "allennlp-elmo", tmp_path / "converted"
     arguments = ["convert_allennlp_to_hf", "--options", str(fixture / "options.json")]
     arguments += ["--weights", str(fixture / "lm_weights.hdf5"), "--output", str(output)]
     arguments += ["--push-to-hub", "alice/elmo-fixture-private", "--private", "--revision", "converted"]

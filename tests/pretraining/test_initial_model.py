@@ -17,7 +17,7 @@ from elmo_hf.pretraining.run import load_training_sentences, split_held_out, wit
 from elmo_hf.pretraining.vocabulary import UNK_WORD_ID
 from elmo_hf_cli import main as cli_main
 
-from ..conftest import shared_path
+from ..conftest import TINYSHAKESPEARE
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "fixtures" / "tf-checkpoint" / "two-layer"
 FAST = dict(word_splitter="whitespace", max_steps=2, save_steps=100, logging_steps=1, train_eval_sentences=4, progress=False, num_threads=1)
@@ -26,7 +26,7 @@ FAST = dict(word_splitter="whitespace", max_steps=2, save_steps=100, logging_ste
 @pytest.fixture(scope="module")
 def new_corpus(tmp_path_factory) -> Path:
     """Lines the fixture model never saw (it was trained on the first 60 lines)."""
-    lines = shared_path("corpora", "tinyshakespeare.txt").read_text(encoding="utf-8").splitlines()[200:240]
+    lines = TINYSHAKESPEARE.read_text(encoding="utf-8").splitlines()[200:240]
     path = tmp_path_factory.mktemp("corpus") / "new.txt"
     path.write_text("\n".join(line for line in lines if line.strip()) + "\n", encoding="utf-8")
     return path

@@ -35,7 +35,7 @@ from elmo_hf.pretraining.run import (
 from elmo_hf.storage.output_directory import MARKER_NAME
 from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
 
-from ..conftest import REPOSITORY_ROOT, shared_path
+from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
 from ..helpers import tiny_options, torch_threads
 
 ROWS, WINDOW, STEPS = 8, 10, 40
@@ -52,7 +52,7 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """The first 1,200 lines of tinyshakespeare (about 950 sentences, 8k words)."""
-    lines = shared_path("corpora", "tinyshakespeare.txt").read_text(encoding="utf-8").splitlines()[:1200]
+    lines = TINYSHAKESPEARE.read_text(encoding="utf-8").splitlines()[:1200]
     path = tmp_path_factory.mktemp("corpus") / "shakespeare-slice.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
