@@ -12,8 +12,17 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
-from elmo_hf import ELMoModel, ELMoTokenizer
+
+# Before torch loads OpenMP: its idle threads sleep instead of spinning. With another process on one of the two cores
+# (the fresh-clone quick start below runs beside the tests; a user's machine is rarely idle), spinning threads make
+# every small op wait for a partner the scheduler took away (issue 28 measured this run at 17:46 minutes beside two
+# busy processes, against about 5 idle). Set OMP_WAIT_POLICY yourself to measure the other policy.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402
+from elmo_hf import ELMoModel, ELMoTokenizer  # noqa: E402
+
+from .fresh_clone import QuickStartRun  # noqa: E402
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPOSITORY_ROOT / "tests" / "fixtures"
@@ -21,6 +30,26 @@ CORPORA_DIR = REPOSITORY_ROOT / "data" / "corpora"
 TINYSHAKESPEARE = CORPORA_DIR / "tinyshakespeare.txt"
 EWT_DEV = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
 EWT_TEST = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-test.conllu"
+
+
+FRESH_CLONE_TESTS = "tests/test_fresh_clone.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fresh-clone test runs last: it waits for the quick start started beside the rest of the run."""
+    items.sort(key=lambda item: item.nodeid.startswith(FRESH_CLONE_TESTS))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_clone_quick_start(request, tmp_path_factory):
+    """The README's quick start in a fresh clone and venv (``tests/fresh_clone.py``), started as the run begins when
+    the fresh-clone test is selected, stopped (its processes killed) when the run ends."""
+    if not any(item.nodeid.startswith(FRESH_CLONE_TESTS) for item in request.session.items):
+        yield None
+        return
+    run = QuickStartRun(tmp_path_factory.mktemp("alone")).start()
+    yield run
+    run.stop()
 
 
 def installed_package(module: str) -> Path:

@@ -2,31 +2,38 @@
 an unrelated directory, `elmo-hf convert --verify` on the original fixture, the export back (bit-exact) and
 `elmo-hf embed` with the model shipped in the package.
 
-The environment sees this interpreter's packages (``--system-site-packages``: torch and transformers are not
-installed again, nothing is downloaded) but its own elmo-hf, built from a copy of the working tree; the test checks
-that the installed copy, not the checkout, is what runs.
+The environment sees the packages of the interpreter that runs the tests (a ``.pth`` file lists its site-packages:
+torch and transformers are not installed again, nothing is downloaded), whether that is the system Python, as CI
+uses, or a virtual environment, as a user's is (``--system-site-packages`` would show the *base* interpreter's
+packages instead, which a venv's tests do not run with). Its own elmo-hf is built from a copy of the working tree;
+the test checks that the installed copy, not the checkout, is what runs.
 """
 
 from __future__ import annotations
 
 import shutil
+import site
 import subprocess
+import sysconfig
 import venv
 from pathlib import Path
 
 import pytest
 
 from .conftest import REPOSITORY_ROOT
+from .fresh_clone import working_tree_files
 from .helpers import assert_hdf5_files_identical
 
 
-def working_tree_files() -> list[str]:
-    """Tracked files and untracked ones git does not ignore: what a clean clone plus the current changes holds."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPOSITORY_ROOT, capture_output=True,
-        text=True, check=True,
-    )
-    return [name for name in listed.stdout.splitlines() if (REPOSITORY_ROOT / name).is_file()]
+def see_the_running_interpreters_packages(environment: Path) -> None:
+    """Append this interpreter's site-packages folders to the environment's path (after its own site-packages) with a
+    ``.pth`` file of plain paths: their own ``.pth`` files (an editable elmo-hf's finder) are not run there."""
+    folders = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    own = subprocess.run(
+        [environment / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    (Path(own) / "running-interpreter.pth").write_text("".join(f"{folder}\n" for folder in folders if Path(folder).is_dir()))
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +45,12 @@ def installed(tmp_path_factory) -> Path:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPOSITORY_ROOT / name, source / name)
     environment = root / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(environment)  # pip from the bundled wheel
-    # The bundled setuptools may predate the project's build requirement; the system's (>= 68) is used instead.
+    venv.EnvBuilder(with_pip=True).create(environment)  # pip from the bundled wheel
+    see_the_running_interpreters_packages(environment)
+    # The bundled setuptools may predate the project's build requirement; the running interpreter's (>= 68) is used.
     subprocess.run([environment / "bin" / "python", "-m", "pip", "uninstall", "--quiet", "--yes", "setuptools"], check=True)
     result = subprocess.run(
-        # No index and no build isolation: nothing is downloaded (setuptools comes from the system site-packages).
+        # No index and no build isolation: nothing is downloaded (setuptools comes from the running interpreter).
         [environment / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--no-build-isolation", source],
         capture_output=True, text=True, timeout=600,
     )

@@ -1,0 +1,43 @@
+"""A fresh clone is the whole project: the README's two quick-start blocks, verbatim, in a copy of the repository
+with nothing beside it (no ``../shared``) and a fresh virtual environment made by the interpreter that runs the
+tests, without system site packages, activated as a user activates one.
+
+The main job must exit 0 and write its manifest, with the clone's code. The test block runs a representative subset
+of the suite, ``fresh_clone.SUBSET`` (the whole suite would run this test again and double the default run's time),
+chosen because each of its files reads data that used to come from ``../shared`` (the original's parity fixture,
+the released options, the real corpora) or runs the commands end to end. It must end with no failure, no error and
+no skip at all. The run starts on a thread when the test run begins (``tests/fresh_clone.py``); this test, ordered
+last, waits for it and checks what it left.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import xml.etree.ElementTree as ElementTree
+
+from .fresh_clone import BLOCK_TIMEOUT_S
+
+
+def test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv(fresh_clone_quick_start):
+    run = fresh_clone_quick_start
+    run.wait(timeout=3 * BLOCK_TIMEOUT_S)
+    assert sorted(path.name for path in run.clone.parent.iterdir() if path != run.report) == ["elmo-hf"]
+
+    main_job = run.main_job
+    assert main_job.returncode == 0, f"{main_job.stdout[-3000:]}\n{main_job.stderr[-5000:]}"
+    assert re.search(r"embedded [\d,]+ sentences \([\d,]+ words", main_job.stdout), main_job.stdout[-2000:]
+    assert (run.clone / "embeddings" / "tinyshakespeare" / "manifest.json").is_file()
+    located = subprocess.run(
+        ["python", "-c", "import elmo_hf; print(elmo_hf.__file__)"], cwd="/", env=run.variables,
+        capture_output=True, text=True, check=True,
+    )
+    assert located.stdout.startswith(str(run.clone / "elmo_hf")), located.stdout  # the clone's code, from its venv
+
+    tests = run.tests
+    assert tests.returncode == 0, f"{tests.stdout[-5000:]}\n{tests.stderr[-3000:]}"
+    suite = ElementTree.parse(run.report).getroot().find("testsuite")
+    counts = {name: int(suite.get(name)) for name in ("tests", "failures", "errors", "skipped")}
+    assert counts["tests"] >= 40 and counts["failures"] == counts["errors"] == 0, counts
+    skipped = [case.get("name") for case in suite.iter("testcase") if case.find("skipped") is not None]
+    assert counts["skipped"] == 0 and not skipped, skipped
