@@ -1,0 +1,150 @@
+"""The README's main job idle and beside busy processes: how much of its speed a shared machine leaves it.
+
+    python benchmarks/contention.py [--input FILE] [--lines 8000] [--busy 0 1 2] [--settings default one-thread passive]
+        [--rounds 2] [--model DIR]
+
+For each round, for each number of busy processes (bounded CPU loops this script starts and stops itself), each
+setting runs ``elmo-hf embed`` on the first ``--lines`` lines of the input, in a fresh process, as a user runs it.
+Settings are environments: ``default`` (none of the variables below: torch's own thread count and OpenMP's
+spinning waits), ``one-thread`` (``OMP_NUM_THREADS=1``), ``passive`` (``OMP_WAIT_POLICY=PASSIVE``: idle OpenMP
+threads sleep). Runs alternate within a round so that a machine whose speed drifts shifts every setting alike.
+
+Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: the
+embedding, start-up excluded), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
+median idle of the same setting; a fair share beside two busy processes on two cores is 0.5); ``idle_vs_one_thread``
+compares each setting idle with ``one-thread`` idle. Check ``cpus`` and ``load_average_before``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")
+SETTINGS = {
+    "default": {},
+    "one-thread": {"OMP_NUM_THREADS": "1"},
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+}
+BUSY_LOOP_LIMIT_S = 1800  # a busy process ends by itself after this long, whatever happens to this script
+WORDS_PER_SECOND = re.compile(r"= ([\d,]+) words/s")
+
+
+def start_busy_processes(count: int) -> list[subprocess.Popen]:
+    """``count`` processes spinning one core each, for at most BUSY_LOOP_LIMIT_S seconds."""
+    loop = f"import time\nend = time.monotonic() + {BUSY_LOOP_LIMIT_S}\nwhile time.monotonic() < end:\n    pass\n"
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
+
+
+def stop(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def setting_environment(setting: str) -> dict:
+    environment = {name: value for name, value in os.environ.items() if name not in THREAD_VARIABLES}
+    environment.update(SETTINGS[setting])
+    return environment
+
+
+def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) -> dict:
+    """One ``elmo-hf embed`` process: the words/s it reports and its wall seconds (start-up included)."""
+    command = ["elmo-hf", "embed", str(corpus), "--output", str(work_dir / "out"), "--overwrite", "--no-progress"]
+    if model:
+        command += ["--model", model]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate()
+    wall = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} ({setting}) exited {process.returncode}:\n{stderr[-3000:]}")
+    found = WORDS_PER_SECOND.search(stdout)
+    if not found:
+        raise RuntimeError(f"no words/s in the output of {' '.join(command)}:\n{stdout[-2000:]}")
+    return {"words_per_second": int(found[1].replace(",", "")), "wall_seconds": round(wall, 2)}
+
+
+def first_lines(source: Path, lines: int, target: Path) -> Path:
+    with open(source, encoding="utf-8") as text:
+        target.write_text("".join(islice(text, lines)), encoding="utf-8")
+    return target
+
+
+def summarize(runs: dict[str, dict[int, list[dict]]]) -> dict:
+    """Medians per setting and busy count, each loaded median over the same setting's idle one, each setting's idle
+    median over one-thread's."""
+    report: dict = {"settings": {}}
+    for setting, by_busy in runs.items():
+        entry = {}
+        for busy, measured in sorted(by_busy.items()):
+            speeds = [run["words_per_second"] for run in measured]
+            entry[f"busy_{busy}"] = {
+                "words_per_second": speeds,
+                "median": statistics.median(speeds),
+                "wall_seconds": [run["wall_seconds"] for run in measured],
+                "cpu_seconds": [run["cpu_seconds"] for run in measured],
+            }
+        if "busy_0" in entry:
+            idle = entry["busy_0"]["median"]
+            entry["ratio_to_idle"] = {name: round(value["median"] / idle, 3) for name, value in entry.items() if name != "busy_0"}
+        report["settings"][setting] = entry
+    one_thread_idle = report["settings"].get("one-thread", {}).get("busy_0", {}).get("median")
+    if one_thread_idle:
+        report["idle_vs_one_thread"] = {
+            setting: round(entry["busy_0"]["median"] / one_thread_idle, 3)
+            for setting, entry in report["settings"].items() if "busy_0" in entry
+        }
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
+    parser.add_argument("--lines", type=int, default=8000)
+    parser.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-thread", "passive"])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--model", help="a model directory or repo id (default: the model shipped in the package)")
+    args = parser.parse_args(argv)
+
+    runs: dict[str, dict[int, list[dict]]] = {setting: {busy: [] for busy in args.busy} for setting in args.settings}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as work:
+        corpus = first_lines(args.input, args.lines, Path(work) / "corpus.txt")
+        for _ in range(args.rounds):
+            for busy in args.busy:
+                busy_processes = start_busy_processes(busy)
+                try:
+                    for setting in args.settings:
+                        # The busy processes are reaped after the loop: the children's usage here is the embed's.
+                        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        run = embed_once(corpus, args.model, setting, Path(work))
+                        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        run["cpu_seconds"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)
+                        runs[setting][busy].append(run)
+                finally:
+                    stop(busy_processes)
+    report = {
+        "input": str(args.input), "lines": args.lines, "rounds": args.rounds, "model": args.model or "shipped",
+        "cpus": os.cpu_count(), "load_average_before": [round(value, 2) for value in load_before],
+        **summarize(runs),
+    }
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""benchmarks/contention.py: a tiny run of the whole script (no timing is asserted)."""
+
+import pytest
+
+from . import load_benchmark
+
+
+@pytest.mark.slow  # four `elmo-hf embed` processes: about 25 s on 2 idle cores, minutes on busy ones
+def test_every_setting_is_measured_idle_and_beside_a_busy_process(tmp_path, capsys):
+    script = load_benchmark("contention")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(30)), encoding="utf-8")
+    report = script.main(["--input", str(corpus), "--lines", "20", "--busy", "0", "1", "--settings", "default", "one-thread", "--rounds", "1"])
+    capsys.readouterr()
+    for setting in ("default", "one-thread"):
+        entry = report["settings"][setting]
+        assert len(entry["busy_0"]["words_per_second"]) == len(entry["busy_1"]["words_per_second"]) == 1
+        assert entry["busy_0"]["median"] > 0 and entry["busy_1"]["cpu_seconds"][0] > 0
+        assert set(entry["ratio_to_idle"]) == {"busy_1"}
+    assert report["idle_vs_one_thread"]["one-thread"] == 1.0
+
+
+def test_a_setting_only_changes_the_thread_variables(monkeypatch):
+    script = load_benchmark("contention")
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    monkeypatch.setenv("ELMO_HF_SOMETHING", "kept")
+    default, passive = script.setting_environment("default"), script.setting_environment("passive")
+    assert "OMP_NUM_THREADS" not in default and default["ELMO_HF_SOMETHING"] == "kept"
+    assert passive["OMP_WAIT_POLICY"] == "PASSIVE" and "OMP_NUM_THREADS" not in passive
+
+
+def test_ratios_compare_medians_to_the_same_settings_idle_median():
+    script = load_benchmark("contention")
+
+    def runs(*speeds):
+        return [{"words_per_second": speed, "wall_seconds": 1.0, "cpu_seconds": 1.0} for speed in speeds]
+
+    report = script.summarize({
+        "default": {0: runs(1000, 3000, 2000), 2: runs(100, 300)},
+        "one-thread": {0: runs(1600), 2: runs(800)},
+    })
+    assert report["settings"]["default"]["busy_0"]["median"] == 2000
+    assert report["settings"]["default"]["ratio_to_idle"] == {"busy_2": 0.1}
+    assert report["settings"]["one-thread"]["ratio_to_idle"] == {"busy_2": 0.5}
+    assert report["idle_vs_one_thread"] == {"default": 1.25, "one-thread": 1.0}
