@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from transformers import FeatureExtractionPipeline
 
-from ..configuration_elmo import OUTPUT_POOLINGS
+from ..choices_elmo import OUTPUT_POOLINGS
 from ..modeling_elmo import ELMoModelOutput, check_representation
 from ..validation_elmo import check_choice
 
