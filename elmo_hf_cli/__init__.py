@@ -1,5 +1,6 @@
 """The ``elmo-hf`` command line: parse, call the library, report.
 
+    elmo-hf --version
     elmo-hf embed corpus.txt --output vectors/ [--model DIR_OR_REPO] [--resume]
     elmo-hf embed --verify vectors/
     elmo-hf convert --options options.json --weights weights.hdf5 --output elmo/ [--verify REFERENCE_DIR]
@@ -21,6 +22,7 @@ Exit codes: 0 success, 2 a problem with the input, the options or the output dir
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 
 from . import convert, embed, neighbours, pretrain, similarity
@@ -31,10 +33,19 @@ COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
+    parser.add_argument("--version", action="version", version=f"elmo-hf {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parsers(commands)
     return parser
+
+
+def installed_version() -> str:
+    """The version of the installed distribution (pyproject.toml's, recorded by pip): no import of the library."""
+    try:
+        return importlib.metadata.version("elmo-hf")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run from a source tree)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,4 +59,4 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "installed_version", "main"]
