@@ -26,7 +26,7 @@ import importlib.metadata
 import sys
 
 from . import convert, embed, neighbours, pretrain, similarity
-from .common import EXIT_INTERRUPTED
+from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def installed_version() -> str:
-    """The version of the installed distribution (pyproject.toml's, recorded by pip): no import of the library."""
+    """The installed distribution's version (``elmo_hf.__version__``, recorded at install time): imports nothing."""
     try:
         return importlib.metadata.version("elmo-hf")
     except importlib.metadata.PackageNotFoundError:
@@ -49,10 +49,14 @@ def installed_version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns the exit code. Ctrl-C at any point (start-up included) exits 130 without a
-    traceback; commands that can resume say how."""
+    """Run one command; returns the exit code (argument errors, ``--help`` and ``--version`` too: argparse's exit
+    becomes the return value). Ctrl-C at any point (start-up included) exits 130 without a traceback; commands that
+    can resume say how."""
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exit:  # argparse printed the usage and the error, or the help or version
+            return exit.code if isinstance(exit.code, int) else EXIT_USAGE_ERROR
         return args.run(args)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .arguments import model_argument
 from .common import EXIT_OK, report_error
 
 
@@ -11,7 +12,7 @@ def add_parsers(commands) -> None:
     similarity = commands.add_parser(
         "similarity", help="contextual vectors of one word in several sentences and their cosine similarities"
     )
-    similarity.add_argument("--model", required=True, help="an ELMo Hugging Face directory or Hub repo id")
+    similarity.add_argument("--model", required=True, type=model_argument, help="an ELMo Hugging Face directory or Hub repo id")
     similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
     similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
     similarity.set_defaults(run=run)
