@@ -1,5 +1,5 @@
 """First contact: a typo in an argument fails at once (before torch is imported), naming the argument and what is
-wrong; a model name that looks like a local path never goes to the Hub; `--version`."""
+wrong; a model name that looks like a local path never goes to the Hub; `--version`; `similarity`'s default model."""
 
 from __future__ import annotations
 
@@ -159,3 +159,9 @@ def test_version_answers_without_torch(tmp_path):
     code, _, _, heavy = first_contact(tmp_path, "--version")
     assert code == 0 and not heavy
 
+
+def test_similarity_defaults_to_the_shipped_model_as_embed(capsys):
+    assert main(["similarity", "--word", "play", "We saw the play .", "The children play outside ."]) == 0
+    captured = capsys.readouterr()
+    assert "no --model given, using elmo-hf's default model" in captured.err
+    assert "cosine similarity of 'play' between sentences" in captured.out
