@@ -79,7 +79,8 @@ def add_parsers(commands) -> None:
         "export",
         help="export a Hugging Face ELMo directory back to the original options.json + weights.hdf5",
         description="Write options.json + weights.hdf5 (and vocab.txt, when the model directory has one) in the "
-        "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 is bit-exact.",
+        "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 gives back every dataset bit for bit (names, shapes, "
+        "dtypes, bytes); the file's own bytes differ (HDF5 headers).",
     )
     export.add_argument("--model", required=True, type=input_directory, help="an ELMo Hugging Face directory (config.json + weights)")
     export.add_argument("--output", required=True, type=output_path, help="directory to write options.json and weights.hdf5 into")
