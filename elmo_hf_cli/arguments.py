@@ -109,8 +109,10 @@ def model_argument(value: str) -> str:
     1. an existing directory is the model (``~`` expanded);
     2. a name that looks like a local path (``looks_like_local_path``) fails: "no such directory", the Hub not asked;
     3. otherwise the name has the Hub's form: with ``HF_HUB_OFFLINE=1`` (huggingface_hub's ``constants``) it must be
-       in the local Hub cache, and nothing is sent; online the Hub is asked once whether the repo exists. The
-       message names both places: no local directory, and no such repo (or the Hub could not be reached).
+       in the local Hub cache, and nothing is sent; online the Hub is asked once whether the repo exists, and a
+       Hub that cannot be reached is no error for a repo in the cache (transformers then loads the cached copy, as it
+       did before this check). The message names both places: no local directory, and no such repo (or the Hub
+       could not be reached).
     """
     path = os.path.expanduser(value)
     if os.path.isdir(path):
@@ -124,8 +126,9 @@ def model_argument(value: str) -> str:
     import huggingface_hub
     from huggingface_hub import constants
 
+    cached = isinstance(huggingface_hub.try_to_load_from_cache(value, "config.json"), str)
     if constants.HF_HUB_OFFLINE:
-        if isinstance(huggingface_hub.try_to_load_from_cache(value, "config.json"), str):
+        if cached:
             return value
         raise argparse.ArgumentTypeError(
             f"no local directory {value}, and no Hub repo {value} in the local Hub cache ({constants.HF_HUB_CACHE}); "
@@ -134,6 +137,8 @@ def model_argument(value: str) -> str:
     try:
         found = huggingface_hub.repo_exists(value)
     except Exception as error:  # any failure to ask (no network, DNS, proxy, server error): say so, with its reason
+        if cached:
+            return value
         raise argparse.ArgumentTypeError(
             f"no local directory {value}, and the Hub ({constants.ENDPOINT}) could not be reached to look for a repo "
             f"{value}: {error}"

@@ -111,6 +111,28 @@ def test_an_unreachable_hub_is_asked_once_and_both_places_are_named(tmp_path, co
     assert "no local directory models/nope, and the Hub" in stderr and "could not be reached" in stderr, stderr
 
 
+def test_a_cached_repo_needs_no_hub(monkeypatch, tmp_path):
+    """With HF_HUB_OFFLINE, or when the Hub cannot be reached, a repo in the local Hub cache is accepted (transformers
+    loads the cached copy)."""
+    monkeypatch.chdir(tmp_path)
+    snapshot = tmp_path / "hub" / "models--someone--elmo" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--someone--elmo" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--elmo" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def unreachable(repo_id):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "repo_exists", unreachable)
+    for offline in (True, False):
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", offline)
+        assert build_parser().parse_args(["similarity", "--model", "someone/elmo", "--word", "a", "a b"]).model == "someone/elmo"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["similarity", "--model", "someone/other", "--word", "a", "a b"])
+
+
 def test_a_repo_the_hub_does_not_have(monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
