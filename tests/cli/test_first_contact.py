@@ -84,6 +84,13 @@ def test_a_missing_input_and_an_output_of_ones_own_files_fail_before_torch(tmp_p
     assert "corpus.txt" in stderr  # what is there
     code, stderr, _, heavy = first_contact(tmp_path, "pretrain", "--corpus", corpus, "--output", corpus)
     assert code == 2 and "output corpus.txt exists and is not a directory" in stderr and not heavy
+    code, stderr, _, heavy = first_contact(
+        tmp_path, "pretrain", "--corpus", corpus, "--output", "out", "--init-from", "nowhere/model.ckpt-5"
+    )
+    assert code == 2 and "argument --init-from: no such directory: nowhere/model.ckpt-5 (nor nowhere)" in stderr
+    assert not heavy
+    code, stderr, _, heavy = first_contact(tmp_path, "neighbours", "query", "no-index", "--sentence", "a", "--word", "a")
+    assert code == 2 and "argument INDEX_DIR: no such directory: no-index" in stderr and not heavy
 
 
 def test_a_hub_shaped_name_inside_an_existing_folder_is_a_local_path(tmp_path, corpus):
