@@ -3,9 +3,10 @@ word vocabulary ``vocab.txt`` when the directory has one), usable by bilm-tf and
 
     elmo-hf export --model elmo-small --output elmo-small-original [--overwrite]
 
-(``python -m conversion.convert_hf_to_allennlp`` takes the same flags.) HDF5 -> HF -> HDF5 is bit-exact: every
-dataset is written back with the same shape, dtype and bytes. State the original format cannot hold (a stored warm
-initial LSTM state, trained scalar-mix weights, a pre-training model's softmax) is reported, not written.
+(``python -m conversion.convert_hf_to_allennlp`` takes the same flags.) HDF5 -> HF -> HDF5 gives back every dataset
+bit for bit (same names, shapes, dtypes and bytes); the .hdf5 file's own bytes differ (HDF5's headers and layout).
+State the original format cannot hold (a stored warm initial LSTM state, trained scalar-mix weights, a pre-training
+model's softmax) is reported, not written.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from .choices_elmo import POOLINGS
 from .tokenization_elmo import (
     CHARACTER_VOCABULARIES,
     MAX_CHARACTERS_PER_TOKEN,
@@ -67,13 +68,6 @@ CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
 # Choices of the downstream task heads' fields (ELMoForTokenClassification, ELMoForSequenceClassification).
 TASK_INPUT_EMBEDDINGS = ("char_cnn", "none")
 TASK_MIX_POSITIONS = ("input", "output")
-
-# Sentence vectors from word vectors, everywhere (modeling_elmo.pool_words: the model's output, the pipeline, the
-# embedder, sentence-transformers, the heads): "mean" / "max" over the real words, "mean_max" the two concatenated,
-# "first_last" the first word's vector concatenated with the last word's.
-POOLINGS = ("mean", "max", "mean_max", "first_last")
-# What an output of vectors may hold: "none" per-word vectors, or a sentence vector pooled as above.
-OUTPUT_POOLINGS = ("none", *POOLINGS)
 
 # The 2048-filter character CNN shared by all four released models.
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]

@@ -37,7 +37,8 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-from .configuration_elmo import POOLINGS, ELMoConfig
+from .choices_elmo import POOLINGS, REPRESENTATIONS
+from .configuration_elmo import ELMoConfig
 from .fast_elmo import (
     INFERENCE_PATHS,
     LstmDirectionWeights,
@@ -63,10 +64,6 @@ IGNORE_INDEX = -100
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
 
-# Which vectors of an output a user takes (ELMoModelOutput.word_vectors), besides an int layer index (0 = token layer):
-# "mix" a scalar mix (the paper's ELMo_k), "top" the top biLSTM layer, "average" the plain mean of the L + 1 layers,
-# "all" every layer stacked.
-REPRESENTATIONS = ("mix", "top", "average", "all")
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The ``elmo-hf`` command line: parse, call the library, report.
 
+    elmo-hf --version
     elmo-hf embed corpus.txt --output vectors/ [--model DIR_OR_REPO] [--resume]
     elmo-hf embed --verify vectors/
     elmo-hf convert --options options.json --weights weights.hdf5 --output elmo/ [--verify REFERENCE_DIR]
@@ -21,31 +22,45 @@ Exit codes: 0 success, 2 a problem with the input, the options or the output dir
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 
 from . import convert, embed, neighbours, pretrain, similarity
-from .common import EXIT_INTERRUPTED
+from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
+    parser.add_argument("--version", action="version", version=f"elmo-hf {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parsers(commands)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns the exit code. Ctrl-C at any point (start-up included) exits 130 without a
-    traceback; commands that can resume say how."""
+def installed_version() -> str:
+    """The installed distribution's version (``elmo_hf.__version__``, recorded at install time): imports nothing."""
     try:
-        args = build_parser().parse_args(argv)
+        return importlib.metadata.version("elmo-hf")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run from a source tree)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit code (argument errors, ``--help`` and ``--version`` too: argparse's exit
+    becomes the return value). Ctrl-C at any point (start-up included) exits 130 without a traceback; commands that
+    can resume say how."""
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exit:  # argparse printed the usage and the error, or the help or version
+            return exit.code if isinstance(exit.code, int) else EXIT_USAGE_ERROR
         return args.run(args)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "installed_version", "main"]

@@ -9,6 +9,12 @@ EXIT_FAILED_CHECK = 1
 EXIT_USAGE_ERROR = 2
 EXIT_INTERRUPTED = 130
 
+DEFAULT_MODEL_NOTE = (
+    "note: no --model given, using elmo-hf's default model: a small demonstration ELMo pre-trained on about 265k "
+    "words of Shakespeare and English web text, shipped in the package so that this works offline. For real vectors "
+    "convert a released ELMo (elmo-hf convert --help) and pass --model"
+)
+
 
 def report_error(error: BaseException) -> int:
     """Print ``error: ...`` (the library's message names the input and what was expected) and return exit code 2."""
@@ -27,4 +33,4 @@ def quiet_progress_bars() -> None:
     disable_progress_bars()
 
 
-__all__ = ["EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "quiet_progress_bars", "report_error"]
+__all__ = ["DEFAULT_MODEL_NOTE", "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "quiet_progress_bars", "report_error"]

@@ -10,9 +10,22 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from .arguments import existing_directory, existing_path, output_directory
 from .common import EXIT_FAILED_CHECK, EXIT_OK, report_error
 
 CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
+
+
+def input_path(value: str) -> Path:
+    return Path(existing_path(value))
+
+
+def input_directory(value: str) -> Path:
+    return Path(existing_directory(value))
+
+
+def output_path(value: str) -> Path:
+    return Path(output_directory(value))
 
 
 def add_parsers(commands) -> None:
@@ -23,21 +36,21 @@ def add_parsers(commands) -> None:
         "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
         "--verify included, succeeds.",
     )
-    convert.add_argument("--options", type=Path, help="the original options.json (with --checkpoint: default the one beside it)")
-    convert.add_argument("--weights", type=Path, help="the original weights.hdf5")
+    convert.add_argument("--options", type=input_path, help="the original options.json (with --checkpoint: default the one beside it)")
+    convert.add_argument("--weights", type=input_path, help="the original weights.hdf5")
     convert.add_argument(
         "--checkpoint", type=Path, metavar="PATH",
         help="instead of --weights: a bilm-tf TensorFlow checkpoint (its save directory, model.ckpt-N, or one of its "
         "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
     )
-    convert.add_argument("--vocab", type=Path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
+    convert.add_argument("--vocab", type=input_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
     convert.add_argument(
-        "--zip", type=Path, metavar="ZIP",
+        "--zip", type=input_path, metavar="ZIP",
         help="instead of --options and --weights: an NLPL vector repository archive (options.json + model.hdf5 "
         "[+ vocab.txt]), converted without unzipping; its vocab.txt is kept and pre-fills elmo-hf embed's token cache",
     )
     convert.add_argument(
-        "--elmoformanylangs", type=Path, metavar="DIR",
+        "--elmoformanylangs", type=input_directory, metavar="DIR",
         help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
         "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
     )
@@ -46,11 +59,11 @@ def add_parsers(commands) -> None:
         help="with --elmoformanylangs: unpickle .pkl files that hold more than tensors (runs the code they name: only "
         "for files you trust)",
     )
-    convert.add_argument("--output", required=True, type=Path, help="directory to write (must not exist)")
+    convert.add_argument("--output", required=True, type=output_path, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
         "--verify",
-        type=Path,
+        type=input_directory,
         metavar="DIR",
         help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt "
         "+ elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
@@ -66,10 +79,11 @@ def add_parsers(commands) -> None:
         "export",
         help="export a Hugging Face ELMo directory back to the original options.json + weights.hdf5",
         description="Write options.json + weights.hdf5 (and vocab.txt, when the model directory has one) in the "
-        "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 is bit-exact.",
+        "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 gives back every dataset bit for bit (names, shapes, "
+        "dtypes, bytes); the file's own bytes differ (HDF5 headers).",
     )
-    export.add_argument("--model", required=True, type=Path, help="an ELMo Hugging Face directory (config.json + weights)")
-    export.add_argument("--output", required=True, type=Path, help="directory to write options.json and weights.hdf5 into")
+    export.add_argument("--model", required=True, type=input_directory, help="an ELMo Hugging Face directory (config.json + weights)")
+    export.add_argument("--output", required=True, type=output_path, help="directory to write options.json and weights.hdf5 into")
     export.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
     export.set_defaults(run=run_export)
 

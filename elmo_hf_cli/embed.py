@@ -5,21 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
+from .arguments import choices, existing_directory, existing_path, model_argument, output_directory, representation_argument
+from .common import DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
 
-DEFAULT_MODEL_NOTE = (
-    "note: no --model given, using elmo-hf's default model: a small demonstration ELMo pre-trained on about 265k "
-    "words of Shakespeare and English web text, shipped in the package so that this works offline. For real vectors "
-    "convert a released ELMo (elmo-hf convert --help) and pass --model"
-)
-
-
-def representation_argument(value: str) -> str | int:
-    """A representation name, or a layer index (checked against the model by the library)."""
-    return int(value) if value.lstrip("-").isdigit() else value
+ENGINES = ("datasets", "ray")
 
 
 def add_parsers(commands) -> None:
+    library = choices()
     # Options left out are not passed on: the library's defaults apply (the help states them).
     embed = commands.add_parser(
         "embed",
@@ -30,13 +23,13 @@ def add_parsers(commands) -> None:
         "check a finished output instead (exit 1 if anything is missing or damaged).",
     )
     embed.add_argument(
-        "input", nargs="?", default=None, help="text file (one sentence per line), .jsonl, .csv, .parquet, .conllu, or a save_to_disk directory"
+        "input", nargs="?", default=None, type=existing_path, help="text file (one sentence per line), .jsonl, .csv, .parquet, .conllu, or a save_to_disk directory"
     )
-    embed.add_argument("--output", default=None, help="output directory")
-    embed.add_argument("--verify", default=None, metavar="OUT", help="check a finished output (marker, manifest, every shard's size and sha256)")
-    embed.add_argument("--model", help="ELMo directory or Hub repo id (default: the small demo model shipped with elmo-hf)")
+    embed.add_argument("--output", default=None, type=output_directory, help="output directory")
+    embed.add_argument("--verify", default=None, metavar="OUT", type=existing_directory, help="check a finished output (marker, manifest, every shard's size and sha256)")
+    embed.add_argument("--model", type=model_argument, help="ELMo directory or Hub repo id (default: the small demo model shipped with elmo-hf)")
     embed.add_argument("--revision", help="Hub revision of --model")
-    embed.add_argument("--input-format", help="txt, jsonl, csv, parquet, dataset or conllu (default: from the extension)")
+    embed.add_argument("--input-format", choices=library.INPUT_FORMATS, help="txt, jsonl, csv, parquet, dataset or conllu (default: from the extension)")
     embed.add_argument("--text-column", help="column of raw sentences (default: text)")
     embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
     embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")
@@ -46,11 +39,11 @@ def add_parsers(commands) -> None:
     )
     embed.add_argument("--mix-index", type=int, help="which scalar mix with --representation mix (default 0)")
     embed.add_argument(
-        "--pooling",
+        "--pooling", choices=library.OUTPUT_POOLINGS,
         help="none: per-word vectors (default); one vector per sentence over its words: mean, max, mean_max (both "
         "concatenated) or first_last (first and last word concatenated)",
     )
-    embed.add_argument("--dtype", help="storage dtype of the vectors: float32 (default) or float16")
+    embed.add_argument("--dtype", choices=library.STORAGE_DTYPES, help="storage dtype of the vectors: float32 (default) or float16")
     embed.add_argument("--batch-size", type=int, help="most sentences per model batch (default: no limit of its own)")
     embed.add_argument(
         "--max-words-per-batch", type=int,
@@ -63,7 +56,7 @@ def add_parsers(commands) -> None:
     embed.add_argument("--max-window-words", type=int, help="longer sentences run in windows (default 256)")
     embed.add_argument("--window-context", type=int, help="context words on each side of a window's core (default 32)")
     embed.add_argument("--shard-size", type=int, help="input rows per output shard (default 1000)")
-    embed.add_argument("--output-format", help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
+    embed.add_argument("--output-format", choices=library.OUTPUT_FORMATS, help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
     existing = embed.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier embedding output in --output and start over")
@@ -75,12 +68,12 @@ def add_parsers(commands) -> None:
         help="let a float32 model on CUDA use TF32 (faster on recent GPUs, about 1e-2 off in the top layer); default: exact float32",
     )
     embed.add_argument(
-        "--compute-dtype",
+        "--compute-dtype", choices=library.COMPUTE_DTYPES,
         help="run the model in float32 (the model's own, default, exact), bfloat16 or float16: not exact (per-word "
         "cosine >= 0.999 to float32); faster only on a GPU or, for bfloat16, a CPU with AMX or AVX512-BF16",
     )
     embed.add_argument("--no-progress", action="store_true", help="no progress bars")
-    embed.add_argument("--engine", default="datasets", help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
+    embed.add_argument("--engine", default="datasets", choices=ENGINES, help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
     embed.add_argument("--ray-address", help="address of an existing Ray cluster (default: start a local Ray)")
     embed.add_argument("--ray-workers", type=int, help="model replicas (actors) for --engine ray (default 1)")
     embed.add_argument("--ray-gpus-per-worker", type=float, help="GPUs per actor for --engine ray (default 0)")
@@ -109,8 +102,6 @@ def run(args: argparse.Namespace) -> int:
         return verify(args.verify)
     if args.input is None or args.output is None:
         return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
-    if args.engine not in ("datasets", "ray"):
-        return report_error(ValueError(f"--engine must be datasets or ray, got {args.engine!r}"))
     progress = not getattr(args, "no_progress", False)
     if not progress:
         quiet_progress_bars()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .arguments import choices, existing_directory, model_argument, output_directory
 from .common import EXIT_OK, quiet_progress_bars, report_error
 
 # Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
@@ -36,10 +37,10 @@ def add_parsers(commands) -> None:
         description="Index every word vector of EMBED_DIR (finished elmo-hf embed outputs with per-word vectors, of one "
         "model and the same options; each is verified first) into INDEX_DIR, which appears only complete.",
     )
-    build.add_argument("embed_dirs", nargs="+", metavar="EMBED_DIR", help="an elmo-hf embed output (several are indexed together, in order)")
-    build.add_argument("--output", required=True, metavar="INDEX_DIR", help="the index directory to write")
+    build.add_argument("embed_dirs", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="an elmo-hf embed output (several are indexed together, in order)")
+    build.add_argument("--output", required=True, metavar="INDEX_DIR", type=output_directory, help="the index directory to write")
     build.add_argument(
-        "--index", help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
+        "--index", choices=choices().INDEX_KINDS, help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
         "ivfpq: clusters and compressed vectors (--pq-subquantizers bytes a word), approximate scores",
     )
     build.add_argument("--layer", type=int, help="for an output of --representation all: the layer to index (0 = token layer)")
@@ -58,7 +59,7 @@ def add_parsers(commands) -> None:
         description="Embed SENTENCE as the corpus was embedded (same model, representation, dtype and word splitter, "
         "read from the index) and print the nearest word occurrences of the corpus: cosine, where, the sentence.",
     )
-    query.add_argument("index_dir", metavar="INDEX_DIR", help="an index written by elmo-hf neighbours build")
+    query.add_argument("index_dir", metavar="INDEX_DIR", type=existing_directory, help="an index written by elmo-hf neighbours build")
     query.add_argument("--sentence", action="append", required=True, help="the query sentence (repeat for several, each searched for the same word)")
     query.add_argument("--word", help="the query word (its first occurrence in the sentence; matched exactly)")
     query.add_argument("--position", type=int, help="the query word's 0-based position among the sentence's words")
@@ -66,8 +67,8 @@ def add_parsers(commands) -> None:
     query.add_argument("--same-word", action="store_true", help="only occurrences of the same word (as the paper's Table 4)")
     query.add_argument("--static", type=int, metavar="K", help="also the K nearest corpus words in the token layer (no context)")
     query.add_argument("--nprobe", type=int, help="ivf/ivfpq: clusters searched (default: the index's)")
-    query.add_argument("--model", help="the model that embedded the corpus, if its recorded name does not load here (same weights)")
-    query.add_argument("--embeddings", nargs="+", metavar="EMBED_DIR", help="where the indexed embed outputs are now, if they moved (in order)")
+    query.add_argument("--model", type=model_argument, help="the model that embedded the corpus, if its recorded name does not load here (same weights)")
+    query.add_argument("--embeddings", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="where the indexed embed outputs are now, if they moved (in order)")
     query.add_argument("--device", help="torch device for the model, e.g. cuda (default: cpu)")
     query.add_argument("--verify", action="store_true", help="also re-hash every shard of the embed outputs")
     query.add_argument("--json", action="store_true", help="print the results as JSON")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from .arguments import choices, existing_path, output_directory
 from .common import EXIT_INTERRUPTED, EXIT_OK, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
@@ -25,7 +27,17 @@ OPTION_FIELDS = {
 }
 
 
+def checkpoint_or_directory(value: str) -> str:
+    """``--init-from``: a directory, or a TF checkpoint's prefix (``model.ckpt-N``, not itself a file) in an existing
+    directory; the library says what is wrong with anything else."""
+    parent = os.path.dirname(os.path.expanduser(value))
+    if not os.path.exists(os.path.expanduser(value)) and parent and not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"no such directory: {value} (nor {parent})")
+    return os.path.expanduser(value)
+
+
 def add_parsers(commands) -> None:
+    library = choices()
     parser = commands.add_parser(
         "pretrain",
         argument_default=argparse.SUPPRESS,
@@ -36,11 +48,11 @@ def add_parsers(commands) -> None:
         "pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
     )
     add = parser.add_argument
-    add("--corpus", nargs="+", required=True, metavar="FILE", help="training corpora, any format elmo-hf reads")
-    add("--output", required=True, metavar="DIR", help="output directory (must be empty or absent, unless --resume / --overwrite)")
+    add("--corpus", nargs="+", required=True, type=existing_path, metavar="FILE", help="training corpora, any format elmo-hf reads")
+    add("--output", required=True, metavar="DIR", type=output_directory, help="output directory (must be empty or absent, unless --resume / --overwrite)")
     add("--config", help="architecture: tiny or small (default small), or a JSON file (config.json fields or an original options.json)")
     held_out = parser.add_mutually_exclusive_group()
-    held_out.add_argument("--held-out", nargs="+", metavar="FILE", help="held-out corpora (default: a fraction of the corpus)")
+    held_out.add_argument("--held-out", nargs="+", metavar="FILE", type=existing_path, help="held-out corpora (default: a fraction of the corpus)")
     held_out.add_argument("--held-out-fraction", type=float, help="seeded random fraction of the corpus sentences held out (default 0.05)")
     add("--word-splitter", help="how text is split into words: moses (default; with --init-from, the splitter its "
         "tokenizer records), ptb, whitespace, bert; Korean morphemes: kiwi (needs elmo-hf[kiwi]) or mecab (needs "
@@ -52,15 +64,15 @@ def add_parsers(commands) -> None:
     columns.add_argument("--words-column", help="column of lists of words in structured corpora (default for .conllu: words)")
     add("--min-count", type=int, help="words seen fewer times in training are <UNK> (default 2)")
     add("--max-vocab-size", type=int, help="largest softmax vocabulary, <S> </S> <UNK> included")
-    add("--regime", help="windowed: bilm-tf's windows with the LSTM state carried between batches (default); sentence: "
+    add("--regime", choices=library.REGIMES, help="windowed: bilm-tf's windows with the LSTM state carried between batches (default); sentence: "
         "every sentence from the initial state")
     add("--window-size", type=int, help="positions per window in the windowed regime (default 20, bilm-tf's)")
     add("--batch-size", type=int, help="rows (windowed) or sentences per batch (default 32)")
     add("--max-steps", type=int, help="optimizer steps (default: --epochs)")
     add("--epochs", type=float, help="epochs when --max-steps is not given (default 1)")
-    add("--optimizer", help="adam (AdamW without weight decay, default) or adagrad (bilm-tf's)")
+    add("--optimizer", choices=tuple(library.OPTIMIZERS), help="adam (AdamW without weight decay, default) or adagrad (bilm-tf's)")
     add("--learning-rate", type=float, help="default: adam 5e-3, adagrad 0.2")
-    add("--lr-scheduler", help="after warm-up: linear decay to 0 (default), constant, cosine")
+    add("--lr-scheduler", choices=library.LR_SCHEDULERS, help="after warm-up: linear decay to 0 (default), constant, cosine")
     add("--warmup-ratio", type=float, help="linear warm-up over this fraction of the steps (default 0.02)")
     add("--max-grad-norm", type=float, help="global gradient-norm clipping (default 10, bilm-tf's; 0: none)")
     add("--softmax-samples", type=int, help="sampled softmax with this many negatives in training (default: the config's; 0: full softmax)")
@@ -76,10 +88,10 @@ def add_parsers(commands) -> None:
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
-    add("--init-from", metavar="DIR_OR_CHECKPOINT", help="continue pre-training this model on --corpus (bilm-tf's "
+    add("--init-from", metavar="DIR_OR_CHECKPOINT", type=checkpoint_or_directory, help="continue pre-training this model on --corpus (bilm-tf's "
         "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
         "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
-    add("--init-vocab", metavar="FILE", help="the vocabulary file of a TF checkpoint given to --init-from")
+    add("--init-vocab", metavar="FILE", type=existing_path, help="the vocabulary file of a TF checkpoint given to --init-from")
     add("--add-words", action="store_true", help="with --init-from: append the corpus words (--min-count, "
         "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
     add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "

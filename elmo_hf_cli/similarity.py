@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from .common import EXIT_OK, report_error
+from .arguments import model_argument
+from .common import DEFAULT_MODEL_NOTE, EXIT_OK, report_error
 
 
 def add_parsers(commands) -> None:
     similarity = commands.add_parser(
         "similarity", help="contextual vectors of one word in several sentences and their cosine similarities"
     )
-    similarity.add_argument("--model", required=True, help="an ELMo Hugging Face directory or Hub repo id")
+    similarity.add_argument(
+        "--model", type=model_argument,
+        help="an ELMo Hugging Face directory or Hub repo id (default: the small demo model shipped with elmo-hf, as for embed)",
+    )
     similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
     similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
     similarity.set_defaults(run=run)
@@ -20,12 +25,15 @@ def add_parsers(commands) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from elmo_hf import ELMoModel, ELMoTokenizer
+    from elmo_hf import DEFAULT_MODEL_DIR, ELMoModel, ELMoTokenizer
     from elmo_hf.embedding.word_vectors import contextual_word_vectors, representation_names
 
+    if args.model is None:
+        print(DEFAULT_MODEL_NOTE, file=sys.stderr)
+    model_name = args.model or DEFAULT_MODEL_DIR
     try:
-        model = ELMoModel.from_pretrained(args.model).eval()
-        tokenizer = ELMoTokenizer.from_pretrained(args.model)
+        model = ELMoModel.from_pretrained(model_name).eval()
+        tokenizer = ELMoTokenizer.from_pretrained(model_name)
         words, vectors = contextual_word_vectors(model, tokenizer, args.sentences, args.word)
     except (ValueError, OSError) as error:
         return report_error(error)

@@ -1,5 +1,6 @@
 """The stock feature-extraction pipeline serves ELMo: one vector (the top layer) per input word, in batches too;
-`ELMoFeatureExtractionPipeline` adds ELMo's representations and sentence pooling."""
+`ELMoFeatureExtractionPipeline` adds ELMo's representations (the scalar mix by default, as everywhere in elmo-hf)
+and sentence pooling."""
 
 import numpy as np
 import pytest
@@ -64,11 +65,21 @@ def test_pooled_pipeline_equals_sentence_vectors_in_padded_batches(elmo_extracto
     assert np.array(pooled[0]).shape == (1, 64 if pooling in ("mean_max", "first_last") else 32)
 
 
-def test_elmo_pipeline_defaults_to_the_stock_output_and_takes_every_representation(elmo_extractor, converted_fixture_dir):
+def test_elmo_pipeline_defaults_to_the_mix_as_every_entry_point_and_takes_every_representation(
+    elmo_extractor, fixture_model, converted_fixture_dir
+):
+    """The default representation is the model's own (`word_vectors()`, the scalar mix), as for the embedder and
+    `elmo-hf embed`; "top" is what the stock pipeline returns (the output's first field)."""
     extractor = elmo_extractor
     stock = pipeline("feature-extraction", model=str(converted_fixture_dir))
+    tokenizer = ELMoTokenizer.from_pretrained(converted_fixture_dir)
     text = "The bank raised its rates ."
-    np.testing.assert_array_equal(np.array(extractor(text)), np.array(stock(text)))
+    with torch.no_grad():
+        output = fixture_model(**tokenizer(text, return_tensors="pt"))
+    np.testing.assert_allclose(np.array(extractor(text)), output.word_vectors().numpy(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.array(extractor(text, pooling="mean")), output.sentence_vectors().numpy(), rtol=0, atol=1e-6)
+    assert not np.allclose(np.array(extractor(text)), np.array(stock(text)), atol=1e-3)  # the mix is not the top layer
+    np.testing.assert_array_equal(np.array(extractor(text, representation="top")), np.array(stock(text)))
     assert extractor(text, representation="all", return_tensors=True).shape == (1, 6, 3, 32)
     assert extractor(text, representation=0, pooling="mean", return_tensors=True).shape == (1, 32)
 

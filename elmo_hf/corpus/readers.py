@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
+from ..choices_elmo import INPUT_FORMATS
+
 # File extension -> input format (the Ray engine reads the same files).
 EXTENSION_FORMATS = {
     ".txt": "txt",

@@ -39,7 +39,7 @@ import torch
 from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List, Value
 
 from .. import DEFAULT_MODEL_DIR
-from ..configuration_elmo import OUTPUT_POOLINGS
+from ..choices_elmo import COMPUTE_DTYPES, OUTPUT_POOLINGS, STORAGE_DTYPES
 from ..corpus.readers import InvalidRowError
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
@@ -48,10 +48,6 @@ from ..validation_elmo import check_bool, check_choice, check_int, is_int
 logger = logging.getLogger(__name__)
 
 
-STORAGE_DTYPES = ("float32", "float16")
-# Dtypes the model can compute in (`compute_dtype`: its weights are cast). float32 is exact; bfloat16 and float16 give
-# per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them.
-COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 ON_INVALID_CHOICES = ("raise", "skip")
 
 # Padded words per model batch when neither batch_size nor max_words_per_batch is given, by device type. CPU: measured

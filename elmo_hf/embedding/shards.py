@@ -45,6 +45,7 @@ import torch
 from datasets import Dataset, Features, Value
 from datasets.arrow_writer import OptimizedTypedSequence
 
+from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import CorpusSource, InvalidRowError
 from ..storage.files import sha256_of_file, write_atomically
 from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, OutputKind, open_output_directory, read_marker
@@ -56,7 +57,6 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "elmo-hf-embeddings"
 MANIFEST_VERSION = 2
 INPUT_ROW_COLUMN = "input_row"
-OUTPUT_FORMATS = ("parquet", "dataset")
 SAVED_DATASET_DIR = "dataset"
 SAVED_DATASET_CACHE_DIR = ".cache"
 # Skipped rows are counted exactly; only the first ones are listed with their reason.

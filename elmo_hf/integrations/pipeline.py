@@ -1,10 +1,12 @@
 """transformers' ``feature-extraction`` pipeline with ELMo's representations and sentence pooling.
 
-The stock pipeline already serves an ELMo model (one top-layer vector per word). This subclass adds three call (or
-construction) arguments, checked before anything runs:
+The stock pipeline already serves an ELMo model: it returns the output's first field, ``last_hidden_state``, one
+top-layer vector per word, as for every transformers model. This subclass adds three call (or construction)
+arguments, checked before anything runs:
 
-- ``representation``: ``"top"`` (the default, as the stock pipeline), ``"mix"``, ``"average"``, ``"all"`` or a layer
-  index (``ELMoModelOutput.word_vectors``);
+- ``representation``: ``"mix"`` (the default, as everywhere in elmo-hf: the model's ``word_vectors()``, the embedder,
+  ``elmo-hf embed``, sentence-transformers; the scalar mix is how the paper uses ELMo), ``"top"`` (what the stock
+  pipeline returns), ``"average"``, ``"all"`` or a layer index (``ELMoModelOutput.word_vectors``);
 - ``mix_index``: which scalar mix, with ``representation="mix"``;
 - ``pooling``: ``"none"`` (per-word vectors, the default) or one of ``POOLINGS`` (``OUTPUT_POOLINGS`` in all;
   ``ELMoModelOutput.sentence_vectors``: over the sentence's real words only, padding of a batch never counts).
@@ -26,11 +28,11 @@ from __future__ import annotations
 
 from transformers import FeatureExtractionPipeline
 
-from ..configuration_elmo import OUTPUT_POOLINGS
+from ..choices_elmo import OUTPUT_POOLINGS
 from ..modeling_elmo import ELMoModelOutput, check_representation
 from ..validation_elmo import check_choice
 
-DEFAULT_OPTIONS = {"pooling": "none", "representation": "top", "mix_index": 0}  # "top": the stock pipeline's output
+DEFAULT_OPTIONS = {"pooling": "none", "representation": "mix", "mix_index": 0}  # as ELMoModelOutput.word_vectors
 
 
 class ELMoFeatureExtractionPipeline(FeatureExtractionPipeline):
@@ -55,7 +57,7 @@ class ELMoFeatureExtractionPipeline(FeatureExtractionPipeline):
             postprocess_params.update(elmo_options)
         return preprocess_params, forward_params, postprocess_params
 
-    def postprocess(self, model_outputs, return_tensors=False, pooling="none", representation="top", mix_index=0):
+    def postprocess(self, model_outputs, return_tensors=False, pooling="none", representation="mix", mix_index=0):
         model_outputs = ELMoModelOutput(**model_outputs)  # the pipeline hands back a plain ModelOutput
         if pooling == "none":
             vectors = model_outputs.word_vectors(representation, mix_index)  # (1, T, ...)

@@ -47,7 +47,7 @@ except ImportError as error:  # the optional extra
         f"pip install 'elmo-hf[sentence-transformers]' ({error})"
     ) from error
 
-from ..configuration_elmo import POOLINGS
+from ..choices_elmo import POOLINGS
 from ..modeling_elmo import ELMoModel, check_representation
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_choice

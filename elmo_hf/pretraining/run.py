@@ -40,6 +40,7 @@ from transformers import TrainerCallback, TrainingArguments, default_data_collat
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
+from ..choices_elmo import LR_SCHEDULERS, OPTIMIZERS, REGIMES
 from ..configuration_elmo import ELMoConfig
 from ..corpus.readers import CorpusError
 from ..corpus.sentences import load_sentences
@@ -85,10 +86,6 @@ CONFIG_PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 DEFAULT_CONFIG = "small"  # the architecture of a new model when no config is given
-REGIMES = ("windowed", "sentence")
-# Optimizer name -> (transformers `optim`, default learning rate). See docs/pretraining.md for the comparison.
-OPTIMIZERS: dict[str, tuple[str, float]] = {"adam": ("adamw_torch", 5e-3), "adagrad": ("adagrad", 0.2)}
-LR_SCHEDULERS = ("linear", "constant", "cosine")
 
 OPTIONS_FILE_NAME = "pretraining_options.json"
 REPORT_FILE_NAME = "pretraining_report.json"

@@ -50,6 +50,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
+from ..choices_elmo import INDEX_KINDS
 from ..embedding.embedder import NUM_WORDS_COLUMN, WORDS_COLUMN
 from ..embedding.shards import (
     EMBEDDINGS_OUTPUT,
@@ -73,7 +74,6 @@ FAISS_FILE_NAME = "vectors.faiss"
 SENTENCE_STARTS_NAME = "sentence_starts.npy"
 WORD_IDS_NAME = "word_ids.npy"
 VOCABULARY_NAME = "vocabulary.json"
-INDEX_KINDS = ("flat", "ivf", "ivfpq")
 SEARCH_EXTRA_HINT = "pip install 'elmo-hf[search]'"
 # Rows read from a shard at a time while building (one batch of vectors in memory besides the index and the sample).
 READ_BATCH_ROWS = 1024

@@ -238,5 +238,6 @@ def test_the_converter_never_deletes_the_working_directory(tmp_path, monkeypatch
     (mine / "thesis.tex").write_text("years of work")
     monkeypatch.chdir(mine)
     status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", ".", "--overwrite"])
-    assert status == 2 and "output . is the current directory: it is never deleted" in capsys.readouterr().err
+    error = capsys.readouterr().err  # refused before anything loads: the folder holds what elmo-hf did not write
+    assert status == 2 and "argument --output: output . exists and is not empty, and it is no elmo-hf output" in error
     assert (mine / "thesis.tex").read_text() == "years of work"

@@ -394,8 +394,10 @@ def test_the_command_converts_and_refuses(tmp_path, capsys):
     card = (output / "README.md").read_text(encoding="utf-8")
     assert "elmo-hf convert --elmoformanylangs chars-only --output converted" in card and str(FIXTURES) not in card
     assert main(["convert", "--elmoformanylangs", str(tmp_path / "missing"), "--output", str(tmp_path / "other")]) != 0
-    assert "not a directory" in capsys.readouterr().err
-    assert main(["convert", "--elmoformanylangs", str(FIXTURES / "chars-only"), "--options", "x.json", "--output", str(tmp_path / "other")]) != 0
+    assert "argument --elmoformanylangs: no such directory" in capsys.readouterr().err
+    options = str(FIXTURES / "chars-only" / "config.json")  # an existing file: refused for being given at all
+    assert main(["convert", "--elmoformanylangs", str(FIXTURES / "chars-only"), "--options", options, "--output", str(tmp_path / "other")]) != 0
+    assert "give no --options with it" in capsys.readouterr().err
     assert not (tmp_path / "other").exists()
 
 

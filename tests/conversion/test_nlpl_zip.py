@@ -137,7 +137,10 @@ def test_a_model_that_does_not_match_its_options_is_refused_after_extraction(tmp
 
 
 def test_zip_excludes_the_other_inputs(tmp_path, capsys):
-    assert main(["convert", "--zip", "a.zip", "--options", "options.json", "--output", str(tmp_path / "out")]) == 2
+    for name in ("a.zip", "options.json"):
+        (tmp_path / name).write_bytes(b"")  # they exist (a missing one is refused first, as any missing input)
+    arguments = ["--zip", str(tmp_path / "a.zip"), "--options", str(tmp_path / "options.json")]
+    assert main(["convert", *arguments, "--output", str(tmp_path / "out")]) == 2
     assert "give no --options, --weights, --checkpoint or --vocab" in capsys.readouterr().err
 
 

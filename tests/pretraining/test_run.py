@@ -232,7 +232,7 @@ def test_refusals(corpus, tmp_path, capsys):
     assert main(pretrain_args(corpus, existing, "--max-steps", 2)) == EXIT_USAGE_ERROR
     assert f"output {existing} exists and is not empty" in capsys.readouterr().err
     assert main(pretrain_args(corpus, existing, "--max-steps", 2, "--overwrite")) == EXIT_USAGE_ERROR
-    assert "is not deleted" in capsys.readouterr().err and (existing / "notes.txt").is_file()
+    assert "deletes nothing else (--overwrite included)" in capsys.readouterr().err and (existing / "notes.txt").is_file()
 
     assert main(pretrain_args(corpus, tmp_path / "fresh", "--max-steps", 2, "--resume")) == EXIT_USAGE_ERROR
     assert f"{tmp_path / 'fresh'} holds no checkpoint" in capsys.readouterr().err

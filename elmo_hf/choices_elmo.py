@@ -1,0 +1,53 @@
+"""The values elmo-hf's options accept: one home for each list, read by the library (which checks them) and by the
+``elmo-hf`` command (which rejects a wrong value before torch is imported, see ``elmo_hf_cli``).
+
+This file imports nothing at all, so that the command line can read it without running ``elmo_hf/__init__.py``
+(which registers the classes with transformers and so imports torch), and so that the remote-code files
+(configuration, modeling) can use it when they are copied next to a checkpoint.
+"""
+
+# Which vectors of an output a user takes (ELMoModelOutput.word_vectors), besides an int layer index (0 = token layer):
+# "mix" a scalar mix (the paper's ELMo_k), "top" the top biLSTM layer, "average" the plain mean of the L + 1 layers,
+# "all" every layer stacked.
+REPRESENTATIONS = ("mix", "top", "average", "all")
+
+# Sentence vectors from word vectors, everywhere (modeling_elmo.pool_words: the model's output, the pipeline, the
+# embedder, sentence-transformers, the heads): "mean" / "max" over the real words, "mean_max" the two concatenated,
+# "first_last" the first word's vector concatenated with the last word's.
+POOLINGS = ("mean", "max", "mean_max", "first_last")
+# What an output of vectors may hold: "none" per-word vectors, or a sentence vector pooled as above.
+OUTPUT_POOLINGS = ("none", *POOLINGS)
+
+# How stored vectors are kept (ELMoEmbedder's `dtype`, `elmo-hf embed --dtype`).
+STORAGE_DTYPES = ("float32", "float16")
+# Dtypes the model can compute in (`compute_dtype`: its weights are cast). float32 is exact; bfloat16 and float16 give
+# per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them.
+COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
+
+# Corpus formats elmo-hf reads (elmo_hf.corpus.readers), told by the extension or given (`--input-format`).
+INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
+# How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.shards).
+OUTPUT_FORMATS = ("parquet", "dataset")
+
+# FAISS index kinds of `elmo-hf neighbours build` (elmo_hf.search.index).
+INDEX_KINDS = ("flat", "ivf", "ivfpq")
+
+# Pre-training (elmo_hf.pretraining.run): the batching regime, the optimizer name -> (transformers `optim`, default
+# learning rate; see docs/guide/pretraining.md for the comparison) and the learning-rate schedule after warm-up.
+REGIMES = ("windowed", "sentence")
+OPTIMIZERS: dict[str, tuple[str, float]] = {"adam": ("adamw_torch", 5e-3), "adagrad": ("adagrad", 0.2)}
+LR_SCHEDULERS = ("linear", "constant", "cosine")
+
+__all__ = [
+    "COMPUTE_DTYPES",
+    "INDEX_KINDS",
+    "INPUT_FORMATS",
+    "LR_SCHEDULERS",
+    "OPTIMIZERS",
+    "OUTPUT_FORMATS",
+    "OUTPUT_POOLINGS",
+    "POOLINGS",
+    "REGIMES",
+    "REPRESENTATIONS",
+    "STORAGE_DTYPES",
+]

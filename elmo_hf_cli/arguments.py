@@ -1,0 +1,178 @@
+"""Checks of the command line's arguments that answer before torch is imported (argparse ``type=`` functions).
+
+A wrong value fails at once, naming the argument, instead of after the seconds that importing torch and transformers
+takes. What is checked here, and the rule for each:
+
+- a **choice** (``--pooling``, ``--representation``, ``--dtype``, ...): one of the library's own list of values,
+  ``elmo_hf/choices_elmo.py``, read without importing the library (``library_module``);
+- an **input** (a corpus, an index, ``--options``, ...): it must exist ("no such file or directory"), unless it is a
+  URL (``s3://...``, for ``--engine ray``);
+- a **model** (``--model``): an existing directory; else, a name that looks like a local path fails with "no such
+  directory" and the Hub is never asked; else (a name of the Hub's ``name`` or ``namespace/name`` form) the Hub is
+  asked whether that repo exists, or with ``HF_HUB_OFFLINE=1`` only the local Hub cache is (see ``model_argument``);
+- an **output directory** (``--output``): what the library's output policy (``elmo_hf/storage/output_directory.py``)
+  refuses in every mode, new, ``--resume`` or ``--overwrite``: a path that is not a directory, and a non-empty
+  directory without an elmo-hf ownership marker (``--output .`` in a folder of one's own files). Everything else the
+  policy decides when the command runs.
+
+Values the library checks against the model (a layer index, ``--mix-index``) or that need its code are left to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+_LIBRARY_ALIAS = "elmo_hf_cli._library"
+
+
+def library_module(name: str) -> types.ModuleType:
+    """``elmo_hf.<name>`` for a module that imports nothing heavy (``choices_elmo``, ``storage.output_directory``),
+    without running ``elmo_hf/__init__.py``, which registers the classes with transformers and so imports torch
+    (seconds). The module is imported under the alias package ``elmo_hf_cli._library``, whose path is ``elmo_hf``'s
+    folder: the same file, a separate module object (compare its values, never its classes with the library's)."""
+    if "elmo_hf" in sys.modules:  # the library is loaded already: nothing to save
+        return importlib.import_module(f"elmo_hf.{name}")
+    if _LIBRARY_ALIAS not in sys.modules:
+        spec = importlib.util.find_spec("elmo_hf")  # finding a top-level package does not run its __init__
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("the elmo_hf package is not installed")
+        alias = types.ModuleType(_LIBRARY_ALIAS, "elmo_hf's modules, imported without elmo_hf/__init__.py")
+        alias.__path__ = list(spec.submodule_search_locations)
+        sys.modules[_LIBRARY_ALIAS] = alias
+    return importlib.import_module(f"{_LIBRARY_ALIAS}.{name}")
+
+
+def choices() -> types.ModuleType:
+    """``elmo_hf/choices_elmo.py``: the values each option accepts."""
+    return library_module("choices_elmo")
+
+
+def representation_argument(value: str) -> str | int:
+    """A representation name (``choices_elmo.REPRESENTATIONS``), or a layer index (checked against the model by the
+    library)."""
+    if value.lstrip("-").isdigit():
+        return int(value)
+    names = choices().REPRESENTATIONS
+    if value not in names:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {value!r} (choose from {', '.join(names)}, or a layer index: 0 = token layer)"
+        )
+    return value
+
+
+def existing_path(value: str) -> str:
+    """An input that must exist: a file or a directory. A URL (``s3://bucket/corpus/``, which ``--engine ray`` reads
+    through pyarrow) is left to the reader."""
+    if "://" in value:
+        return value
+    if not os.path.exists(os.path.expanduser(value)):
+        raise argparse.ArgumentTypeError(f"no such file or directory: {value}")
+    return os.path.expanduser(value)
+
+
+def existing_directory(value: str) -> str:
+    """An input directory that must exist."""
+    path = os.path.expanduser(value)
+    if not os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"no such directory: {value}")
+    if not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{value} is a file, not a directory")
+    return path
+
+
+def looks_like_local_path(value: str) -> bool:
+    """Whether ``value`` can only mean a path on this machine, not a Hub repo id: it starts with ``.``, ``/`` or ``~``
+    (or is absolute), huggingface_hub's ``validate_repo_id`` rejects it as a repo id (three parts, a backslash, ...),
+    or it names a folder inside a directory that exists here (``models/nope`` where ``models/`` exists)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    if value.startswith((".", "/", "~")) or os.path.isabs(value):
+        return True
+    try:
+        validate_repo_id(value)
+    except HFValidationError:
+        return True
+    parent = os.path.dirname(value)
+    return bool(parent) and os.path.isdir(parent)
+
+
+def model_argument(value: str) -> str:
+    """``--model``: an ELMo directory here, or a Hub repo id. The rule, in order:
+
+    1. an existing directory is the model (``~`` expanded);
+    2. a name that looks like a local path (``looks_like_local_path``) fails: "no such directory", the Hub not asked;
+    3. otherwise the name has the Hub's form: with ``HF_HUB_OFFLINE=1`` (huggingface_hub's ``constants``) it must be
+       in the local Hub cache, and nothing is sent; online the Hub is asked once whether the repo exists, and a
+       Hub that cannot be reached is no error for a repo in the cache (transformers then loads the cached copy, as it
+       did before this check). The message names both places: no local directory, and no such repo (or the Hub
+       could not be reached).
+    """
+    path = os.path.expanduser(value)
+    if os.path.isdir(path):
+        return path
+    if os.path.exists(path):
+        raise argparse.ArgumentTypeError(f"{value} is a file, not a model directory")
+    if looks_like_local_path(value):
+        parent = os.path.dirname(value)
+        taken_as_path = f" ({parent}/ exists here, so this names a folder in it, not a Hub repo)" if os.path.isdir(parent) and not value.startswith((".", "/", "~")) else ""
+        raise argparse.ArgumentTypeError(f"no such directory: {value}{taken_as_path}")
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    cached = isinstance(huggingface_hub.try_to_load_from_cache(value, "config.json"), str)
+    if constants.HF_HUB_OFFLINE:
+        if cached:
+            return value
+        raise argparse.ArgumentTypeError(
+            f"no local directory {value}, and no Hub repo {value} in the local Hub cache ({constants.HF_HUB_CACHE}); "
+            "HF_HUB_OFFLINE is set, so the Hub was not asked"
+        )
+    try:
+        found = huggingface_hub.repo_exists(value)
+    except Exception as error:  # any failure to ask (no network, DNS, proxy, server error): say so, with its reason
+        if cached:
+            return value
+        raise argparse.ArgumentTypeError(
+            f"no local directory {value}, and the Hub ({constants.ENDPOINT}) could not be reached to look for a repo "
+            f"{value}: {error}"
+        ) from None
+    if not found:
+        raise argparse.ArgumentTypeError(
+            f"no local directory {value}, and the Hub ({constants.ENDPOINT}) has no repo {value} (a private repo needs "
+            "a token: HF_TOKEN or `hf auth login`)"
+        )
+    return value
+
+
+def output_directory(value: str) -> str:
+    """``--output``: refuses at once what the output policy would refuse in every mode (see the module docstring)."""
+    policy = library_module("storage.output_directory")
+    path = Path(os.path.expanduser(value))
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"output {value} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and policy.read_marker(path) is None:
+        raise argparse.ArgumentTypeError(
+            f"output {value} exists and is not empty, and it is no elmo-hf output (no {policy.MARKER_NAME}; it "
+            f"holds: {policy.describe_entries(path)}): elmo-hf writes only into a new or empty directory or one of its "
+            "own outputs, and deletes nothing else (--overwrite included); choose another --output"
+        )
+    return str(path)
+
+
+__all__ = [
+    "choices",
+    "existing_directory",
+    "existing_path",
+    "library_module",
+    "looks_like_local_path",
+    "model_argument",
+    "output_directory",
+    "representation_argument",
+]

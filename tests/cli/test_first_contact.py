@@ -1,0 +1,196 @@
+"""First contact: a typo in an argument fails at once (before torch is imported), naming the argument and what is
+wrong; a model name that looks like a local path never goes to the Hub; `--version`; `similarity`'s default model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import huggingface_hub
+import pytest
+
+from elmo_hf import __version__
+from elmo_hf.choices_elmo import OUTPUT_POOLINGS
+from elmo_hf_cli import build_parser, main
+from elmo_hf_cli.arguments import looks_like_local_path
+
+HEAVY = {"torch", "transformers", "elmo_hf", "datasets"}
+
+# Runs main(argv) in a fresh interpreter with every socket connection refused and recorded; prints a JSON line with
+# the exit code, whether any connection was tried, and the heavy modules loaded.
+SCRIPT = textwrap.dedent(
+    """
+    import json, socket, sys
+    tried = []
+    def refuse(self, address):
+        tried.append(str(address))
+        raise OSError("connection refused by the test")
+    socket.socket.connect = refuse
+    from elmo_hf_cli import main
+    try:
+        code = main(json.loads(sys.argv[1]))
+    except SystemExit as exit:
+        code = exit.code
+    loaded = sorted({name.split(".")[0] for name in sys.modules} & {"torch", "transformers", "elmo_hf", "datasets"})
+    print(json.dumps({"code": code, "connections": tried, "heavy": loaded}))
+    """
+)
+
+
+def first_contact(tmp_path, *argv, **environment):
+    """(exit code, stderr, connections tried, heavy modules loaded) of ``elmo-hf argv`` run in ``tmp_path``."""
+    env = {**__import__("os").environ, **environment}
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, json.dumps(list(argv))], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    return report["code"], result.stderr, report["connections"], report["heavy"]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    (tmp_path / "corpus.txt").write_text("a sentence .\n")
+    return "corpus.txt"
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--pooling", "avg"], "argument --pooling: invalid choice: 'avg'"),
+        (["--representation", "bogus"], "argument --representation: invalid choice: 'bogus'"),
+        (["--dtype", "float64"], "argument --dtype: invalid choice"),
+        (["--engine", "spark"], "argument --engine: invalid choice"),
+        (["--model", "./models/nope"], "argument --model: no such directory: ./models/nope"),
+        (["--model", "/no/such/elmo"], "argument --model: no such directory: /no/such/elmo"),
+        (["--model", "a/b/c"], "argument --model: no such directory: a/b/c"),
+    ],
+)
+def test_argument_errors_come_before_torch_and_without_the_network(tmp_path, corpus, arguments, message):
+    code, stderr, connections, heavy = first_contact(tmp_path, "embed", corpus, "--output", "out", *arguments)
+    assert code == 2 and message in stderr, stderr
+    assert not connections and not heavy
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # nothing written
+
+
+def test_a_missing_input_and_an_output_of_ones_own_files_fail_before_torch(tmp_path, corpus):
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "missing.txt", "--output", "out")
+    assert code == 2 and "argument input: no such file or directory: missing.txt" in stderr and not heavy
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", corpus, "--output", ".")
+    assert code == 2 and not heavy
+    assert "argument --output: output . exists and is not empty, and it is no elmo-hf output" in stderr
+    assert "corpus.txt" in stderr  # what is there
+    code, stderr, _, heavy = first_contact(tmp_path, "pretrain", "--corpus", corpus, "--output", corpus)
+    assert code == 2 and "output corpus.txt exists and is not a directory" in stderr and not heavy
+    code, stderr, _, heavy = first_contact(
+        tmp_path, "pretrain", "--corpus", corpus, "--output", "out", "--init-from", "nowhere/model.ckpt-5"
+    )
+    assert code == 2 and "argument --init-from: no such directory: nowhere/model.ckpt-5 (nor nowhere)" in stderr
+    assert not heavy
+    code, stderr, _, heavy = first_contact(tmp_path, "neighbours", "query", "no-index", "--sentence", "a", "--word", "a")
+    assert code == 2 and "argument INDEX_DIR: no such directory: no-index" in stderr and not heavy
+
+
+def test_a_hub_shaped_name_inside_an_existing_folder_is_a_local_path(tmp_path, corpus):
+    (tmp_path / "models").mkdir()
+    code, stderr, connections, heavy = first_contact(tmp_path, "embed", corpus, "--output", "out", "--model", "models/nope")
+    assert code == 2 and "no such directory: models/nope (models/ exists here" in stderr, stderr
+    assert not connections and not heavy
+
+
+def test_hf_hub_offline_is_honoured_no_connection_at_all(tmp_path, corpus):
+    code, stderr, connections, heavy = first_contact(
+        tmp_path, "embed", corpus, "--output", "out", "--model", "models/nope", HF_HUB_OFFLINE="1",
+        HF_HUB_CACHE=str(tmp_path / "hub-cache"),
+    )
+    assert code == 2 and not connections and not heavy
+    assert "no local directory models/nope, and no Hub repo models/nope in the local Hub cache" in stderr, stderr
+    assert "HF_HUB_OFFLINE is set, so the Hub was not asked" in stderr
+
+
+def test_an_unreachable_hub_is_asked_once_and_both_places_are_named(tmp_path, corpus):
+    code, stderr, connections, heavy = first_contact(
+        tmp_path, "similarity", "--model", "models/nope", "--word", "a", "a b", "a c", HF_HUB_OFFLINE="0"
+    )
+    assert code == 2 and not heavy
+    assert "no local directory models/nope, and the Hub" in stderr and "could not be reached" in stderr, stderr
+
+
+def test_a_cached_repo_needs_no_hub(monkeypatch, tmp_path):
+    """With HF_HUB_OFFLINE, or when the Hub cannot be reached, a repo in the local Hub cache is accepted (transformers
+    loads the cached copy)."""
+    monkeypatch.chdir(tmp_path)
+    snapshot = tmp_path / "hub" / "models--someone--elmo" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "hub" / "models--someone--elmo" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--elmo" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def unreachable(repo_id):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "repo_exists", unreachable)
+    for offline in (True, False):
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", offline)
+        assert build_parser().parse_args(["similarity", "--model", "someone/elmo", "--word", "a", "a b"]).model == "someone/elmo"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["similarity", "--model", "someone/other", "--word", "a", "a b"])
+
+
+def test_a_repo_the_hub_does_not_have(monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "repo_exists", lambda repo_id: False)
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(["similarity", "--model", "someone/no-such-elmo", "--word", "a", "a b", "a c"])
+    assert exit.value.code == 2
+    assert "no local directory someone/no-such-elmo, and the Hub" in capsys.readouterr().err
+    monkeypatch.setattr(huggingface_hub, "repo_exists", lambda repo_id: True)
+    assert build_parser().parse_args(["similarity", "--model", "someone/elmo", "--word", "a", "a b"]).model == "someone/elmo"
+
+
+def test_an_input_url_is_left_to_the_reader(tmp_path, monkeypatch):
+    """`--engine ray` reads s3://, gs://, hdfs:// through pyarrow: no local existence check."""
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["embed", "s3://bucket/corpus/", "--output", "out", "--engine", "ray"])
+    assert args.input == "s3://bucket/corpus/"
+
+
+@pytest.mark.parametrize(
+    "name, local",
+    [
+        ("./models/nope", True), ("../elmo", True), ("/abs/elmo", True), ("~/elmo", True), ("a/b/c", True),
+        ("models\\nope", True), ("allenai/elmo", False), ("elmo", False),
+    ],
+)
+def test_what_looks_like_a_local_path(tmp_path, monkeypatch, name, local):
+    monkeypatch.chdir(tmp_path)
+    assert looks_like_local_path(name) is local
+
+
+def test_the_choices_are_the_library_s_own():
+    """One home: the CLI's --pooling choices are elmo_hf.choices_elmo's, which the library checks against."""
+    from elmo_hf.configuration_elmo import POOLINGS
+    from elmo_hf.modeling_elmo import REPRESENTATIONS
+
+    embed = build_parser()._subparsers._group_actions[0].choices["embed"]
+    pooling = next(action for action in embed._actions if action.dest == "pooling")
+    assert tuple(pooling.choices) == OUTPUT_POOLINGS and OUTPUT_POOLINGS[1:] == POOLINGS
+    assert REPRESENTATIONS == ("mix", "top", "average", "all")
+
+
+def test_version_answers_without_torch(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "elmo_hf_cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == f"elmo-hf {__version__}"
+    code, _, _, heavy = first_contact(tmp_path, "--version")
+    assert code == 0 and not heavy
+
+
+def test_similarity_defaults_to_the_shipped_model_as_embed(capsys):
+    assert main(["similarity", "--word", "play", "We saw the play .", "The children play outside ."]) == 0
+    captured = capsys.readouterr()
+    assert "no --model given, using elmo-hf's default model" in captured.err
+    assert "cosine similarity of 'play' between sentences" in captured.out
