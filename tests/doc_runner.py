@@ -7,6 +7,8 @@ Which blocks run: ``python`` blocks, and ``bash`` / ``sh`` blocks with ``bash -e
     <!-- docs-test: replace "--epochs 5" "--max-steps 4" -->     run a cheaper form of the block (OLD must occur)
     <!-- docs-test: fixture-model models/elmo-original -->        put the AllenNLP test fixture, converted, at PATH
     <!-- docs-test: fixture-nlpl-zip 223.zip -->                  put the fixture as an NLPL archive at PATH
+    <!-- docs-test: excerpt data/corpora/tinyshakespeare.txt 500 -->   run on the file's first 500 lines instead
+    <!-- docs-test: excerpt data/corpora/tinyshakespeare.txt 500 corpus.txt -->   corpus.txt: those lines
     <!-- docs-test: skip -->                                      only the two quick-start blocks and `pip install`
 
 Any other ``docs-test:`` comment is an error, and so is a ``skip`` anywhere else, so a block cannot silently stop
@@ -67,6 +69,7 @@ class BlockPlan:
     code: str  # the block's code after its replace directives
     fixture_models: tuple[str, ...] = field(default=())
     fixture_zips: tuple[str, ...] = field(default=())
+    excerpts: tuple[tuple[str, str, int], ...] = field(default=())  # (source, excerpt file, lines)
     skipped: bool = False
 
 
@@ -81,7 +84,7 @@ def plan_block(block: CodeBlock) -> BlockPlan:
     language = block.language.lower()
     if not language:
         raise DirectiveError(f"{block.where}: a code block without a language; name one (text if it is not code)")
-    code, models, zips, skipped = block.code, [], [], False
+    code, models, zips, excerpts, skipped = block.code, [], [], [], False
     for marker in block.markers:
         if not marker.startswith(DIRECTIVE_PREFIX):
             if marker.replace("_", "-").replace(" ", "-").lower().startswith("docs-test"):
@@ -96,6 +99,14 @@ def plan_block(block: CodeBlock) -> BlockPlan:
             if old not in code:
                 raise DirectiveError(f"{block.where}: replace {old!r}: the block no longer contains it")
             code = code.replace(old, new)
+        elif kind == "excerpt" and len(arguments) in (2, 3) and arguments[1].isdigit():
+            source, lines = arguments[0], int(arguments[1])
+            named = arguments[2] if len(arguments) == 3 else source  # the path the block reads
+            if named not in code:
+                raise DirectiveError(f"{block.where}: excerpt to {named!r}: the block no longer contains it")
+            excerpt = named if len(arguments) == 3 else f"{Path(source).stem}.first-{lines}-lines{Path(source).suffix}"
+            code = code.replace(source, excerpt)
+            excerpts.append((source, excerpt, lines))
         elif kind == "fixture-model" and len(arguments) == 1:
             models.append(arguments[0])
         elif kind == "fixture-nlpl-zip" and len(arguments) == 1:
@@ -108,13 +119,13 @@ def plan_block(block: CodeBlock) -> BlockPlan:
             skipped = True
         else:
             raise DirectiveError(
-                f"{block.where}: unknown directive <!-- {marker} -->; known: replace OLD NEW, fixture-model PATH, "
-                "fixture-nlpl-zip PATH, skip"
+                f"{block.where}: unknown directive <!-- {marker} -->; known: replace OLD NEW, excerpt PATH LINES [AS], "
+                "fixture-model PATH, fixture-nlpl-zip PATH, skip"
             )
     runnable = language in RUN_LANGUAGES
     if not runnable and (models or zips or code != block.code or skipped):
         raise DirectiveError(f"{block.where}: directives on a {language} block, which is not run")
-    return BlockPlan(block, runnable and not skipped, code, tuple(models), tuple(zips), skipped)
+    return BlockPlan(block, runnable and not skipped, code, tuple(models), tuple(zips), tuple(excerpts), skipped)
 
 
 def plan_markdown(path: Path) -> list[BlockPlan]:
@@ -196,6 +207,9 @@ def run_markdown(markdown: str, workdir: str, report: str, fixture_model: str) -
                     shutil.copytree(fixture_model, target)
             for target in plan.fixture_zips:
                 write_nlpl_zip(Path(target))
+            for source, excerpt, lines in plan.excerpts:
+                with open(source, encoding="utf-8") as text:
+                    Path(excerpt).write_text("".join(line for _, line in zip(range(lines), text)), encoding="utf-8")
             log_path = logs / f"block-{number}.log"
             start = time.perf_counter()
             if plan.block.language == "python":

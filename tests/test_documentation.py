@@ -92,6 +92,11 @@ def test_fixture_directives_and_shown_languages():
     plan = plan_block(block("x = 1\n", "python", "docs-test: fixture-model models/elmo-original",
                             "docs-test: fixture-nlpl-zip 223.zip", "some other comment"))
     assert plan.run and plan.fixture_models == ("models/elmo-original",) and plan.fixture_zips == ("223.zip",)
+    plan = plan_block(block("elmo-hf pretrain --corpus data/a.txt --output m\n", "bash", "docs-test: excerpt data/a.txt 500"))
+    assert plan.code == "elmo-hf pretrain --corpus a.first-500-lines.txt --output m\n"
+    assert plan.excerpts == (("data/a.txt", "a.first-500-lines.txt", 500),)
+    plan = plan_block(block("pretrain(corpus=['corpus.txt'])\n", "python", "docs-test: excerpt data/a.txt 50 corpus.txt"))
+    assert plan.code == "pretrain(corpus=['corpus.txt'])\n" and plan.excerpts == (("data/a.txt", "corpus.txt", 50),)
     for language in ("text", "json", "console", "toml"):
         assert not plan_block(block("anything\n", language)).run
     with pytest.raises(DirectiveError, match="not run"):
@@ -101,6 +106,8 @@ def test_fixture_directives_and_shown_languages():
 @pytest.mark.parametrize("markers, message", [
     (("docs-test: fixture-modle m",), "unknown directive"),
     (("docs-test: replace only-one",), "unknown directive"),
+    (("docs-test: excerpt corpus.txt many",), "unknown directive"),
+    (("docs-test: excerpt other.txt 5",), "no longer contains"),
     (("docs-test:",), "cannot read|unknown directive"),
     (('docs-test: replace "unbalanced x',), "cannot read"),
     (("docs_test: skip",), "malformed directive"),
