@@ -55,6 +55,7 @@ SHOWN_LANGUAGES = ("text", "json", "console", "toml", "yaml", "markdown", "diff"
 QUICKSTART_MARKERS = ("quickstart-main", "quickstart-test")
 DIRECTIVE_PREFIX = "docs-test:"
 PIP_INSTALL = re.compile(r"pip install [^;&|<>`$()]+")  # nothing chained
+PIP_LINE = re.compile(r"(^\s*|[;&|(]\s*)(python3? -m )?pip3? install\b", re.MULTILINE)
 BLOCK_TIMEOUT_S = 300
 
 
@@ -123,6 +124,11 @@ def plan_block(block: CodeBlock) -> BlockPlan:
                 "fixture-model PATH, fixture-nlpl-zip PATH, skip"
             )
     runnable = language in RUN_LANGUAGES
+    if runnable and not skipped and PIP_LINE.search(block.code):
+        raise DirectiveError(
+            f"{block.where}: `pip install` in a block that runs; put the pip lines in a block of their own, marked "
+            "<!-- docs-test: skip --> (the test never installs anything)"
+        )
     if not runnable and (models or zips or code != block.code or skipped):
         raise DirectiveError(f"{block.where}: directives on a {language} block, which is not run")
     return BlockPlan(block, runnable and not skipped, code, tuple(models), tuple(zips), tuple(excerpts), skipped)

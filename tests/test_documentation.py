@@ -123,6 +123,8 @@ def test_skip_only_for_the_quick_start_and_pip_install_blocks():
     assert plan_block(block('pip install "a[b]"   # comment\n\npip install c\n', "bash", "docs-test: skip")).skipped
     with pytest.raises(DirectiveError, match="skip is allowed only"):
         plan_block(block("pip install x && rm -rf models\n", "bash", "docs-test: skip"))
+    with pytest.raises(DirectiveError, match="`pip install` in a block that runs"):
+        plan_block(block("elmo-hf --help\npip install x\n", "bash"))
     with pytest.raises(DirectiveError, match="without a language"):
         plan_block(block("elmo-hf embed x\n", ""))
 
