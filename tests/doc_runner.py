@@ -38,6 +38,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -295,8 +296,16 @@ def serve(socket_path: str) -> None:
     listener.listen(16)
     os.rename(socket_path + ".starting", socket_path)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    parent = os.getppid()
+    listener.settimeout(2)
     while True:
-        connection, _ = listener.accept()
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test run is gone (killed): so is the server
+                return
+            continue
+        connection.settimeout(None)
         message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
         sys.stdout.flush(), sys.stderr.flush()
         if os.fork() == 0:
@@ -325,6 +334,8 @@ class DocsServer:
     def __init__(self, root: Path, env: dict[str, str]):
         self.root = root
         self.socket_path = str(root / "server.sock")
+        if len(self.socket_path) > 100:  # AF_UNIX paths are at most 107 bytes
+            self.socket_path = os.path.join(tempfile.mkdtemp(prefix="elmo-docs-"), "server.sock")
         self.bin = root / "bin"
         self.bin.mkdir()
         client = self.bin / "elmo-hf"
@@ -365,6 +376,9 @@ class DocsServer:
             os.killpg(self.process.pid, signal.SIGKILL)  # the server and every child it forked (its own session)
             self.process.wait()
         self.log.close()
+        for path in (self.socket_path, self.socket_path + ".starting"):
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 if __name__ == "__main__":
