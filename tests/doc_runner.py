@@ -82,7 +82,7 @@ def is_pip_install_only(code: str) -> bool:
 
 
 def plan_block(block: CodeBlock) -> BlockPlan:
-    """What the test does with ``block``; a `DirectiveError` naming the block's file:line if its directives are wrong."""
+    """What the test does with ``block``; a `DirectiveError` naming its file:line if its directives are wrong."""
     language = block.language.lower()
     if not language:
         raise DirectiveError(f"{block.where}: a code block without a language; name one (text if it is not code)")
@@ -90,7 +90,9 @@ def plan_block(block: CodeBlock) -> BlockPlan:
     for marker in block.markers:
         if not marker.startswith(DIRECTIVE_PREFIX):
             if marker.replace("_", "-").replace(" ", "-").lower().startswith("docs-test"):
-                raise DirectiveError(f"{block.where}: malformed directive <!-- {marker} -->; write <!-- docs-test: ... -->")
+                raise DirectiveError(
+                    f"{block.where}: malformed directive <!-- {marker} -->; write <!-- docs-test: ... -->"
+                )
             continue
         try:
             kind, *arguments = shlex.split(marker[len(DIRECTIVE_PREFIX) :])
@@ -223,7 +225,8 @@ def run_markdown(markdown: str, workdir: str, report: str, fixture_model: str) -
                 ok = run_python_block(plan, namespace, log_path)
             else:
                 ok = run_shell_block(plan, log_path)
-            entry.update(status="ok" if ok else "failed", seconds=round(time.perf_counter() - start, 2), log=str(log_path))
+            seconds = round(time.perf_counter() - start, 2)
+            entry.update(status="ok" if ok else "failed", seconds=seconds, log=str(log_path))
         with open(report, "a", encoding="utf-8") as out:
             out.write(json.dumps(entry) + "\n")
         if entry["status"] == "failed":
@@ -373,7 +376,8 @@ class DocsServer:
             with connection:
                 connection.connect(self.socket_path)
                 request = {"kind": kind, "argv": argv, "cwd": str(cwd), "env": self.env}
-                socket.send_fds(connection, [json.dumps(request).encode()], [nothing.fileno(), out.fileno(), out.fileno()])
+                streams = [nothing.fileno(), out.fileno(), out.fileno()]
+                socket.send_fds(connection, [json.dumps(request).encode()], streams)
                 reply = connection.recv(64)
         return int(reply) if reply else 1
 

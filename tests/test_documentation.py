@@ -40,7 +40,8 @@ def docs_server(tmp_path_factory):
     server.close()
 
 
-def run_markdown(server: DocsServer, markdown: Path, tmp_path: Path, fixture_model: Path) -> tuple[int, list[dict], str]:
+def run_markdown(server: DocsServer, markdown: Path, tmp_path: Path, fixture_model: Path):
+    """Run ``markdown``'s blocks in a new working directory: exit status, report (one entry a block), driver output."""
     workdir = prepare_workdir(tmp_path / "work")
     report, output = tmp_path / "report.jsonl", tmp_path / "driver.log"
     status = server.request("markdown", [str(markdown), str(workdir), str(report), str(fixture_model)], workdir,
@@ -70,7 +71,8 @@ def test_every_block_runs(markdown, docs_server, converted_fixture_dir, tmp_path
         pytest.fail(failure_message(entries, driver_output), pytrace=False)
     ran = [entry for entry in entries if entry["status"] == "ok"]
     assert len(ran) == sum(plan.run for plan in plans)
-    print(f"{markdown.name}: {len(ran)} blocks ran: " + ", ".join(f"{e['where'].rsplit(':', 1)[1]} {e['seconds']}s" for e in ran))
+    lines_and_seconds = ", ".join(f"line {entry['where'].rsplit(':', 1)[1]} {entry['seconds']} s" for entry in ran)
+    print(f"{markdown.name}: {len(ran)} blocks ran: {lines_and_seconds}")
 
 
 # --- the directives and the driver themselves ------------------------------------------------------------------
@@ -92,11 +94,11 @@ def test_fixture_directives_and_shown_languages():
     plan = plan_block(block("x = 1\n", "python", "docs-test: fixture-model models/elmo-original",
                             "docs-test: fixture-nlpl-zip 223.zip", "some other comment"))
     assert plan.run and plan.fixture_models == ("models/elmo-original",) and plan.fixture_zips == ("223.zip",)
-    plan = plan_block(block("elmo-hf pretrain --corpus data/a.txt --output m\n", "bash", "docs-test: excerpt data/a.txt 500"))
-    assert plan.code == "elmo-hf pretrain --corpus a.first-500-lines.txt --output m\n"
+    plan = plan_block(block("elmo-hf pretrain --corpus data/a.txt\n", "bash", "docs-test: excerpt data/a.txt 500"))
+    assert plan.code == "elmo-hf pretrain --corpus a.first-500-lines.txt\n"
     assert plan.excerpts == (("data/a.txt", "a.first-500-lines.txt", 500),)
-    plan = plan_block(block("pretrain(corpus=['corpus.txt'])\n", "python", "docs-test: excerpt data/a.txt 50 corpus.txt"))
-    assert plan.code == "pretrain(corpus=['corpus.txt'])\n" and plan.excerpts == (("data/a.txt", "corpus.txt", 50),)
+    plan = plan_block(block("pretrain(corpus=['corpus.txt'])\n", "python", "docs-test: excerpt data/a.txt 5 corpus.txt"))
+    assert plan.code == "pretrain(corpus=['corpus.txt'])\n" and plan.excerpts == (("data/a.txt", "corpus.txt", 5),)
     for language in ("text", "json", "console", "toml"):
         assert not plan_block(block("anything\n", language)).run
     with pytest.raises(DirectiveError, match="not run"):
