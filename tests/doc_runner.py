@@ -259,8 +259,10 @@ sys.exit(int(reply) if reply else "elmo-hf (documentation test): the server's ch
 def console_script_main():
     from importlib.metadata import entry_points
 
-    (entry_point,) = entry_points(group="console_scripts", name="elmo-hf")
-    return entry_point.load()
+    found = list(entry_points(group="console_scripts", name="elmo-hf"))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one installed elmo-hf console script, found {len(found)}: pip install -e .")
+    return found[0].load()
 
 
 def exit_status(code) -> int:
