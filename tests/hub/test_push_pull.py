@@ -1,4 +1,4 @@
-"""push_to_hub / from_pretrained through the real huggingface_hub client, against tests/hub_server.py.
+"""push_to_hub / from_pretrained through the real huggingface_hub client, against tests/hub/hub_server.py.
 
 huggingface_hub reads HF_ENDPOINT, HF_HUB_DISABLE_XET, HF_HOME and HF_HUB_OFFLINE when it is imported, and it is
 already imported in this process, so every client action runs in another process (`ClientRunner`) whose environment

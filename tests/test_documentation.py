@@ -1,0 +1,154 @@
+"""Every Python and shell block of README.md and docs/guide/*.md runs, in order, one test per Markdown file: an import
+path, a flag or a default that changes breaks the test that names the file. How blocks run and the directives that
+adapt them (visible above each block in the Markdown): `tests/doc_runner.py`; design notes: docs/design/testing.md."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from .doc_blocks import CodeBlock
+from .doc_runner import REPOSITORY_ROOT, DirectiveError, DocsServer, plan_block, plan_markdown, prepare_workdir
+
+MARKDOWN_FILES = [REPOSITORY_ROOT / "README.md", *sorted((REPOSITORY_ROOT / "docs" / "guide").glob("*.md"))]
+OUTPUT_TAIL = 3000
+
+
+def documentation_env(root: Path) -> dict[str, str]:
+    """The environment of every block: offline (the Hub, datasets, and any HTTP through an unusable proxy; pip finds
+    no index), one thread, caches inside the test's temporary directory."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("HF_", "PIP_"))}
+    unreachable = "http://127.0.0.1:9"
+    env.update(
+        HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_HOME=str(root / "hf-home"),
+        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", MPLBACKEND="Agg",
+        HTTP_PROXY=unreachable, HTTPS_PROXY=unreachable, http_proxy=unreachable, https_proxy=unreachable,
+        NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost", PIP_NO_INDEX="1",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY_ROOT), env.get("PYTHONPATH", "")])),
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def docs_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("docs-server")
+    server = DocsServer(root, documentation_env(root))
+    yield server
+    server.close()
+
+
+def run_markdown(server: DocsServer, markdown: Path, tmp_path: Path, fixture_model: Path):
+    """Run ``markdown``'s blocks in a new working directory: exit status, report (one entry a block), driver output."""
+    workdir = prepare_workdir(tmp_path / "work")
+    report, output = tmp_path / "report.jsonl", tmp_path / "driver.log"
+    status = server.request("markdown", [str(markdown), str(workdir), str(report), str(fixture_model)], workdir,
+                            output, timeout=900)
+    entries = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    return status, entries, output.read_text(errors="replace") if output.exists() else ""
+
+
+def failure_message(entries: list[dict], driver_output: str) -> str:
+    failed = [entry for entry in entries if entry["status"] == "failed"]
+    if not failed:
+        return f"the driver stopped before reporting every block; its output:\n{driver_output[-OUTPUT_TAIL:]}"
+    entry = failed[0]
+    output = Path(entry["log"]).read_text(errors="replace")
+    return (f"{entry['where']}: the {entry['language']} block failed after {entry['seconds']} s\n"
+            f"--- code (as run) ---\n{entry['code']}--- output (tail) ---\n{output[-OUTPUT_TAIL:]}")
+
+
+@pytest.mark.parametrize("markdown", MARKDOWN_FILES, ids=lambda path: str(path.relative_to(REPOSITORY_ROOT)))
+def test_every_block_runs(markdown, docs_server, converted_fixture_dir, tmp_path):
+    try:
+        plans = plan_markdown(markdown)
+    except DirectiveError as error:
+        pytest.fail(str(error), pytrace=False)
+    status, entries, driver_output = run_markdown(docs_server, markdown, tmp_path, converted_fixture_dir)
+    if status != 0 or len(entries) != len(plans) or any(entry["status"] == "failed" for entry in entries):
+        pytest.fail(failure_message(entries, driver_output), pytrace=False)
+    ran = [entry for entry in entries if entry["status"] == "ok"]
+    assert len(ran) == sum(plan.run for plan in plans)
+    lines_and_seconds = ", ".join(f"line {entry['where'].rsplit(':', 1)[1]} {entry['seconds']} s" for entry in ran)
+    print(f"{markdown.name}: {len(ran)} blocks ran: {lines_and_seconds}")
+
+
+# --- the directives and the driver themselves ------------------------------------------------------------------
+
+
+def block(code: str, language: str = "bash", *markers: str) -> CodeBlock:
+    return CodeBlock(Path("doc.md"), 7, language, code, tuple(markers))
+
+
+def test_replace_directives_apply_in_order_and_must_match():
+    plan = plan_block(block("elmo-hf pretrain --epochs 5 --config small\n", "bash",
+                            'docs-test: replace "--epochs 5" "--max-steps 4"', "docs-test: replace small tiny"))
+    assert plan.run and plan.code == "elmo-hf pretrain --max-steps 4 --config tiny\n"
+    with pytest.raises(DirectiveError, match=r"doc.md:7: replace '--epochs 9': the block no longer contains it"):
+        plan_block(block("elmo-hf pretrain --epochs 5\n", "bash", 'docs-test: replace "--epochs 9" "--max-steps 4"'))
+
+
+def test_fixture_directives_and_shown_languages():
+    plan = plan_block(block("x = 1\n", "python", "docs-test: fixture-model models/elmo-original",
+                            "docs-test: fixture-nlpl-zip 223.zip", "some other comment"))
+    assert plan.run and plan.fixture_models == ("models/elmo-original",) and plan.fixture_zips == ("223.zip",)
+    plan = plan_block(block("elmo-hf pretrain --corpus data/a.txt\n", "bash", "docs-test: excerpt data/a.txt 500"))
+    assert plan.code == "elmo-hf pretrain --corpus a.first-500-lines.txt\n"
+    assert plan.excerpts == (("data/a.txt", "a.first-500-lines.txt", 500),)
+    plan = plan_block(block("pretrain(corpus=['corpus.txt'])\n", "python", "docs-test: excerpt data/a.txt 5 corpus.txt"))
+    assert plan.code == "pretrain(corpus=['corpus.txt'])\n" and plan.excerpts == (("data/a.txt", "corpus.txt", 5),)
+    for language in ("text", "json", "console", "toml"):
+        assert not plan_block(block("anything\n", language)).run
+    with pytest.raises(DirectiveError, match="not run"):
+        plan_block(block("{}\n", "json", "docs-test: fixture-model m"))
+
+
+@pytest.mark.parametrize("markers, message", [
+    (("docs-test: fixture-modle m",), "unknown directive"),
+    (("docs-test: replace only-one",), "unknown directive"),
+    (("docs-test: excerpt corpus.txt many",), "unknown directive"),
+    (("docs-test: excerpt other.txt 5",), "no longer contains"),
+    (("docs-test:",), "cannot read|unknown directive"),
+    (('docs-test: replace "unbalanced x',), "cannot read"),
+    (("docs_test: skip",), "malformed directive"),
+    (("docs-test: skip",), "skip is allowed only"),
+])
+def test_wrong_directives_fail(markers, message):
+    with pytest.raises(DirectiveError, match=message):
+        plan_block(block("elmo-hf embed corpus.txt --output vectors\npip install x\n", "bash", *markers))
+
+
+def test_skip_only_for_the_quick_start_and_pip_install_blocks():
+    assert plan_block(block("pip install x\n", "bash", "quickstart-test", "docs-test: skip")).skipped
+    assert plan_block(block('pip install "a[b]"   # comment\n\npip install c\n', "bash", "docs-test: skip")).skipped
+    with pytest.raises(DirectiveError, match="skip is allowed only"):
+        plan_block(block("pip install x && rm -rf models\n", "bash", "docs-test: skip"))
+    with pytest.raises(DirectiveError, match="`pip install` in a block that runs"):
+        plan_block(block("elmo-hf --help\npip install x\n", "bash"))
+    with pytest.raises(DirectiveError, match="without a language"):
+        plan_block(block("elmo-hf embed x\n", ""))
+
+
+def test_blocks_run_in_order_and_a_broken_block_fails_naming_its_line(docs_server, converted_fixture_dir, tmp_path):
+    markdown = tmp_path / "doc.md"
+    markdown.write_text(
+        "```python\nnumber = 41\n```\n\n"
+        "```bash\necho $((41 + 1)) > answer.txt && test -L data && elmo-hf --help > /dev/null\n```\n\n"
+        "```python\nassert open('answer.txt').read() == f'{number + 1}\\n'\n```\n\n"
+        "```text\nnot run\n```\n\n"
+        "```python\nprint('before')\nraise ValueError('documented behaviour is wrong')\n```\n\n"
+        "```bash\necho never\n```\n"
+    )
+    status, entries, _ = run_markdown(docs_server, markdown, tmp_path / "python", converted_fixture_dir)
+    assert status == 1 and [entry["status"] for entry in entries] == ["ok", "ok", "ok", "shown", "failed"]
+    message = failure_message(entries, "")
+    assert message.startswith(f"{markdown}:17: the python block failed")
+    assert "before" in message and f'File "{markdown}", line 19' in message and "ValueError: documented" in message
+
+    markdown.write_text("```sh\necho one\nelmo-hf embed --pooling avg\necho two\n```\n")
+    status, entries, _ = run_markdown(docs_server, markdown, tmp_path / "shell", converted_fixture_dir)
+    assert status == 1 and [entry["status"] for entry in entries] == ["failed"]
+    message = failure_message(entries, "")
+    assert "one\n" in message and "two" not in message.split("--- output")[1] and "exit status 2" in message
