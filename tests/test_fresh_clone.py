@@ -5,7 +5,8 @@ tests, without system site packages, activated as a user activates one.
 The main job must exit 0 and write its manifest, with the clone's code. The test block runs a representative subset
 of the suite, ``fresh_clone.SUBSET`` (the whole suite would run this test again and double the default run's time),
 chosen because each of its files reads data that used to come from ``../shared`` (the original's parity fixture,
-the released options, the real corpora) or runs the commands end to end. It must end with no failure, no error and
+the released options, the real corpora) or runs the commands end to end (every block of the README and the guides
+among them). It must end with no failure, no error and
 no skip at all. The run starts on a thread when the test run begins (``tests/fresh_clone.py``); this test, ordered
 last, waits for it and checks what it left.
 """
