@@ -58,6 +58,19 @@ OPTIONS_FIELDS = (
     ("lstm", "use_skip_connections", "use_skip_connections"),
 )
 
+
+def pretraining_fields_from_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The `ELMoConfig` fields set by the training keys of an original `options.json` (bilm-tf's): `dropout` ->
+    `lm_dropout`, `n_negative_samples_batch` -> `softmax_num_samples` (unless `sample_softmax` is false). The
+    inference fields are `OPTIONS_FIELDS`, read by `ELMoConfig.from_options_dict`."""
+    fields = {}
+    if "dropout" in options:
+        fields["lm_dropout"] = options["dropout"]
+    if options.get("sample_softmax", True) and "n_negative_samples_batch" in options:
+        fields["softmax_num_samples"] = options["n_negative_samples_batch"]
+    return fields
+
+
 # The original trains with 261 characters (no padding-token row) and runs inference with 262 (NUM_CHARACTERS): ids
 # are shifted by +1 and id 0 is the all-zero padding token. This package always uses the inference layout.
 TRAINING_NUM_CHARACTERS = NUM_CHARACTERS - 1
@@ -561,4 +574,4 @@ def _validated_filters(filters: Any) -> list[list[int]]:
     return [list(pair) for pair in filters]
 
 
-__all__ = ["ELMoConfig"]
+__all__ = ["ELMoConfig", "pretraining_fields_from_options"]

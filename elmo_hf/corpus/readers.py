@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..validation_elmo import ELMoHFError
+
 INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
 # File extension -> input format (the Ray engine reads the same files).
 EXTENSION_FORMATS = {
@@ -36,11 +38,11 @@ _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 
 
-class CorpusError(ValueError):
+class CorpusError(ELMoHFError):
     """The input corpus cannot be read as the format it claims to be."""
 
 
-class InvalidRowError(ValueError):
+class InvalidRowError(ELMoHFError):
     """A row whose text (or words) cannot be read or embedded; the message names the row."""
 
 

@@ -40,17 +40,17 @@ from transformers import TrainerCallback, TrainingArguments, default_data_collat
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
-from ..configuration_elmo import ELMoConfig
+from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
 from ..corpus.readers import CorpusError
 from ..corpus.sentences import load_sentences
+from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
-from ..validation_elmo import check_choice, check_int, check_number
+from ..validation_elmo import ELMoHFError, check_choice, check_int, check_number
 from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .trainer import ELMoPreTrainingTrainer
-from .vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ REGIMES = ("windowed", "sentence")
 OPTIMIZERS: dict[str, tuple[str, float]] = {"adam": ("adamw_torch", 5e-3), "adagrad": ("adagrad", 0.2)}
 LR_SCHEDULERS = ("linear", "constant", "cosine")
 
-OPTIONS_FILE_NAME = "pretraining_options.json"
+PRETRAINING_OPTIONS_FILE_NAME = "pretraining_options.json"
 REPORT_FILE_NAME = "pretraining_report.json"
 HDF5_DIRECTORY_NAME = "hdf5"
 CHECKPOINT_PREFIX = "checkpoint-"
@@ -116,7 +116,7 @@ OPTIONS_CHANGEABLE_ON_RESUME = frozenset(
 )
 
 
-class PretrainingError(ValueError):
+class PretrainingError(ELMoHFError):
     """A problem with the options, the inputs or the output directory, found before training starts."""
 
 
@@ -391,17 +391,6 @@ class PretrainingReport:
 # ----------------------------------------------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------------------------------------------
-def pretraining_fields_from_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The `ELMoConfig` fields set by the training keys of an original `options.json` (bilm-tf's): `dropout` ->
-    `lm_dropout`, `n_negative_samples_batch` -> `softmax_num_samples` (unless `sample_softmax` is false)."""
-    fields = {}
-    if "dropout" in options:
-        fields["lm_dropout"] = options["dropout"]
-    if options.get("sample_softmax", True) and "n_negative_samples_batch" in options:
-        fields["softmax_num_samples"] = options["n_negative_samples_batch"]
-    return fields
-
-
 def load_pretraining_config(spec: str | Path) -> ELMoConfig:
     """The architecture to pre-train: a `CONFIG_PRESETS` name, or a JSON file holding `ELMoConfig` fields (a
     `config.json`) or an original `options.json` (sections `lstm` and `char_cnn`; its training keys `dropout` and
@@ -568,7 +557,7 @@ PRETRAINING_OUTPUT = OutputKind(
     description="an elmo-hf pre-training output",
     entries=(
         f"{CHECKPOINT_PREFIX}*", "config.json", "model.safetensors", "tokenizer_config.json", "*.py", VOCABULARY_FILE_NAME,
-        COUNTS_FILE_NAME, OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
+        COUNTS_FILE_NAME, PRETRAINING_OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
         HDF5_DIRECTORY_NAME,
     ),
 )
@@ -587,7 +576,7 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
             f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
             "without --resume to start a new run, or with --overwrite to start over"
         )
-    saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
+    saved = json.loads((output_dir / PRETRAINING_OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
     differences = {
         name: (saved.get(name), value)
         for name, value in options.to_dict().items()
@@ -597,7 +586,7 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
         listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
         raise PretrainingError(
             f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
-            f"(saved in {output_dir / OPTIONS_FILE_NAME}) or --overwrite to start over"
+            f"(saved in {output_dir / PRETRAINING_OPTIONS_FILE_NAME}) or --overwrite to start over"
         )
     return Path(checkpoint)
 
@@ -631,7 +620,7 @@ def _initial_model(options: PretrainingOptions, with_weights: bool) -> InitialMo
 def _hdf5_exporter():
     """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to install."""
     try:
-        from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+        from ..conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     except ImportError as error:
         raise PretrainingError(
             f"--export-hdf5 needs the converter's extra ({error}): pip install 'elmo-hf[convert]'; or export later with "
@@ -854,7 +843,7 @@ def _train_and_report(
         config.pad_token_id = tokenizer.pad_token_id  # what Trainer would align it to, with a warning
         vocabulary.save(output_dir)
         tokenizer.save_pretrained(output_dir)
-        (output_dir / OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+        (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
 
     # Model and batches.
     set_seed(options.seed)

@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf, main as convert_main
-from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp, main as export_main
+from conversion.convert_allennlp_to_hf import main as convert_main
+from conversion.convert_hf_to_allennlp import main as export_main
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+from elmo_hf.conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf.storage.output_directory import OutputDirectoryError
 
