@@ -28,7 +28,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -182,7 +183,7 @@ class PretrainingOptions:
         max_time_minutes (`float`, *optional*): stop (with a checkpoint, the final evaluation and save) after
             the first step past this wall time.
         export_hdf5 (`bool`): also write `output_dir/hdf5/` (`options.json`, `weights.hdf5`, `vocab.txt`) with the
-            repository's `conversion` package.
+            converter (`elmo_hf.conversion`, the `convert` extra).
         progress (`bool`, defaults to `True`): `Trainer`'s progress bar (`False`: its logs printed as lines).
         handle_interrupt (`bool`, defaults to `True`): the first Ctrl-C (SIGINT) finishes the step in progress,
             saves a checkpoint and raises `PretrainingInterrupted`; a second one stops at once.
@@ -592,7 +593,7 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# HDF5 export (the repository's `conversion` package, imported only when asked for)
+# The initial model (`--init-from`) and the HDF5 export (`elmo_hf.conversion`, imported only when asked for)
 # ----------------------------------------------------------------------------------------------------------------
 def with_initial_word_splitter(options: PretrainingOptions, initial: InitialModel) -> PretrainingOptions:
     """``options`` with the word splitter the initial model's tokenizer records (`InitialModel.word_splitter`; a TF
@@ -609,16 +610,9 @@ def with_initial_word_splitter(options: PretrainingOptions, initial: InitialMode
     return options
 
 
-def _initial_model(options: PretrainingOptions, with_weights: bool) -> InitialModel:
-    """`options.init_from` read by `initial_model.load_initial_model`; raises `PretrainingError`."""
-    try:
-        return load_initial_model(options.init_from, options.init_vocab, with_weights=with_weights)
-    except InitialModelError as error:
-        raise PretrainingError(str(error)) from None
-
-
 def _hdf5_exporter():
-    """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to install."""
+    """`elmo_hf.conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to
+    install (h5py)."""
     try:
         from ..conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     except ImportError as error:
@@ -631,7 +625,7 @@ def _hdf5_exporter():
 
 def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, overwrite: bool = True) -> Path:
     """Write the biLM of a pre-training output directory in the original layout: `options.json` + `weights.hdf5` +
-    the vocabulary's `vocab.txt` (via `conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM
+    the vocabulary's `vocab.txt` (via `elmo_hf.conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM
     softmax has no place in that file). Default output: `model_dir/hdf5`."""
     model_dir = Path(model_dir)
     output_dir = Path(output_dir) if output_dir is not None else model_dir / HDF5_DIRECTORY_NAME
@@ -763,9 +757,27 @@ def pretrain(options: PretrainingOptions) -> PretrainingReport:
 
 
 def _pretrain(options: PretrainingOptions) -> PretrainingReport:
+    """The run, one named step after another: options -> data -> model -> train -> report."""
     start = time.monotonic()
-    initial = _initial_model(options, with_weights=False) if options.init_from is not None else None
-    if initial is not None:
+    options, config, initial = _resolve_options(options)
+    with _output_directory(options) as (output_dir, checkpoint):
+        data = _prepare_data(options, config, initial)
+        config, model = _build_model(options, config, data, initial, output_dir, checkpoint)
+        training = _train(options, config, model, data, output_dir, checkpoint)
+        return _report(options, config, model, data, training, initial, output_dir, checkpoint, start)
+
+
+# Step 1: options -------------------------------------------------------------------------------------------------
+def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, ELMoConfig, InitialModel | None]:
+    """(the options with the initial model's word splitter, the architecture to train, the initial model). The
+    initial model (``init_from``) is read once, here, with its weights unless the run resumes (a checkpoint has
+    them); everything that can fail before training fails here (``PretrainingError``)."""
+    initial = None
+    if options.init_from is not None:
+        try:
+            initial = load_initial_model(options.init_from, options.init_vocab, with_weights=not options.resume)
+        except InitialModelError as error:
+            raise PretrainingError(str(error)) from None
         options = with_initial_word_splitter(options, initial)
     config = initial.config if initial is not None else load_pretraining_config(options.config)
     check_pretrainable(config, options.init_from or options.config)
@@ -777,10 +789,16 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
             config.to_options_dict()  # the original format must have a place for every option
         except ValueError as error:
             raise PretrainingError(f"--export-hdf5: {error}") from None
-    inputs = [*options.corpus, *(options.held_out or [])]
-    for path in inputs:
+    for path in [*options.corpus, *(options.held_out or [])]:
         if not Path(path).exists():
             raise PretrainingError(f"corpus file {path} does not exist")
+    return options, config, initial
+
+
+@contextmanager
+def _output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None]]:
+    """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``)."""
+    inputs = [*options.corpus, *(options.held_out or [])]
     with open_output_directory(
         options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
         inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
@@ -791,19 +809,23 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
                 f"--resume: {output.path} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
                 "without --resume to start a new run"
             )
-        checkpoint = _checkpoint_to_resume(output.path, options) if output.resumed else None
-        return _train_and_report(options, config, output.path, checkpoint, start, initial)
+        yield output.path, _checkpoint_to_resume(output.path, options) if output.resumed else None
 
 
-def _train_and_report(
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    output_dir: Path,
-    checkpoint: Path | None,
-    start: float,
-    initial_model: InitialModel | None = None,
-) -> PretrainingReport:
-    # Data: sentences, held-out split, vocabulary from the training sentences only.
+# Step 2: data ----------------------------------------------------------------------------------------------------
+@dataclass
+class _RunData:
+    """The sentences (training, held-out, the training sample evaluated at the end), the word vocabulary counted on
+    the training sentences only, and the tokenizer."""
+
+    train: Dataset
+    held_out: Dataset
+    train_sample: Dataset
+    vocabulary: ELMoWordVocabulary
+    tokenizer: ELMoTokenizer
+
+
+def _prepare_data(options: PretrainingOptions, config: ELMoConfig, initial: InitialModel | None) -> _RunData:
     sentences = load_training_sentences(options.corpus, options)
     if options.held_out:
         train_sentences = sentences
@@ -811,8 +833,8 @@ def _train_and_report(
     else:
         train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
     try:
-        if initial_model is not None:  # the model's words keep their softmax rows; the corpus gives the counts
-            vocabulary = initial_model.vocabulary.counted_on(
+        if initial is not None:  # the model's words keep their softmax rows; the corpus gives the counts
+            vocabulary = initial.vocabulary.counted_on(
                 train_sentences["words"], add_words=options.add_words, min_count=options.min_count, max_size=options.max_vocab_size
             )
         else:
@@ -824,46 +846,84 @@ def _train_and_report(
     train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
     tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token, word_splitter=options.word_splitter)
     warn_about_truncated_words(tokenizer, vocabulary)
+    return _RunData(train_sentences, held_out_sentences, train_sample, vocabulary, tokenizer)
 
+
+# Step 3: model ---------------------------------------------------------------------------------------------------
+def _build_model(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    data: _RunData,
+    initial: InitialModel | None,
+    output_dir: Path,
+    checkpoint: Path | None,
+) -> tuple[ELMoConfig, ELMoForPreTraining]:
+    """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
+    run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
+    the vocabulary, tokenizer and options saved first."""
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
-        if saved_vocabulary != vocabulary:
+        if saved_vocabulary != data.vocabulary:
             raise PretrainingError(
-                f"cannot resume {output_dir}: the corpus gives a different vocabulary ({len(vocabulary)} words) than "
-                f"the one saved there ({len(saved_vocabulary)}): the corpus files changed"
+                f"cannot resume {output_dir}: the corpus gives a different vocabulary ({len(data.vocabulary)} words) "
+                f"than the one saved there ({len(saved_vocabulary)}): the corpus files changed"
             )
         config = ELMoConfig.from_pretrained(checkpoint)
     else:
-        config.word_vocab_size = len(vocabulary)
+        config.word_vocab_size = len(data.vocabulary)
         if options.softmax_samples is not None:
             config.softmax_num_samples = options.softmax_samples
         if options.dropout is not None:
             config.lm_dropout = options.dropout
         config.architectures = [ELMoForPreTraining.__name__]
-        config.pad_token_id = tokenizer.pad_token_id  # what Trainer would align it to, with a warning
-        vocabulary.save(output_dir)
-        tokenizer.save_pretrained(output_dir)
+        config.pad_token_id = data.tokenizer.pad_token_id  # what Trainer would align it to, with a warning
+        data.vocabulary.save(output_dir)
+        data.tokenizer.save_pretrained(output_dir)
         (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
-
-    # Model and batches.
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
-    if initial_model is not None and checkpoint is None:
-        model.load_state_dict(initial_state_for(_initial_model(options, with_weights=True), vocabulary))
+    if initial is not None and checkpoint is None:
+        model.load_state_dict(initial_state_for(initial, data.vocabulary))
+        initial.state_dict = None  # the model holds the weights now
+    return config, model
+
+
+# Step 4: train ---------------------------------------------------------------------------------------------------
+@dataclass
+class _Training:
+    """What training and the final evaluation (eval mode, full softmax, every prediction once) leave."""
+
+    state: Any  # transformers.TrainerState
+    metrics: dict[str, float]  # train_runtime, train_steps_per_second, ...
+    held_out: dict[str, float]
+    train_sample: dict[str, float]
+    stop_reason: str | None
+
+
+def _train(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    model: ELMoForPreTraining,
+    data: _RunData,
+    output_dir: Path,
+    checkpoint: Path | None,
+) -> _Training:
+    """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state.
+    Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
     if options.regime == "windowed":
         try:
             train_data = WindowedBiLMStream(
-                train_sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size,
+                data.train, data.vocabulary, num_rows=options.batch_size, window_size=options.window_size,
                 shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
             )
         except ValueError as error:
             raise PretrainingError(f"training data: {error}") from None
         collator = default_data_collator
     else:
-        train_data = train_sentences
-        collator = DataCollatorForBiLM(vocabulary, tokenizer, label_boundary_positions=True)
-    held_out_data = _evaluation_data(held_out_sentences, vocabulary, options, config, "held-out data")
-    train_sample_data = _evaluation_data(train_sample, vocabulary, options, config, "training sample")
+        train_data = data.train
+        collator = DataCollatorForBiLM(data.vocabulary, data.tokenizer, label_boundary_positions=True)
+    held_out_data = _evaluation_data(data.held_out, data.vocabulary, options, config, "held-out data")
+    train_sample_data = _evaluation_data(data.train_sample, data.vocabulary, options, config, "training sample")
 
     evaluate_periodically = options.eval_steps > 0
     stop_control = _StopControl(
@@ -875,7 +935,7 @@ def _train_and_report(
         train_dataset=train_data,
         eval_dataset=held_out_data if evaluate_periodically else None,
         data_collator=collator,
-        processing_class=tokenizer,
+        processing_class=data.tokenizer,
         compute_metrics=bilm_perplexity_metrics,
         callbacks=[stop_control],
     )
@@ -887,18 +947,33 @@ def _train_and_report(
         latest = get_last_checkpoint(str(output_dir))
         raise PretrainingInterrupted(output_dir, Path(latest) if latest else None)
 
-    # Final evaluation (eval mode, full softmax, every prediction once), save, report.
     held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
     train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
     model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    data.tokenizer.save_pretrained(output_dir)
     trainer.save_state()
-    losses, eval_curve, initial = _log_history_curves(trainer.state.log_history)
-    state = trainer.state
+    return _Training(trainer.state, train_output.metrics, held_out_metrics, train_metrics, stop_control.stop_reason)
+
+
+# Step 5: report --------------------------------------------------------------------------------------------------
+def _report(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    model: ELMoForPreTraining,
+    data: _RunData,
+    training: _Training,
+    initial: InitialModel | None,
+    output_dir: Path,
+    checkpoint: Path | None,
+    start: float,
+) -> PretrainingReport:
+    """The report (``pretraining_report.json``), after the optional HDF5 export."""
+    losses, eval_curve, initial_metrics = _log_history_curves(training.state.log_history)
+    state = training.state
     report = PretrainingReport(
         learning_rate=options.resolved_learning_rate,
         initialised_from=options.init_from,
-        added_words=len(vocabulary) - len(initial_model.vocabulary) if initial_model is not None else 0,
+        added_words=len(data.vocabulary) - len(initial.vocabulary) if initial is not None else 0,
         output_dir=str(output_dir),
         regime=options.regime,
         steps=state.global_step,
@@ -906,20 +981,20 @@ def _train_and_report(
         epochs=float(state.epoch or 0.0),
         tokens_seen=int(state.num_input_tokens_seen),
         wall_time_seconds=time.monotonic() - start,
-        train_runtime_seconds=float(train_output.metrics.get("train_runtime", 0.0)),
-        steps_per_second=float(train_output.metrics.get("train_steps_per_second", 0.0)),
+        train_runtime_seconds=float(training.metrics.get("train_runtime", 0.0)),
+        steps_per_second=float(training.metrics.get("train_steps_per_second", 0.0)),
         num_parameters=model.num_parameters(),
         num_bilm_parameters=model.elmo.num_parameters(),
-        vocabulary_size=len(vocabulary),
-        num_train_sentences=len(train_sentences),
-        num_held_out_sentences=len(held_out_sentences),
-        held_out=held_out_metrics,
-        held_out_unigram=unigram_perplexity(vocabulary, held_out_sentences),
-        train_sample=train_metrics,
-        train_sample_unigram=unigram_perplexity(vocabulary, train_sample),
-        num_train_sample_sentences=len(train_sample),
-        held_out_initial=initial,
-        stopped_early=stop_control.stop_reason,
+        vocabulary_size=len(data.vocabulary),
+        num_train_sentences=len(data.train),
+        num_held_out_sentences=len(data.held_out),
+        held_out=training.held_out,
+        held_out_unigram=unigram_perplexity(data.vocabulary, data.held_out),
+        train_sample=training.train_sample,
+        train_sample_unigram=unigram_perplexity(data.vocabulary, data.train_sample),
+        num_train_sample_sentences=len(data.train_sample),
+        held_out_initial=initial_metrics,
+        stopped_early=training.stop_reason,
         resumed_from=checkpoint.name if checkpoint is not None else None,
         config=config.to_diff_dict(),
         options=options.to_dict(),
@@ -943,7 +1018,6 @@ __all__ = [
     "export_hdf5",
     "load_pretraining_config",
     "load_training_sentences",
-    "pretraining_fields_from_options",
     "pretrain",
     "sample_sentences",
     "split_held_out",
