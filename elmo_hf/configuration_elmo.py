@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
-from .tokenization_elmo import (
+from .characters_elmo import (
     CHARACTER_VOCABULARIES,
     MAX_CHARACTERS_PER_TOKEN,
     NUM_CHARACTERS,

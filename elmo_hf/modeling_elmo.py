@@ -49,7 +49,7 @@ from .fast_elmo import (
     trim_character_slots,
     use_fast_path,
 )
-from .tokenization_elmo import byte_sentence_boundary_rows, word_to_character_ids
+from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
 from .validation_elmo import check_choice, check_int, is_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.

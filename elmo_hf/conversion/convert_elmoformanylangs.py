@@ -50,11 +50,12 @@ from typing import Any
 
 import torch
 
+from ..characters_elmo import CHARACTER_VOCABULARY_FILE_NAME, CharacterVocabulary
 from ..configuration_elmo import ELMoConfig
 from ..modeling_elmo import ELMoModel
 from ..storage.files import sha256_of_file
 from ..storage.output_directory import staged_output_directory
-from ..tokenization_elmo import CHARACTER_VOCABULARY_FILE_NAME, CharacterVocabulary, ELMoTokenizer
+from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import model_state_not_in_hdf5
 from .model_cards import render_model_card
 from .shared import (

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..configuration_elmo import ELMoConfig
 from ..corpus.vocabulary import VOCABULARY_FILE_NAME
 from ..storage.output_directory import MARKER_NAME, OutputKind
-from ..tokenization_elmo import CHARACTER_VOCABULARY_FILE_NAME
+from ..characters_elmo import CHARACTER_VOCABULARY_FILE_NAME
 from ..validation_elmo import ELMoHFError
 
 ALLENNLP_OPTIONS_FILE_NAME = "options.json"  # the original format's options (bilm-tf / AllenNLP), beside weights.hdf5

@@ -45,10 +45,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..characters_elmo import BOS_TOKEN, EOS_TOKEN
 from ..modeling_elmo import IGNORE_INDEX
-from .readers import read_text_lines
-from ..tokenization_elmo import BOS_TOKEN, DEFAULT_WORD_SPLITTER, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
 from ..validation_elmo import check_choice, check_int, is_int
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, build_word_splitter
+from .readers import read_text_lines
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
 BOS_WORD_ID = 0

@@ -26,16 +26,11 @@ import numpy as np
 import torch
 from datasets import Dataset, IterableDataset
 
-from ..modeling_elmo import IGNORE_INDEX
-from ..tokenization_elmo import (
-    BOS_TOKEN,
-    EOS_TOKEN,
-    MAX_CHARACTERS_PER_TOKEN,
-    ELMoTokenizer,
-    word_to_character_ids,
-)
-from ..validation_elmo import check_choice, check_int
+from ..characters_elmo import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, word_to_character_ids
 from ..corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_sentence_words, sentence_bilm_labels
+from ..modeling_elmo import IGNORE_INDEX
+from ..tokenization_elmo import ELMoTokenizer
+from ..validation_elmo import check_choice, check_int
 
 logger = logging.getLogger(__name__)
 REMAINDER_CHOICES = ("drop", "pad")

@@ -47,8 +47,9 @@ from ..corpus.sentences import load_sentences
 from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
-from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
+from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import ELMoHFError, check_choice, check_int, check_number
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, build_word_splitter
 from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .trainer import ELMoPreTrainingTrainer
