@@ -138,7 +138,7 @@ class ELMoConfig(PretrainedConfig):
             How words become character ids. `"utf8_bytes"`: the original's fixed scheme (262 ids, the
             `max_characters_per_token` limit counts UTF-8 bytes, `<S>` / `</S>` around sentences).
             `"unicode_characters"`: a vocabulary of Unicode characters held by the tokenizer
-            (`tokenization_elmo.CharacterVocabulary`): `num_characters` ids, the limit counts characters, and the
+            (`characters_elmo.CharacterVocabulary`): `num_characters` ids, the limit counts characters, and the
             rows around sentences are `begin_sentence_ids` / `end_sentence_ids`.
         begin_sentence_ids, end_sentence_ids (`list[int]`, *optional*):
             With `"unicode_characters"`: the rows of ids (`token_row_width` each) the model puts before and after
