@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import sys
 
-from elmo_hf_cli import main as elmo_hf_main
+from . import run_elmo_hf
 
 
 def main(argv: list[str] | None = None) -> int:
-    return elmo_hf_main(["convert", *(sys.argv[1:] if argv is None else argv)])
+    return run_elmo_hf("convert", argv)
 
 
 if __name__ == "__main__":

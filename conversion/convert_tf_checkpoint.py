@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import sys
 
-from elmo_hf_cli import main as elmo_hf_main
+from . import run_elmo_hf
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else argv
-    if arguments and not arguments[0].startswith("-"):
-        arguments = ["--checkpoint", *arguments]
-    return elmo_hf_main(["convert", *arguments])
+    return run_elmo_hf("convert", argv, first_argument_flag="--checkpoint")
 
 
 if __name__ == "__main__":

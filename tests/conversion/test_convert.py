@@ -243,3 +243,25 @@ def test_the_converter_never_deletes_the_working_directory(tmp_path, monkeypatch
     status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", ".", "--overwrite"])
     assert status == 2 and "output . is the current directory: it is never deleted" in capsys.readouterr().err
     assert (mine / "thesis.tex").read_text() == "years of work"
+
+
+def test_the_conversion_scripts_run_the_command_with_its_flags(monkeypatch):
+    """``python -m conversion.<script>``: thin entry points to ``elmo-hf convert`` / ``export`` (the library is
+    ``elmo_hf.conversion``; nothing in the package imports the scripts)."""
+    import elmo_hf_cli
+    from conversion import convert_elmoformanylangs, convert_tf_checkpoint
+
+    calls = []
+    monkeypatch.setattr(elmo_hf_cli, "main", lambda arguments: calls.append(arguments) or 0)
+    assert convert_main(["--options", "o.json", "--weights", "w.hdf5", "--output", "out"]) == 0
+    assert export_main(["--model", "m", "--output", "out"]) == 0
+    assert convert_elmoformanylangs.main(["zhs.model", "--output", "out"]) == 0
+    assert convert_tf_checkpoint.main(["save_dir", "--vocab", "vocab.txt", "--output", "out"]) == 0
+    assert convert_tf_checkpoint.main(["--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"]) == 0
+    assert calls == [
+        ["convert", "--options", "o.json", "--weights", "w.hdf5", "--output", "out"],
+        ["export", "--model", "m", "--output", "out"],
+        ["convert", "--elmoformanylangs", "zhs.model", "--output", "out"],
+        ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
+        ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
+    ]
