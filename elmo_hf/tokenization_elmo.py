@@ -153,6 +153,37 @@ def _check_padding_side(padding_side: str) -> None:
         )
 
 
+def _check_encoding_options(
+    text_pair: Any,
+    stride: int,
+    truncation_strategy: TruncationStrategy,
+    padding_side: str | None,
+    return_overflowing_tokens: bool,
+    return_token_type_ids: bool | None,
+    return_offsets_mapping: bool,
+    is_split_into_words: bool,
+) -> None:
+    """Refuse the `PreTrainedTokenizerBase` options that have no meaning for ELMo's single sentences of words."""
+    if text_pair is not None:
+        raise ValueError(
+            "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
+            "input). Encode each sentence on its own."
+        )
+    if return_overflowing_tokens or stride:
+        raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
+    if return_token_type_ids:
+        raise ValueError("ELMo has no token type ids; leave return_token_type_ids unset")
+    if return_offsets_mapping and is_split_into_words:
+        raise ValueError(
+            "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
+            "string to point into"
+        )
+    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
+        raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
+    if padding_side is not None:
+        _check_padding_side(padding_side)
+
+
 class ELMoTokenizer(PreTrainedTokenizerBase):
     r"""
     ELMo's character tokenizer: splits text into words and maps every word to `max_characters_per_token` character
@@ -588,24 +619,10 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         """
         if kwargs:
             raise TypeError(f"ELMoTokenizer got unexpected keyword arguments: {sorted(kwargs)}")
-        if text_pair is not None:
-            raise ValueError(
-                "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
-                "input). Encode each sentence on its own."
-            )
-        if return_overflowing_tokens or stride:
-            raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
-        if return_token_type_ids:
-            raise ValueError("ELMo has no token type ids; leave return_token_type_ids unset")
-        if return_offsets_mapping and is_split_into_words:
-            raise ValueError(
-                "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
-                "string to point into"
-            )
-        if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-            raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
-        if padding_side is not None:
-            _check_padding_side(padding_side)
+        _check_encoding_options(
+            text_pair, stride, truncation_strategy, padding_side, return_overflowing_tokens, return_token_type_ids,
+            return_offsets_mapping, is_split_into_words,
+        )
         should_truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
 
         sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
@@ -618,25 +635,9 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if return_length:
             batch["length"] = []
         for sentence_index, sentence in enumerate(sentences):
-            if is_split_into_words:
-                words, offsets = list(sentence), None
-            else:
-                try:
-                    words_with_offsets = self.split_words(sentence)
-                except ValueError as error:
-                    raise ValueError(f"text[{sentence_index}]: {error}") from error
-                words = [word for word, _ in words_with_offsets]
-                offsets = [offset for _, offset in words_with_offsets]
-            if should_truncate and len(words) > max_length:
-                kept = slice(0, max_length) if self.truncation_side == "right" else slice(len(words) - max_length, None)
-                words = words[kept]
-                offsets = offsets[kept] if offsets is not None else None
-            rows = []
-            for word_index, word in enumerate(words):
-                try:
-                    rows.append(self.word_row(word).tolist())
-                except ValueError as error:
-                    raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+            words, offsets, rows = self._encode_sentence(
+                sentence, sentence_index, is_split_into_words, max_length if should_truncate else None
+            )
             batch["input_ids"].append(rows)
             encoded_words.append(words)
             if return_offsets_mapping:
@@ -659,6 +660,32 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if not is_batched and return_tensors is None:
             return BatchEncoding({key: value[0] for key, value in encoding.items()})
         return encoding
+
+    def _encode_sentence(
+        self, sentence: str | Sequence[str], sentence_index: int, is_split_into_words: bool, max_words: int | None
+    ) -> tuple[list[str], list[tuple[int, int]] | None, list[list[int]]]:
+        """(words, their character offsets in the text or ``None`` for words given as such, one id row per word)
+        of one sentence, cut to ``max_words`` words on the ``truncation_side``. Errors name the sentence and word."""
+        if is_split_into_words:
+            words, offsets = list(sentence), None
+        else:
+            try:
+                words_with_offsets = self.split_words(sentence)
+            except ValueError as error:
+                raise ValueError(f"text[{sentence_index}]: {error}") from error
+            words = [word for word, _ in words_with_offsets]
+            offsets = [offset for _, offset in words_with_offsets]
+        if max_words is not None and len(words) > max_words:
+            kept = slice(0, max_words) if self.truncation_side == "right" else slice(len(words) - max_words, None)
+            words = words[kept]
+            offsets = offsets[kept] if offsets is not None else None
+        rows = []
+        for word_index, word in enumerate(words):
+            try:
+                rows.append(self.word_row(word).tolist())
+            except ValueError as error:
+                raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+        return words, offsets, rows
 
     def pad(
         self,
