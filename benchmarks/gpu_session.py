@@ -134,7 +134,7 @@ def installed_version(name: str) -> str | None:
 def write_original_shape(work: Path, quick: bool) -> tuple[Path, Path]:
     """Random weights of the original shape (the small one with ``quick``) in both layouts: (HF dir, AllenNLP dir)."""
     from benchmarks.inference_speed import SHAPES, random_model
-    from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+    from elmo_hf.conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoTokenizer
 
     hf_dir, allennlp_dir = work / "hf", work / "allennlp"

@@ -16,8 +16,9 @@ from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMo
 from .modeling_elmo_downstream import ELMoForSequenceClassification, ELMoForTokenClassification
 from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
 from .tokenization_elmo import ELMoTokenizer
+from .validation_elmo import ELMoHFError
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one statement of the version: pyproject.toml reads it (dynamic = ["version"])
 
 # The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
 # `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_MODEL_DIR",
     "ELMoForPreTraining",
     "ELMoForPreTrainingOutput",
+    "ELMoHFError",
     "bilm_perplexity_metrics",
     "ELMoConfig",
     "ELMoForSequenceClassification",

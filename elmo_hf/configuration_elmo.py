@@ -13,7 +13,7 @@ from typing import Any
 from transformers import PretrainedConfig
 
 from .choices_elmo import POOLINGS
-from .tokenization_elmo import (
+from .characters_elmo import (
     CHARACTER_VOCABULARIES,
     MAX_CHARACTERS_PER_TOKEN,
     NUM_CHARACTERS,
@@ -58,6 +58,19 @@ OPTIONS_FIELDS = (
     ("lstm", "proj_clip", "projection_clip"),
     ("lstm", "use_skip_connections", "use_skip_connections"),
 )
+
+
+def pretraining_fields_from_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The `ELMoConfig` fields set by the training keys of an original `options.json` (bilm-tf's): `dropout` ->
+    `lm_dropout`, `n_negative_samples_batch` -> `softmax_num_samples` (unless `sample_softmax` is false). The
+    inference fields are `OPTIONS_FIELDS`, read by `ELMoConfig.from_options_dict`."""
+    fields = {}
+    if "dropout" in options:
+        fields["lm_dropout"] = options["dropout"]
+    if options.get("sample_softmax", True) and "n_negative_samples_batch" in options:
+        fields["softmax_num_samples"] = options["n_negative_samples_batch"]
+    return fields
+
 
 # The original trains with 261 characters (no padding-token row) and runs inference with 262 (NUM_CHARACTERS): ids
 # are shifted by +1 and id 0 is the all-zero padding token. This package always uses the inference layout.
@@ -119,7 +132,7 @@ class ELMoConfig(PretrainedConfig):
             How words become character ids. `"utf8_bytes"`: the original's fixed scheme (262 ids, the
             `max_characters_per_token` limit counts UTF-8 bytes, `<S>` / `</S>` around sentences).
             `"unicode_characters"`: a vocabulary of Unicode characters held by the tokenizer
-            (`tokenization_elmo.CharacterVocabulary`): `num_characters` ids, the limit counts characters, and the
+            (`characters_elmo.CharacterVocabulary`): `num_characters` ids, the limit counts characters, and the
             rows around sentences are `begin_sentence_ids` / `end_sentence_ids`.
         begin_sentence_ids, end_sentence_ids (`list[int]`, *optional*):
             With `"unicode_characters"`: the rows of ids (`token_row_width` each) the model puts before and after
@@ -555,4 +568,4 @@ def _validated_filters(filters: Any) -> list[list[int]]:
     return [list(pair) for pair in filters]
 
 
-__all__ = ["ELMoConfig"]
+__all__ = ["ELMoConfig", "pretraining_fields_from_options"]

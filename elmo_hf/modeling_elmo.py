@@ -50,7 +50,7 @@ from .fast_elmo import (
     trim_character_slots,
     use_fast_path,
 )
-from .tokenization_elmo import byte_sentence_boundary_rows, word_to_character_ids
+from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
 from .validation_elmo import check_choice, check_int, is_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
@@ -352,6 +352,23 @@ def reverse_padded_sequences(sequences: torch.Tensor, lengths: torch.LongTensor)
     return sequences.gather(1, source)
 
 
+def without_final_steps(
+    layer_outputs: list[torch.Tensor], lengths: torch.LongTensor, backward_reading_order: bool = False
+) -> list[torch.Tensor]:
+    """``layer_outputs`` (L tensors (batch, time, 2P)) with zeros at each direction's last read position: the forward
+    half at position ``length - 1`` (</S>), the backward half at position 0 (<S>), or at ``length - 1`` when its
+    outputs stay in its own reading order (``backward_token_embeddings``). What the fast path leaves there when it
+    skips those steps; rows of length 0 are unchanged."""
+    time, half = layer_outputs[0].shape[1], layer_outputs[0].shape[2] // 2
+    positions = torch.arange(time, device=lengths.device).unsqueeze(0)  # (1, T)
+    forward_last = positions == (lengths - 1).unsqueeze(1)  # (B, T)
+    backward_last = forward_last if backward_reading_order else (positions == 0) & (lengths > 0).unsqueeze(1)
+    dropped = torch.cat(
+        [forward_last.unsqueeze(-1).expand(-1, -1, half), backward_last.unsqueeze(-1).expand(-1, -1, half)], dim=-1
+    )  # (B, T, 2P)
+    return [output.masked_fill(dropped, 0.0) for output in layer_outputs]
+
+
 class ELMoEncoder(nn.Module):
     """The biLM: independent forward and backward stacks of ``ELMoLstmLayer``, joined only at each layer's output.
 
@@ -410,10 +427,12 @@ class ELMoEncoder(nn.Module):
         """Runs the biLM; see ``reference_forward`` for the arguments and what is computed.
 
         ``needs_final_step=False`` says the caller drops each direction's output at the last position it reads (the
-        forward direction's </S>, the backward one's <S>) and the state after the batch: the fast path then skips
-        those steps, leaving zeros there and returning no state (None), unless ``skip_boundary_steps`` is off. The
-        reference path computes them anyway.
+        forward direction's </S>, the backward one's <S>) and the state after the batch. Unless
+        ``skip_boundary_steps`` is off, both paths then return zeros there (``without_final_steps``) and no state
+        (None): the fast path skips those steps, the reference path computes them and drops them. Both paths return
+        the same things for every argument.
         """
+        needs_final_step = needs_final_step or not self.skip_boundary_steps
         extra_inputs = () if backward_token_embeddings is None else (backward_token_embeddings,)
         inputs = (token_embeddings, *state, *extra_inputs)
         if use_fast_path(self, inputs, self.inference_path, active_dropout=self.layer_input_dropout.p):
@@ -424,10 +443,13 @@ class ELMoEncoder(nn.Module):
                 state,
                 self.use_skip_connections,
                 backward_token_embeddings,
-                needs_final_step=needs_final_step or not self.skip_boundary_steps,
+                needs_final_step=needs_final_step,
                 share_first_step=self.skip_boundary_steps,
             )
-        return self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
+        layer_outputs, final_state = self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
+        if needs_final_step:
+            return layer_outputs, final_state
+        return without_final_steps(layer_outputs, lengths, backward_token_embeddings is not None), None
 
     def reference_forward(
         self,
@@ -1021,4 +1043,5 @@ __all__ = [
     "pool_words",
     "pooled_size",
     "reverse_padded_sequences",
+    "without_final_steps",
 ]

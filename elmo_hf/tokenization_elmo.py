@@ -6,67 +6,35 @@ embeds, so a batch of sentences is a 3-D tensor:
     input_ids       (batch, words, max_characters_per_token)   int64, 50 characters per word by default
     attention_mask  (batch, words)                             1 for a word, 0 for a padding word
 
-The id scheme is the one of the original bilm-tf `UnicodeCharsVocabulary` / AllenNLP `ELMoCharacterMapper`:
+The id scheme (bilm-tf's UTF-8 bytes and five markers, every id + 1, id 0 the padding word) and the vocabulary of
+Unicode characters some models read instead (`CharacterVocabulary`) are in `characters_elmo.py`; splitting raw text
+into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"bert"`, the Korean `"kiwi"` and `"mecab"`) is in
+`word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with padding, truncation of sentences and
+the usual `PreTrainedTokenizerBase` return types. Their public names are importable from here as well.
 
-    raw ids 0..255   the UTF-8 bytes of the word
-    raw id  256      begin-of-sentence character (only in the `<S>` row)
-    raw id  257      end-of-sentence character   (only in the `</S>` row)
-    raw id  258      begin-of-word
-    raw id  259      end-of-word
-    raw id  260      padding character (fills a word's row after its end-of-word)
-
-    word row = [258] + utf8_bytes[:max_characters_per_token - 2] + [259] + [260] * rest
-
-and then EVERY id is shifted by +1 (bilm-tf's `Batcher` and AllenNLP both add 1), so that id 0 is free to mean
-"padding word": a padding row is all zeros and the model masks it out. Examples with the shift applied:
-
-    "th"   -> [259, 117, 105, 260, 261, 261, ..., 261]        (50 ids)
-    "<S>"  -> [259, 257, 260, 261, ..., 261]                  (BOS_CHARACTER_IDS)
-    "</S>" -> [259, 258, 260, 261, ..., 261]                  (EOS_CHARACTER_IDS)
-    pad    -> [0, 0, ..., 0]
-
-Truncation of long words is at the byte level (48 bytes with the default 50 slots) and may cut a multi-byte
-character in two; that is the original's behaviour and `character_ids_to_word` decodes such a cut with U+FFFD. A
-Hangul syllable takes 3 bytes, so 50 slots hold 16 syllables. `ELMoTokenizer.truncated_word_count` counts the words
-that are cut; the tokenizer logs a warning with a count the first time it cuts any.
+`ELMoTokenizer.truncated_word_count` counts the words cut to the character slots; the tokenizer logs a warning with a
+count the first time it cuts any.
 
 The tokenizer does NOT add `<S>`/`</S>` around sentences, even with `add_special_tokens=True`: the model
 (`ELMoModel`) adds the sentence boundaries itself, as the original biLM does.
 
-Raw text is split into words by a `tokenizers` pre-tokenizer chosen by name (`word_splitter`):
-
-- `"moses"` (default): a regular expression approximating the Moses tokenisation of ELMo's training data, the
-  1 Billion Word Benchmark: punctuation split off, contractions split as `don't -> don 't`, `it's -> it 's`. It
-  reproduces the tokenisation of all 30 sentences of AllenNLP's fixture (taken from that data).
-- `"ptb"`: the same, but contractions split the Penn-Treebank way (`don't -> do n't`); see `PTB_WORD_PATTERN` for
-  what both patterns do and do not do.
-- `"whitespace"`: split on whitespace only, for text that is already tokenised.
-- `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
-- `"kiwi"` / `"mecab"`: Korean morphemes (`은행에` -> `은행 에`) from the kiwipiepy / python-mecab-ko analyser,
-  optional extras (`pip install 'elmo-hf[kiwi]'`); see `MorphemeWordSplitter` and docs/guide/korean.md.
-
 The splitter's name is saved in `tokenizer_config.json`, so `AutoTokenizer.from_pretrained` splits text as the model
 was trained.
 
-This file imports only `numpy`, `tokenizers`, `transformers` and `validation_elmo.py` (argument checks, no imports of
-its own), so the two can be copied next to a checkpoint and loaded with `trust_remote_code=True`; the Korean
-analysers are imported with `importlib` when a tokenizer uses them (transformers' remote-code check does not ask for
-optional packages).
+This file imports only `numpy`, `transformers` and its flat siblings `characters_elmo.py`, `word_splitters_elmo.py`
+and `validation_elmo.py`, so that they can be copied next to a checkpoint and loaded with `trust_remote_code=True`
+(transformers copies every file a remote-code file imports relatively).
 """
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import numbers
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from tokenizers import Regex, pre_tokenizers
 from transformers.tokenization_utils_base import (
     AddedToken,
     BatchEncoding,
@@ -75,616 +43,44 @@ from transformers.tokenization_utils_base import (
 )
 from transformers.utils import PaddingStrategy, TensorType, logging, to_py_obj
 
-from .validation_elmo import check_choice, check_int
+from .characters_elmo import (
+    BEGIN_SENTENCE_CHARACTER_ID,
+    BEGIN_WORD_CHARACTER_ID,
+    BOS_CHARACTER_IDS,
+    BOS_TOKEN,
+    CHARACTER_ID_SHIFT,
+    CHARACTER_VOCABULARY_FILE_NAME,
+    END_SENTENCE_CHARACTER_ID,
+    END_WORD_CHARACTER_ID,
+    EOS_CHARACTER_IDS,
+    EOS_TOKEN,
+    MAX_CHARACTERS_PER_TOKEN,
+    NUM_CHARACTERS,
+    PAD_TOKEN,
+    PADDING_CHARACTER_ID,
+    PADDING_TOKEN_ID,
+    CharacterVocabulary,
+    character_id_row,
+    character_id_rows,
+    character_ids_to_word,
+    check_max_characters_per_token,
+    check_unicode_errors,
+    lone_surrogate_error,
+    word_to_character_ids,
+)
+from .word_splitters_elmo import (
+    DEFAULT_WORD_SPLITTER,
+    MORPHEME_ANALYSERS,
+    MOSES_WORD_PATTERN,
+    PTB_WORD_PATTERN,
+    WORD_SPLITTERS,
+    MorphemeWordSplitter,
+    build_word_splitter,
+    surface_words,
+)
 
 logger = logging.get_logger(__name__)
-
-# ----------------------------------------------------------------------------------------------------------------
-# Character ids. Raw ids come from bilm-tf's `UnicodeCharsVocabulary` (bytes 0..255, then five markers 256..260);
-# every raw id is shifted by CHARACTER_ID_SHIFT so that 0 can mean "padding word" (bilm-tf `Batcher`:
-# `char_ids + 1`; AllenNLP `ELMoCharacterMapper.convert_word_to_char_ids`: `c + 1`). The constants below are the
-# shifted ids, the ones the model's character embedding sees.
-# ----------------------------------------------------------------------------------------------------------------
-CHARACTER_ID_SHIFT = 1
-PADDING_TOKEN_ID = 0  # a whole padding word: every one of its character ids is 0
-BYTE_CHARACTER_IDS = range(0 + CHARACTER_ID_SHIFT, 256 + CHARACTER_ID_SHIFT)  # UTF-8 byte b has id b + 1
-BEGIN_SENTENCE_CHARACTER_ID = 256 + CHARACTER_ID_SHIFT  # raw 256: the character of the `<S>` word
-END_SENTENCE_CHARACTER_ID = 257 + CHARACTER_ID_SHIFT  # raw 257: the character of the `</S>` word
-BEGIN_WORD_CHARACTER_ID = 258 + CHARACTER_ID_SHIFT  # raw 258: first slot of every word row
-END_WORD_CHARACTER_ID = 259 + CHARACTER_ID_SHIFT  # raw 259: after the word's last byte
-PADDING_CHARACTER_ID = 260 + CHARACTER_ID_SHIFT  # raw 260: fills the row after the end-of-word
-NUM_CHARACTERS = 261 + CHARACTER_ID_SHIFT  # rows of the model's character embedding (ids 0..261)
-
-MAX_CHARACTERS_PER_TOKEN = 50  # slots per word in every released ELMo (options.json `max_characters_per_token`)
-
-BOS_TOKEN = "<S>"  # the literal word the original maps to the begin-of-sentence row
-EOS_TOKEN = "</S>"  # the literal word the original maps to the end-of-sentence row
-PAD_TOKEN = "<pad>"  # name of the padding word (id 0); never produced from text
-
-UNICODE_ERRORS_CHOICES = ("strict", "ignore")
 TRUNCATED_WORDS_WARNING = "words-longer-than-max-characters-per-token"  # key of the tokenizer's warned-once registry
-
-
-def _boundary_character_ids(sentence_character_id: int, max_characters_per_token: int) -> list[int]:
-    """The row of a sentence-boundary word: begin-of-word, the boundary character, end-of-word, padding."""
-    return [BEGIN_WORD_CHARACTER_ID, sentence_character_id, END_WORD_CHARACTER_ID] + [PADDING_CHARACTER_ID] * (
-        max_characters_per_token - 3
-    )
-
-
-# `<S>` = [259, 257, 260] + [261] * 47 and `</S>` = [259, 258, 260] + [261] * 47 (shifted ids, 50 slots).
-BOS_CHARACTER_IDS: tuple[int, ...] = tuple(
-    _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, MAX_CHARACTERS_PER_TOKEN)
-)
-EOS_CHARACTER_IDS: tuple[int, ...] = tuple(_boundary_character_ids(END_SENTENCE_CHARACTER_ID, MAX_CHARACTERS_PER_TOKEN))
-
-
-def _check_max_characters_per_token(max_characters_per_token: Any) -> None:
-    check_int(
-        "max_characters_per_token",
-        max_characters_per_token,
-        3,
-        hint=f"begin-of-word, at least one character, end-of-word; every released ELMo uses {MAX_CHARACTERS_PER_TOKEN}",
-    )
-
-
-def _check_unicode_errors(unicode_errors: Any) -> None:
-    check_choice("unicode_errors", unicode_errors, UNICODE_ERRORS_CHOICES)
-
-
-def _lone_surrogate_error(text: str, error: UnicodeEncodeError, what: str) -> ValueError:
-    return ValueError(
-        f"Cannot encode the {what} {text!r} as UTF-8: character {error.start} ({text[error.start]!r}) is a lone "
-        "surrogate. The original ELMo silently drops such characters; pass unicode_errors='ignore' to do the same."
-    )
-
-
-def word_to_character_ids(
-    word: str, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN, unicode_errors: str = "strict"
-) -> list[int]:
-    """
-    Map one word to its row of character ids (shifted by +1, see the module docstring).
-
-    `[258] + utf8_bytes[:max_characters_per_token - 2] + [259] + [260] * rest`, then +1 on every id. The literal
-    words `<S>` and `</S>` map to the sentence-boundary rows. Truncation is at the byte level and may cut a
-    multi-byte character, as in the original. The empty word gives `[259, 260, 261, ...]`, as in the original.
-
-    Args:
-        word (`str`): the word. It may contain any character, whitespace included (it is just bytes).
-        max_characters_per_token (`int`, *optional*, defaults to 50): length of the row.
-        unicode_errors (`str`, *optional*, defaults to `"strict"`): what to do with characters UTF-8 cannot
-            encode (lone surrogates such as `"\\ud800"`): `"strict"` raises `ValueError`; `"ignore"` drops them,
-            like the original (`word.encode("utf-8", "ignore")`).
-
-    Returns:
-        `list[int]` of length `max_characters_per_token`.
-
-    Example:
-
-    ```python
-    >>> word_to_character_ids("th")[:6]
-    [259, 117, 105, 260, 261, 261]
-    ```
-    """
-    if not isinstance(word, str):
-        raise TypeError(f"word must be a str, got {word!r} of type {type(word).__name__}")
-    _check_max_characters_per_token(max_characters_per_token)
-    _check_unicode_errors(unicode_errors)
-    if word == BOS_TOKEN:
-        return _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, max_characters_per_token)
-    if word == EOS_TOKEN:
-        return _boundary_character_ids(END_SENTENCE_CHARACTER_ID, max_characters_per_token)
-    try:
-        word_bytes = word.encode("utf-8")
-    except UnicodeEncodeError as error:
-        if unicode_errors == "strict":
-            raise _lone_surrogate_error(word, error, "word") from error
-        word_bytes = word.encode("utf-8", "ignore")
-    # Keep room for the begin-of-word and end-of-word markers; this may cut a multi-byte character (original).
-    kept_bytes = word_bytes[: max_characters_per_token - 2]
-    character_ids = [BEGIN_WORD_CHARACTER_ID] + [byte + CHARACTER_ID_SHIFT for byte in kept_bytes]
-    character_ids.append(END_WORD_CHARACTER_ID)
-    character_ids.extend([PADDING_CHARACTER_ID] * (max_characters_per_token - len(character_ids)))
-    return character_ids
-
-
-# Words whose character-id rows are remembered (LRU): bulk embedding meets the same words again and again.
-CHARACTER_ID_ROW_CACHE_WORDS = 2**17
-
-
-@functools.lru_cache(maxsize=CHARACTER_ID_ROW_CACHE_WORDS)
-def _character_id_row(word: str, max_characters_per_token: int, unicode_errors: str) -> np.ndarray:
-    """``word_to_character_ids`` as a read-only int64 array (C,), remembered."""
-    row = np.array(word_to_character_ids(word, max_characters_per_token, unicode_errors), dtype=np.int64)
-    row.flags.writeable = False
-    return row
-
-
-def character_id_rows(words: Sequence[str], max_characters_per_token: int, unicode_errors: str = "strict") -> np.ndarray:
-    """``word_to_character_ids`` of each word, as one int64 array (len(words), C); each distinct word's row is computed
-    once and remembered (``CHARACTER_ID_ROW_CACHE_WORDS``)."""
-    if not words:
-        return np.zeros((0, max_characters_per_token), dtype=np.int64)
-    return np.stack([_character_id_row(word, max_characters_per_token, unicode_errors) for word in words])
-
-
-def character_ids_to_word(character_ids: Sequence[int]) -> str:
-    """
-    Inverse of `word_to_character_ids` for one row of character ids.
-
-    The sentence-boundary rows give `"<S>"` / `"</S>"`; a padding row (all 0) gives `""` (as does the empty word);
-    otherwise the bytes between begin-of-word and end-of-word are decoded as UTF-8 with `errors="replace"`, since
-    truncation may have cut the last character (it then ends with U+FFFD).
-
-    Args:
-        character_ids (`Sequence[int]`, a list, tuple, 1-D tensor or array): one row, shape (max_characters_per_token,).
-
-    Returns:
-        `str`: the word.
-    """
-    row = to_py_obj(character_ids)
-    if not isinstance(row, (list, tuple)) or not row or not all(isinstance(value, numbers.Integral) for value in row):
-        raise ValueError(f"Expected one non-empty row of integer character ids, got {character_ids!r}")
-    row = [int(value) for value in row]
-    out_of_range = [value for value in row if not 0 <= value < NUM_CHARACTERS]
-    if out_of_range:
-        raise ValueError(f"Character ids must lie in [0, {NUM_CHARACTERS}), got {out_of_range[0]} in the row {row!r}")
-    if all(value == PADDING_TOKEN_ID for value in row):
-        return ""
-    if row[0] != BEGIN_WORD_CHARACTER_ID:
-        raise ValueError(
-            f"A word row starts with the begin-of-word id {BEGIN_WORD_CHARACTER_ID}, got {row[0]} in the row {row!r}"
-        )
-    if len(row) >= 3 and row[2] == END_WORD_CHARACTER_ID:
-        if row[1] == BEGIN_SENTENCE_CHARACTER_ID:
-            return BOS_TOKEN
-        if row[1] == END_SENTENCE_CHARACTER_ID:
-            return EOS_TOKEN
-    word_bytes = bytearray()
-    for position, value in enumerate(row[1:], start=1):
-        if value == END_WORD_CHARACTER_ID:
-            return word_bytes.decode("utf-8", errors="replace")
-        if value not in BYTE_CHARACTER_IDS:
-            raise ValueError(
-                f"Expected a byte id (1..256) or the end-of-word id {END_WORD_CHARACTER_ID} at position {position}, "
-                f"got {value} in the row {row!r}"
-            )
-        word_bytes.append(value - CHARACTER_ID_SHIFT)
-    raise ValueError(f"The row has no end-of-word id {END_WORD_CHARACTER_ID}: {row!r}")
-
-
-def byte_sentence_boundary_rows(max_characters_per_token: int) -> tuple[list[int], list[int]]:
-    """The `<S>` and `</S>` rows of the byte scheme for `max_characters_per_token` slots (`BOS_CHARACTER_IDS` and
-    `EOS_CHARACTER_IDS` for 50)."""
-    return (
-        _boundary_character_ids(BEGIN_SENTENCE_CHARACTER_ID, max_characters_per_token),
-        _boundary_character_ids(END_SENTENCE_CHARACTER_ID, max_characters_per_token),
-    )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# A vocabulary of Unicode characters instead of UTF-8 bytes (ELMoForManyLangs), optionally with word ids
-# ----------------------------------------------------------------------------------------------------------------
-# ELMoConfig.character_vocabulary: "utf8_bytes" (the scheme above: fixed, no file) or "unicode_characters" (a
-# CharacterVocabulary, saved next to the tokenizer as CHARACTER_VOCABULARY_FILE_NAME).
-CHARACTER_VOCABULARIES = ("utf8_bytes", "unicode_characters")
-CHARACTER_VOCABULARY_FILE_NAME = "character_vocabulary.json"
-CHARACTER_VOCABULARY_FORMAT = "elmo-hf character vocabulary"
-# The marker ids of a CharacterVocabulary (keyword arguments, JSON keys, and `<name>` in `names()`).
-CHARACTER_MARKERS = ("begin_word", "end_word", "padding", "unknown", "begin_sentence", "end_sentence")
-
-
-class CharacterVocabulary:
-    """
-    How words become rows of ids with a vocabulary of Unicode characters: ELMoForManyLangs' scheme (the default
-    UTF-8 byte scheme above needs no vocabulary). With C = `max_characters_per_token`:
-
-        word row  = [begin_word] + [id of each character of word[:C - 2]] + [end_word] + [padding] * rest
-        <bos> row = [begin_word, begin_sentence, end_word] + [padding] * (C - 3)    (<eos>: end_sentence)
-
-    A character missing from `characters` gets `unknown`. The limit counts characters (code points), not bytes: a
-    Hangul syllable is one. The words `boundary_words` (`"<bos>"`, `"<eos>"`) are real tokens of the biLM: the model
-    puts their rows around every sentence (`ELMoConfig.begin_sentence_ids` / `end_sentence_ids`), and the same words
-    typed in a sentence get the same rows, as in the original.
-
-    With `words` (models with a word embedding, `ELMoConfig.word_embedding_dim > 0`) every row starts with one more
-    id, the word's (`unknown_word` when it is not in `words`; a long word is looked up after truncation, as the
-    original does), so rows are C + 1 long. Every id is >= 1: 0 is the padding token (a row of zeros), as in the byte
-    scheme.
-
-    Example:
-
-    ```python
-    >>> vocabulary = CharacterVocabulary({"a": 1, "b": 2}, begin_word=3, end_word=4, padding=5, unknown=6,
-    ...                                  begin_sentence=7, end_sentence=8)
-    >>> vocabulary.word_row("abc", 6).tolist(), vocabulary.boundary_rows(6)[0]
-    ([3, 1, 2, 6, 4, 5], [3, 7, 4, 5, 5, 5])
-    ```
-    """
-
-    def __init__(
-        self,
-        characters: Mapping[str, int],
-        *,
-        begin_word: int,
-        end_word: int,
-        padding: int,
-        unknown: int,
-        begin_sentence: int,
-        end_sentence: int,
-        boundary_words: Sequence[str] = ("<bos>", "<eos>"),
-        words: Mapping[str, int] | None = None,
-        unknown_word: int | None = None,
-    ):
-        self.characters = dict(characters)
-        self.markers = dict(
-            begin_word=begin_word, end_word=end_word, padding=padding, unknown=unknown,
-            begin_sentence=begin_sentence, end_sentence=end_sentence,
-        )
-        self.boundary_words = tuple(boundary_words)
-        self.words = None if words is None else dict(words)
-        self.unknown_word = unknown_word
-        self._validate()
-        self._character_of_id: dict[int, str] = {}
-        for character, index in self.characters.items():
-            self._character_of_id.setdefault(index, character)
-        self._rows: dict[tuple[str, int], np.ndarray] = {}  # remembered rows, see `word_row`
-
-    def _validate(self) -> None:
-        for character, index in self.characters.items():
-            if not isinstance(character, str) or len(character) != 1:
-                raise ValueError(f"CharacterVocabulary.characters: keys must be single characters, got {character!r}")
-            check_int(f"CharacterVocabulary.characters[{character!r}]", index, 1, hint="0 is the padding token")
-        for name, index in self.markers.items():
-            check_int(f"CharacterVocabulary.{name}", index, 1, hint="0 is the padding token")
-        if len(self.boundary_words) != 2 or not all(isinstance(word, str) and word for word in self.boundary_words):
-            raise ValueError(f"CharacterVocabulary.boundary_words must be two non-empty words, got {self.boundary_words!r}")
-        if self.words is None:
-            if self.unknown_word is not None:
-                raise ValueError("CharacterVocabulary.unknown_word is given without a word vocabulary (words=None).")
-            return
-        for word, index in self.words.items():
-            if not isinstance(word, str):
-                raise ValueError(f"CharacterVocabulary.words: keys must be words (str), got {word!r}")
-            check_int(f"CharacterVocabulary.words[{word!r}]", index, 1, hint="0 is the padding token")
-        check_int("CharacterVocabulary.unknown_word", self.unknown_word, 1, hint="needed with a word vocabulary")
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The state without the remembered rows: a pickled tokenizer (datasets fingerprints it) does not depend on
-        what it has encoded."""
-        state = dict(self.__dict__)
-        state["_rows"] = {}
-        return state
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CharacterVocabulary) and self.to_dict() == other.to_dict()
-
-    @property
-    def has_words(self) -> bool:
-        """Whether rows start with a word id (a word vocabulary is present)."""
-        return self.words is not None
-
-    def row_width(self, max_characters_per_token: int) -> int:
-        """Ids per row: C, plus the word id in front when `has_words`."""
-        return max_characters_per_token + int(self.has_words)
-
-    @property
-    def largest_character_id(self) -> int:
-        return max([*self.characters.values(), *self.markers.values()])
-
-    @property
-    def largest_word_id(self) -> int | None:
-        return None if self.words is None else max([*self.words.values(), self.unknown_word])
-
-    def is_truncated(self, word: str, max_characters_per_token: int) -> bool:
-        """Whether `word` is cut in its row: more than C - 2 characters. A boundary word never is."""
-        return word not in self.boundary_words and len(word) > max_characters_per_token - 2
-
-    def _characters_row(self, word: str, max_characters_per_token: int) -> list[int]:
-        markers = self.markers
-        if word in self.boundary_words:
-            sentence_id = markers["begin_sentence"] if word == self.boundary_words[0] else markers["end_sentence"]
-            row = [markers["begin_word"], sentence_id, markers["end_word"]]
-        else:
-            row = [markers["begin_word"], *(self.characters.get(c, markers["unknown"]) for c in word), markers["end_word"]]
-        return row + [markers["padding"]] * (max_characters_per_token - len(row))
-
-    def _row(self, word: str, max_characters_per_token: int, truncate: bool = True) -> list[int]:
-        # The original truncates the word itself (characters, not bytes) and then looks up both its characters and
-        # its word id; a boundary word typed in the text is recognised after truncation too.
-        if truncate and len(word) + 2 > max_characters_per_token:
-            word = word[: max_characters_per_token - 2]
-        row = self._characters_row(word, max_characters_per_token)
-        if self.words is not None:
-            row.insert(0, self.words.get(word, self.unknown_word))
-        return row
-
-    def word_row(self, word: str, max_characters_per_token: int) -> np.ndarray:
-        """The row of one word: a read-only int64 array of `row_width(C)` ids, remembered (up to
-        `CHARACTER_ID_ROW_CACHE_WORDS` words, then forgotten all at once)."""
-        if not isinstance(word, str):
-            raise TypeError(f"word must be a str, got {word!r} of type {type(word).__name__}")
-        key = (word, max_characters_per_token)
-        row = self._rows.get(key)
-        if row is None:
-            _check_max_characters_per_token(max_characters_per_token)
-            if len(self._rows) >= CHARACTER_ID_ROW_CACHE_WORDS:
-                self._rows.clear()
-            row = np.array(self._row(word, max_characters_per_token), dtype=np.int64)
-            row.flags.writeable = False
-            self._rows[key] = row
-        return row
-
-    def boundary_rows(self, max_characters_per_token: int) -> tuple[list[int], list[int]]:
-        """The rows the model puts before and after every sentence (the rows of `boundary_words`)."""
-        return tuple(self._row(word, max_characters_per_token, truncate=False) for word in self.boundary_words)
-
-    def decode_row(self, row: Sequence[int]) -> str:
-        """The word of one row (inverse of `word_row` up to truncation; a character missing from the vocabulary comes
-        back as U+FFFD); `""` for a padding row."""
-        values = [int(value) for value in to_py_obj(row)]
-        characters = values[1:] if self.has_words else values
-        if all(value == PADDING_TOKEN_ID for value in values):
-            return ""
-        markers = self.markers
-        if not characters or characters[0] != markers["begin_word"]:
-            raise ValueError(f"A word row starts with the begin-of-word id {markers['begin_word']}, got the row {values!r}")
-        if len(characters) >= 3 and characters[2] == markers["end_word"]:
-            if characters[1] == markers["begin_sentence"]:
-                return self.boundary_words[0]
-            if characters[1] == markers["end_sentence"]:
-                return self.boundary_words[1]
-        if markers["end_word"] not in characters[1:]:
-            raise ValueError(f"The row has no end-of-word id {markers['end_word']}: {values!r}")
-        word = characters[1 : characters.index(markers["end_word"], 1)]
-        return "".join(self._character_of_id.get(index, "\ufffd") for index in word)
-
-    def names(self) -> dict[str, int]:
-        """Names of the character ids: `<pad>` 0, every character, then the markers as `<begin_word>`, ..."""
-        return {PAD_TOKEN: PADDING_TOKEN_ID, **self.characters, **{f"<{name}>": index for name, index in self.markers.items()}}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON content of `CHARACTER_VOCABULARY_FILE_NAME`."""
-        return {
-            "format": CHARACTER_VOCABULARY_FORMAT,
-            "version": 1,
-            "characters": self.characters,
-            **self.markers,
-            "boundary_words": list(self.boundary_words),
-            "words": self.words,
-            "unknown_word": self.unknown_word,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "character vocabulary") -> "CharacterVocabulary":
-        """The inverse of `to_dict`; `ValueError` naming `source` and the field when it is not one."""
-        if not isinstance(data, dict) or data.get("format") != CHARACTER_VOCABULARY_FORMAT or data.get("version") != 1:
-            raise ValueError(f"{source} is not an {CHARACTER_VOCABULARY_FORMAT!r} (version 1) JSON object.")
-        expected = {"format", "version", "characters", *CHARACTER_MARKERS, "boundary_words", "words", "unknown_word"}
-        if set(data) != expected:
-            raise ValueError(
-                f"{source}: expected the keys {sorted(expected)}; missing {sorted(expected - set(data))}, unknown "
-                f"{sorted(set(data) - expected)}."
-            )
-        if not isinstance(data["characters"], dict) or not (data["words"] is None or isinstance(data["words"], dict)):
-            raise ValueError(f"{source}: 'characters' must be an object and 'words' an object or null.")
-        try:
-            return cls(
-                data["characters"], **{name: data[name] for name in CHARACTER_MARKERS},
-                boundary_words=data["boundary_words"], words=data["words"], unknown_word=data["unknown_word"],
-            )
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{source}: {error}") from None
-
-    @classmethod
-    def from_file(cls, path: str) -> "CharacterVocabulary":
-        with open(path, encoding="utf-8") as file:
-            try:
-                data = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path} is not valid JSON: {error}") from None
-        return cls.from_dict(data, source=str(path))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Word splitters
-# ----------------------------------------------------------------------------------------------------------------
-_WORD_CHARACTER = r"[\p{L}\p{M}\p{N}]"  # letters, combining marks, digits
-_NOT_FOLLOWED_BY_WORD_CHARACTER = r"(?![\p{L}\p{M}\p{N}])"
-_APOSTROPHE = r"['’]"  # ASCII apostrophe and U+2019 RIGHT SINGLE QUOTATION MARK
-_CLITIC = r"(?i:s|m|d|ll|re|ve)"  # 's 'm 'd 'll 're 've
-_NOT_SUFFIX = rf"(?i:n{_APOSTROPHE}t)"  # n't
-# Abbreviations that keep their period (PTB and the Moses tokenizer do so through a list of such prefixes).
-_ABBREVIATIONS = (
-    "Mr", "Mrs", "Ms", "Dr", "Prof", "Sr", "Jr", "St", "Mt", "Gen", "Gov", "Sen", "Rep", "Rev", "vs", "etc",
-    "Inc", "Ltd", "Co", "Corp", "Jan", "Feb", "Mar", "Apr", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec",
-)  # fmt: skip
-
-
-def _word_body(apostrophe_suffixes: str) -> str:
-    """Word characters joined by `-`, `.`, digit-only `,` `:` `/`, or an apostrophe not starting a suffix."""
-    joiner = (
-        r"(?:-|\."
-        r"|(?<=\p{N})[,:/](?=\p{N})"
-        rf"|{_APOSTROPHE}(?!{apostrophe_suffixes}{_NOT_FOLLOWED_BY_WORD_CHARACTER}))"
-    )
-    return rf"{_WORD_CHARACTER}+(?:{joiner}(?={_WORD_CHARACTER}){_WORD_CHARACTER}+)*"
-
-
-def _treebank_word_pattern(contraction_style: str) -> str:
-    """
-    The regular expression of the "ptb" (`contraction_style="ptb"`) and "moses" splitters: each match is a word.
-
-    It runs inside whitespace-separated chunks (a `WhitespaceSplit` runs first), leftmost match first; the
-    alternatives are tried in this order:
-
-    1. initialisms `U.S.`, `e.g.`, `a.m.` (single letters each followed by a period) stay one word;
-    2. a short list of abbreviations keeps its period (`Mr.`, `Dr.`, `vs.`, `etc.`, `Inc.`, `Jan.`, ...);
-    3. contractions: "ptb" splits `don't -> do n't`, `can't -> ca n't`, "moses" splits `don't -> don 't`; both split
-       the clitics `'s 'm 'd 'll 're 've` (`it's -> it 's`, case-insensitive, ASCII or U+2019 apostrophe);
-    4. a word: letters, marks and digits, joined by `-` (`state-of-the-art`), `.` between word characters
-       (`3.5`, `www.example.com`), `,` `:` `/` between digits (`1,000`, `12:30`, `1/2`) and other apostrophes
-       (`O'Neill`, `rock'n'roll`);
-    5. `...` and `--` runs;
-    6. any other single grapheme cluster: punctuation, symbols, and emoji sequences (`👩‍💻`, `🇺🇸`, `👍🏽` stay whole).
-
-    It does not: convert quotes or brackets (no PTB ```` `` ```` / `''` / `-LRB-`), split `cannot`/`gonna`, tell a
-    sentence-final abbreviation from a period (`in the U.S.` keeps one `U.S.`, no extra `.`), know abbreviations
-    outside its list (`approx.` -> `approx .`), split a missing space after a period (`end.Start` is one word), or
-    keep URLs and e-mail addresses with `/`, `@`, `:` together.
-    """
-    initialism = r"(?:\p{L}\.){2,}"
-    abbreviation = rf"(?:{'|'.join(_ABBREVIATIONS)})\.(?!\p{{L}})"
-    alternatives = [initialism, abbreviation]
-    if contraction_style == "ptb":
-        alternatives += [
-            _word_body(rf"(?:{_CLITIC}|t)") + rf"(?={_NOT_SUFFIX}{_NOT_FOLLOWED_BY_WORD_CHARACTER})",  # do|n't
-            _NOT_SUFFIX + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # n't
-            _APOSTROPHE + _CLITIC + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 's 'm 'd 'll 're 've
-            _word_body(rf"(?:{_CLITIC}|t)"),
-        ]
-    elif contraction_style == "moses":
-        suffix = rf"(?:{_CLITIC}|(?i:t))"
-        alternatives += [
-            _APOSTROPHE + suffix + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 't 's 'm 'd 'll 're 've
-            _word_body(suffix),
-        ]
-    else:
-        raise ValueError(f"contraction_style must be 'ptb' or 'moses', got {contraction_style!r}")
-    alternatives += [r"\.{2,}|-{2,}", r"\X"]
-    return "|".join(alternatives)
-
-
-PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
-MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
-WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
-DEFAULT_WORD_SPLITTER = "moses"  # the tokenisation of the released models' training data (approximated)
-
-# Korean morphological analysers behind the "kiwi" and "mecab" splitters (optional): splitter name -> (module
-# imported, pip package, elmo-hf extra). The module is imported when a tokenizer is built with the splitter, never
-# when this file is imported.
-MORPHEME_ANALYSERS = {
-    "kiwi": ("kiwipiepy", "kiwipiepy", "kiwi"),
-    "mecab": ("mecab", "python-mecab-ko", "mecab"),
-}
-_NON_SPACE_RUN = re.compile(r"\S+")
-
-
-def _import_analyser_module(name: str) -> Any:
-    """The module of the "kiwi" or "mecab" analyser; an `ImportError` naming the extra to install when it is missing."""
-    module_name, package, extra = MORPHEME_ANALYSERS[name]
-    try:
-        return importlib.import_module(module_name)
-    except ImportError as error:
-        raise ImportError(
-            f"word_splitter={name!r} needs the {package} package, which cannot be imported ({error}): "
-            f"pip install 'elmo-hf[{extra}]' (or pip install {package})"
-        ) from None
-
-
-@functools.lru_cache(maxsize=None)
-def _morpheme_analyser(name: str) -> Any:
-    """The analyser of the "kiwi" or "mecab" splitter: created on first use, then shared by every tokenizer of the
-    process (Kiwi loads its model for about 2 s and warms up for 2 s more on its first sentence)."""
-    module = _import_analyser_module(name)
-    return module.Kiwi() if name == "kiwi" else module.MeCab()
-
-
-def _morpheme_spans(name: str, text: str) -> list[tuple[int, int]]:
-    """`(start, end)` character offsets of the morphemes of `text`, as the analyser `name` finds them."""
-    analyser = _morpheme_analyser(name)
-    if name == "kiwi":
-        # A Kiwi token's `form` is the morpheme's dictionary form (했 -> 하 + 었, both pointing at 했); its span
-        # points at the surface. Inserted morphemes (the copula 이 after a vowel) have an empty span.
-        return [(token.start, token.start + token.len) for token in analyser.tokenize(text)]
-    # python-mecab-ko's own spans are shifted after leading whitespace: find each surface, in order, instead.
-    spans, position = [], 0
-    for morpheme in analyser.parse(text):
-        start = text.find(morpheme.surface, position)
-        if start < 0:
-            raise ValueError(f"mecab returned the morpheme {morpheme.surface!r}, which is not in the text {text[:60]!r}")
-        position = start + len(morpheme.surface)
-        spans.append((start, position))
-    return spans
-
-
-def surface_words(text: str, spans: Iterable[tuple[int, int]]) -> list[tuple[str, tuple[int, int]]]:
-    """
-    The words of `text` given its morphemes' character spans: each word is the surface of one morpheme (`은행에` ->
-    `은행`, `에`), morphemes whose spans overlap are one word (a contracted syllable such as 갔 = 가 + 았 cannot be
-    cut), and words never hold whitespace. Characters no morpheme covers are not lost: they form words of their own
-    (split at whitespace). So the non-space characters of the words, in order, are those of `text`.
-
-    Returns `[(word, (start, end)), ...]` with `text[start:end] == word`.
-    """
-    covered: list[list[int]] = []  # merged [start, end) runs, in text order
-    for start, end in sorted(spans):
-        if end <= start:
-            continue
-        if covered and start < covered[-1][1]:
-            covered[-1][1] = max(covered[-1][1], end)
-        else:
-            covered.append([start, end])
-    pieces, position = [], 0
-    for start, end in covered:
-        pieces += [(position, start), (start, end)]  # an uncovered gap, then the morpheme
-        position = end
-    pieces.append((position, len(text)))
-    return [
-        (match.group(), match.span())
-        for start, end in pieces
-        if end > start
-        for match in _NON_SPACE_RUN.finditer(text, start, end)
-    ]
-
-
-class MorphemeWordSplitter:
-    """
-    The "kiwi" (kiwipiepy) and "mecab" (python-mecab-ko) word splitters: Korean text split into morphemes, so that
-    particles and endings are words of their own (`은행에` -> `은행`, `에`), as Korean ELMo models are trained
-    (ratsgo's Korean embeddings book: Mecab morphemes). A word is a morpheme's SURFACE, the characters of the text it
-    covers (see `surface_words`); Kiwi's dictionary forms (했 -> 하, 었) are not used, so every word is a piece of the
-    text and offsets point into it.
-
-    `pre_tokenize_str(text)` returns `[(word, (start, end)), ...]` like a `tokenizers` pre-tokenizer. The analyser
-    is imported here (an `ImportError` naming the extra when it is missing) and created on first use, once per
-    process; the splitter holds only its name, so it pickles (datasets fingerprints tokenizers). The analysis is
-    deterministic for a given version of the analyser and its dictionary; another version may split some words
-    differently (docs/guide/korean.md).
-    """
-
-    def __init__(self, name: str):
-        check_choice("word_splitter", name, tuple(MORPHEME_ANALYSERS))
-        _import_analyser_module(name)
-        self.name = name
-
-    def pre_tokenize_str(self, text: str) -> list[tuple[str, tuple[int, int]]]:
-        return surface_words(text, _morpheme_spans(self.name, text))
-
-    def __repr__(self) -> str:
-        return f"MorphemeWordSplitter({self.name!r})"
-
-
-def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer | MorphemeWordSplitter:
-    """
-    The word splitter called `name` (one of `WORD_SPLITTERS`): a `tokenizers` pre-tokenizer, or for "kiwi" and
-    "mecab" a `MorphemeWordSplitter` (`ImportError` naming the extra to install when its analyser is missing).
-
-    Its `pre_tokenize_str(text)` returns `[(word, (start, end)), ...]` with character offsets into `text`.
-    """
-    if isinstance(name, str) and name in MORPHEME_ANALYSERS:
-        return MorphemeWordSplitter(name)
-    if name == "whitespace":
-        return pre_tokenizers.WhitespaceSplit()
-    if name == "bert":
-        return pre_tokenizers.BertPreTokenizer()
-    if name in ("ptb", "moses"):
-        pattern = PTB_WORD_PATTERN if name == "ptb" else MOSES_WORD_PATTERN
-        return pre_tokenizers.Sequence(
-            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(pattern), behavior="isolated")]
-        )
-    check_choice("word_splitter", name, WORD_SPLITTERS)
-    raise AssertionError(f"no splitter built for {name!r}")  # unreachable: every name of WORD_SPLITTERS is built above
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -757,6 +153,37 @@ def _check_padding_side(padding_side: str) -> None:
         )
 
 
+def _check_encoding_options(
+    text_pair: Any,
+    stride: int,
+    truncation_strategy: TruncationStrategy,
+    padding_side: str | None,
+    return_overflowing_tokens: bool,
+    return_token_type_ids: bool | None,
+    return_offsets_mapping: bool,
+    is_split_into_words: bool,
+) -> None:
+    """Refuse the `PreTrainedTokenizerBase` options that have no meaning for ELMo's single sentences of words."""
+    if text_pair is not None:
+        raise ValueError(
+            "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
+            "input). Encode each sentence on its own."
+        )
+    if return_overflowing_tokens or stride:
+        raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
+    if return_token_type_ids:
+        raise ValueError("ELMo has no token type ids; leave return_token_type_ids unset")
+    if return_offsets_mapping and is_split_into_words:
+        raise ValueError(
+            "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
+            "string to point into"
+        )
+    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
+        raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
+    if padding_side is not None:
+        _check_padding_side(padding_side)
+
+
 class ELMoTokenizer(PreTrainedTokenizerBase):
     r"""
     ELMo's character tokenizer: splits text into words and maps every word to `max_characters_per_token` character
@@ -822,8 +249,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         vocabulary_file: str | None = None,
         **kwargs,
     ):
-        _check_max_characters_per_token(max_characters_per_token)
-        _check_unicode_errors(unicode_errors)
+        check_max_characters_per_token(max_characters_per_token)
+        check_unicode_errors(unicode_errors)
         if character_vocabulary is not None and vocabulary_file is not None:
             raise ValueError("Give ELMoTokenizer a character_vocabulary or a vocabulary_file, not both.")
         if vocabulary_file is not None:
@@ -889,7 +316,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     def word_row(self, word: str) -> np.ndarray:
         """The row of ids of one word (read-only int64, `token_row_width` ids)."""
         if self.character_vocabulary is None:
-            return _character_id_row(word, self.max_characters_per_token, self.unicode_errors)
+            return character_id_row(word, self.max_characters_per_token, self.unicode_errors)
         return self.character_vocabulary.word_row(word, self.max_characters_per_token)
 
     def word_rows(self, words: Sequence[str]) -> np.ndarray:
@@ -1073,7 +500,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             splittable_text = text
         except UnicodeEncodeError as error:
             if self.unicode_errors == "strict":
-                raise _lone_surrogate_error(text, error, "text") from error
+                raise lone_surrogate_error(text, error, "text") from error
             splittable_text = _replace_lone_surrogates(text)  # the surrogates are dropped later, with the bytes
         pieces = self._pre_tokenizer.pre_tokenize_str(splittable_text)
         return [(text[start:end], (start, end)) for _, (start, end) in pieces]
@@ -1192,24 +619,10 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         """
         if kwargs:
             raise TypeError(f"ELMoTokenizer got unexpected keyword arguments: {sorted(kwargs)}")
-        if text_pair is not None:
-            raise ValueError(
-                "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
-                "input). Encode each sentence on its own."
-            )
-        if return_overflowing_tokens or stride:
-            raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
-        if return_token_type_ids:
-            raise ValueError("ELMo has no token type ids; leave return_token_type_ids unset")
-        if return_offsets_mapping and is_split_into_words:
-            raise ValueError(
-                "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
-                "string to point into"
-            )
-        if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-            raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
-        if padding_side is not None:
-            _check_padding_side(padding_side)
+        _check_encoding_options(
+            text_pair, stride, truncation_strategy, padding_side, return_overflowing_tokens, return_token_type_ids,
+            return_offsets_mapping, is_split_into_words,
+        )
         should_truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
 
         sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
@@ -1222,25 +635,9 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if return_length:
             batch["length"] = []
         for sentence_index, sentence in enumerate(sentences):
-            if is_split_into_words:
-                words, offsets = list(sentence), None
-            else:
-                try:
-                    words_with_offsets = self.split_words(sentence)
-                except ValueError as error:
-                    raise ValueError(f"text[{sentence_index}]: {error}") from error
-                words = [word for word, _ in words_with_offsets]
-                offsets = [offset for _, offset in words_with_offsets]
-            if should_truncate and len(words) > max_length:
-                kept = slice(0, max_length) if self.truncation_side == "right" else slice(len(words) - max_length, None)
-                words = words[kept]
-                offsets = offsets[kept] if offsets is not None else None
-            rows = []
-            for word_index, word in enumerate(words):
-                try:
-                    rows.append(self.word_row(word).tolist())
-                except ValueError as error:
-                    raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+            words, offsets, rows = self._encode_sentence(
+                sentence, sentence_index, is_split_into_words, max_length if should_truncate else None
+            )
             batch["input_ids"].append(rows)
             encoded_words.append(words)
             if return_offsets_mapping:
@@ -1263,6 +660,32 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if not is_batched and return_tensors is None:
             return BatchEncoding({key: value[0] for key, value in encoding.items()})
         return encoding
+
+    def _encode_sentence(
+        self, sentence: str | Sequence[str], sentence_index: int, is_split_into_words: bool, max_words: int | None
+    ) -> tuple[list[str], list[tuple[int, int]] | None, list[list[int]]]:
+        """(words, their character offsets in the text or ``None`` for words given as such, one id row per word)
+        of one sentence, cut to ``max_words`` words on the ``truncation_side``. Errors name the sentence and word."""
+        if is_split_into_words:
+            words, offsets = list(sentence), None
+        else:
+            try:
+                words_with_offsets = self.split_words(sentence)
+            except ValueError as error:
+                raise ValueError(f"text[{sentence_index}]: {error}") from error
+            words = [word for word, _ in words_with_offsets]
+            offsets = [offset for _, offset in words_with_offsets]
+        if max_words is not None and len(words) > max_words:
+            kept = slice(0, max_words) if self.truncation_side == "right" else slice(len(words) - max_words, None)
+            words = words[kept]
+            offsets = offsets[kept] if offsets is not None else None
+        rows = []
+        for word_index, word in enumerate(words):
+            try:
+                rows.append(self.word_row(word).tolist())
+            except ValueError as error:
+                raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+        return words, offsets, rows
 
     def pad(
         self,

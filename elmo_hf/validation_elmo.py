@@ -1,4 +1,4 @@
-"""Argument checks shared by every elmo-hf module.
+"""Argument checks shared by every elmo-hf module, and ``ELMoHFError``, the base of the package's errors.
 
 Each check returns the value it accepted and raises ``ValueError`` naming the argument, what was expected and what
 was given, e.g. ``"batch_size must be an int >= 1, got 0"``. ``bool`` is never accepted as a number (``True`` is an
@@ -15,6 +15,13 @@ import math
 import numbers
 from collections.abc import Collection, Iterable
 from typing import Any
+
+
+class ELMoHFError(ValueError):
+    """The base of every error elmo-hf raises about its inputs (a file, an option, a directory): the message names
+    the input and what was expected. A ``ValueError``, so callers that catch those keep working; the command line
+    catches this one class. Subclasses exist where a caller must tell failures apart (``VerificationError`` exits 1,
+    ``HubPushError`` means the output was written but not pushed)."""
 
 
 def _explained(expectation: str, hint: str | None) -> str:
@@ -130,4 +137,4 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
-__all__ = ["check_bool", "check_choice", "check_int", "check_number", "is_close", "is_int", "largest", "max_abs_difference"]
+__all__ = ["ELMoHFError", "check_bool", "check_choice", "check_int", "check_number", "is_close", "is_int", "largest", "max_abs_difference"]

@@ -102,7 +102,7 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.options is None or args.weights is None or args.vocab is not None:
         return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
     try:
-        from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
+        from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
 
@@ -121,16 +121,15 @@ def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], Non
     a ``ConversionError`` (nothing written), a ``HubPushError`` (written, not pushed) or the output-directory
     policy's error, each a message and exit 1; a failed ``--verify`` (``VerificationError``) exits 2. Then the report
     and where it was pushed. Call it once the converter's module imported (the ``convert`` extra is there)."""
-    from conversion.convert_allennlp_to_hf import HubPushError
-    from conversion.hdf5_layout import ConversionError, VerificationError
-    from elmo_hf.storage import OutputDirectoryError
+    from elmo_hf import ELMoHFError
+    from elmo_hf.conversion import VerificationError
 
     try:
         report = convert()
     except VerificationError as error:
         report_error(error)
         return EXIT_FAILED_CHECK
-    except (ConversionError, HubPushError, OutputDirectoryError) as error:
+    except ELMoHFError as error:  # ConversionError, HubPushError, OutputDirectoryError
         return report_error(error)
     print_report(report)
     if report.pushed_to:
@@ -145,7 +144,7 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     if given:
         return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
     try:
-        from conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
+        from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -163,8 +162,8 @@ def run_convert_zip(args: argparse.Namespace) -> int:
     if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
         return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
     try:
-        from conversion.convert_allennlp_to_hf import print_report
-        from conversion.nlpl_zip import convert_nlpl_zip
+        from elmo_hf.conversion.convert_allennlp_to_hf import print_report
+        from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
 
@@ -189,7 +188,7 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
         )
     try:
-        from conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
+        from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -203,17 +202,17 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     try:
-        from conversion.convert_hf_to_allennlp import OPTIONS_FILE_NAME, WEIGHTS_FILE_NAME, convert_hf_to_allennlp
-        from conversion.hdf5_layout import ConversionError
+        from elmo_hf.conversion.convert_hf_to_allennlp import WEIGHTS_FILE_NAME, convert_hf_to_allennlp
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-    from elmo_hf.storage import OutputDirectoryError
+    from elmo_hf import ELMoHFError
+    from elmo_hf.conversion import ALLENNLP_OPTIONS_FILE_NAME
 
     try:
         not_exported = convert_hf_to_allennlp(args.model, args.output, args.overwrite)
-    except (ConversionError, OutputDirectoryError, OSError) as error:
+    except (ELMoHFError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
         return report_error(error)
-    print(f"Wrote {args.output / OPTIONS_FILE_NAME} and {args.output / WEIGHTS_FILE_NAME}")
+    print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / WEIGHTS_FILE_NAME}")
     for name in not_exported:
         print(f"  not exported (the original format has no place for it): {name}", file=sys.stdout)
     return EXIT_OK

@@ -105,11 +105,10 @@ def run(args: argparse.Namespace) -> int:
     progress = not getattr(args, "no_progress", False)
     if not progress:
         quiet_progress_bars()
-    from elmo_hf.corpus import CorpusError, CorpusSource, InvalidRowError
     from elmo_hf import DEFAULT_MODEL_DIR
+    from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
     from elmo_hf.embedding.shards import EmbeddingInterrupted, embed_corpus
-    from elmo_hf.storage import OutputDirectoryError
 
     model = getattr(args, "model", None)
     revision = getattr(args, "revision", None)
@@ -146,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (CorpusError, InvalidRowError, OutputDirectoryError, ValueError, KeyError, OSError, ImportError) as error:
+    # ValueError: every ELMoHFError (CorpusError, InvalidRowError, OutputDirectoryError, ...), the argument checks
+    # and datasets' and transformers' own; KeyError: a column the data does not have.
+    except (ValueError, KeyError, OSError, ImportError) as error:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK

@@ -84,13 +84,12 @@ def run_build(args: argparse.Namespace) -> int:
     if not progress:
         quiet_progress_bars()
     from elmo_hf.search import build_index
-    from elmo_hf.storage import OutputDirectoryError
 
     try:
         summary = build_index(
             args.embed_dirs, args.output, overwrite=getattr(args, "overwrite", False), progress=progress, **given(args, BUILD_OPTIONS)
         )
-    except (OutputDirectoryError, ValueError, ImportError, OSError) as error:
+    except (ValueError, ImportError, OSError) as error:  # ValueError: every ELMoHFError (IndexInputError, OutputDirectoryError, ...)
         return report_error(error)
     print(summary.describe())
     return EXIT_OK

@@ -101,8 +101,8 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elmo_hf.pretraining.run import PretrainingError, PretrainingInterrupted, PretrainingOptions, pretrain
-    from elmo_hf.storage import OutputDirectoryError
+    from elmo_hf import ELMoHFError
+    from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
 
     options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
     try:
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: checkpoints already saved in {args.output} are kept; {RESUME_HINT}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (PretrainingError, OutputDirectoryError, OSError) as error:
+    except (ELMoHFError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
         return report_error(error)
     print(report.describe())
     return EXIT_OK

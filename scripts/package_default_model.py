@@ -19,7 +19,7 @@ import torch
 
 from elmo_hf import ELMoForPreTraining
 from elmo_hf.corpus.sentences import load_conllu_sentences
-from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer
+from elmo_hf.scoring.lm_scoring import ELMoLanguageModelScorer
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = REPOSITORY_ROOT / "elmo_hf" / "default_model"

@@ -89,7 +89,7 @@ def pretrained_options_dir() -> Path:
 @pytest.fixture(scope="session")
 def converted_fixture_dir(allennlp_fixture_dir, tmp_path_factory) -> Path:
     """The AllenNLP fixture converted to a Hugging Face directory, once per session."""
-    from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+    from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 
     output_dir = tmp_path_factory.mktemp("converted") / "elmo-fixture"
     convert_allennlp_to_hf(allennlp_fixture_dir / "options.json", allennlp_fixture_dir / "lm_weights.hdf5", output_dir)

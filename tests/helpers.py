@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from conversion.hdf5_layout import weight_mappings
+from elmo_hf.conversion.hdf5_layout import weight_mappings
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel
 from elmo_hf.pretraining.trainer import CarriedLstmState
 

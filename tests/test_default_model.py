@@ -17,7 +17,7 @@ from transformers import AutoModel, AutoModelForPreTraining
 from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.embedding.embedder import ELMoEmbedder
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 REPORT = json.loads((Path(DEFAULT_MODEL_DIR) / "pretraining_report.json").read_text(encoding="utf-8"))
 EWT_TEST = json.loads((Path(DEFAULT_MODEL_DIR) / "ewt_test_perplexity.json").read_text(encoding="utf-8"))

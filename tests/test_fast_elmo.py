@@ -190,6 +190,40 @@ def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny
             torch.testing.assert_close(short[row, 1:length, projection_dim:], full[row, 1:length, projection_dim:], rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("needs_final_step", [True, False])
+@pytest.mark.parametrize("skip_boundary_steps", [True, False])
+@pytest.mark.parametrize("backward_stream", [False, True])
+def test_both_paths_return_the_same_things_for_every_argument(tiny_model, needs_final_step, skip_boundary_steps, backward_stream):
+    """The encoder's contract does not depend on the path: the same outputs, zeros where the final steps are
+    skipped, and a state exactly when the reference path would need its final steps (None otherwise, on both)."""
+    encoder, lengths = tiny_model.encoder, torch.tensor([4, 2, 6, 1])
+    generator = torch.Generator().manual_seed(0)
+    in_length = (torch.arange(6) < lengths[:, None])[..., None]
+    embeddings = torch.randn(4, 6, 8, generator=generator) * in_length
+    backward = torch.randn(4, 6, 8, generator=generator) * in_length if backward_stream else None
+    state = (torch.randn(2, 2, 4, 8, generator=generator), torch.randn(2, 2, 4, 16, generator=generator))
+    returned = {}
+    for path in ("reference", "fast"):
+        tiny_model.set_inference_path(path, skip_boundary_steps=skip_boundary_steps)
+        try:
+            with torch.no_grad():
+                returned[path] = encoder(embeddings, lengths, state, backward, needs_final_step)
+        finally:
+            tiny_model.set_inference_path("auto")
+    (reference_layers, reference_state), (fast_layers, fast_state) = returned["reference"], returned["fast"]
+    expects_state = needs_final_step or not skip_boundary_steps
+    assert (reference_state is not None) == (fast_state is not None) == expects_state
+    assert len(reference_layers) == len(fast_layers) == 2
+    for reference, fast in zip((*reference_layers, *(reference_state or ())), (*fast_layers, *(fast_state or ()))):
+        torch.testing.assert_close(fast, reference, rtol=0, atol=1e-6)
+    if not expects_state:  # zeros exactly where each direction's last read position is
+        for reference, fast in zip(reference_layers, fast_layers):
+            assert torch.equal(reference == 0, fast == 0)
+            for row, length in enumerate(lengths.tolist()):
+                assert torch.all(fast[row, length - 1, :8] == 0)
+                assert torch.all(fast[row, length - 1 if backward_stream else 0, 8:] == 0)
+
+
 @pytest.mark.parametrize("gates", GATES_FORMS)
 def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, monkeypatch):
     """Sentences that start alike (the same <S> from the same initial state) need their first step once; with a

@@ -1,6 +1,7 @@
 """A non-editable install works from anywhere: a fresh virtual environment, `pip install <checkout>`, and then, from
 an unrelated directory, `elmo-hf convert --verify` on the original fixture, the export back (bit-exact) and
-`elmo-hf embed` with the model shipped in the package.
+`elmo-hf embed` with the model shipped in the package. The install holds exactly two top-level packages, `elmo_hf`
+and `elmo_hf_cli` (the repository's `conversion/` scripts, `tests/`, `benchmarks/` and `scripts/` are not shipped).
 
 The environment sees the packages of the interpreter that runs the tests (a ``.pth`` file lists its site-packages:
 torch and transformers are not installed again, nothing is downloaded), whether that is the system Python, as CI
@@ -11,6 +12,7 @@ the test checks that the installed copy, not the checkout, is what runs.
 
 from __future__ import annotations
 
+import os
 import shutil
 import site
 import subprocess
@@ -59,7 +61,9 @@ def installed(tmp_path_factory) -> Path:
 
 
 def run(command: list, cwd: Path) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=600)
+    """``command`` in ``cwd`` without ``PYTHONPATH`` (which may name the checkout: the installed copy must run)."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    result = subprocess.run([str(part) for part in command], cwd=cwd, capture_output=True, text=True, timeout=600, env=environment)
     assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -67,8 +71,8 @@ def run(command: list, cwd: Path) -> subprocess.CompletedProcess:
 def test_the_installed_package_converts_verifies_exports_and_embeds_from_anywhere(installed, allennlp_fixture_dir, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    located = run([installed / "python", "-c", "import conversion, elmo_hf, elmo_hf_cli; print(elmo_hf.__file__, conversion.__file__, elmo_hf_cli.__file__)"], elsewhere)
-    assert str(REPOSITORY_ROOT) not in located.stdout and located.stdout.count(str(installed.parent)) == 3, located.stdout
+    located = run([installed / "python", "-c", "import elmo_hf, elmo_hf_cli; print(elmo_hf.__file__, elmo_hf_cli.__file__)"], elsewhere)
+    assert str(REPOSITORY_ROOT) not in located.stdout and located.stdout.count(str(installed.parent)) == 2, located.stdout
 
     converted = run(
         [installed / "elmo-hf", "convert", "--options", allennlp_fixture_dir / "options.json",
@@ -84,3 +88,20 @@ def test_the_installed_package_converts_verifies_exports_and_embeds_from_anywher
     (elsewhere / "corpus.txt").write_text("The installed package embeds .\n")
     embedded = run([installed / "elmo-hf", "embed", "corpus.txt", "--output", "vectors", "--no-progress"], elsewhere)
     assert "embedded 1 sentence (5 words)" in embedded.stdout  # with the default model shipped as package data
+
+
+def installed_top_level_names(installed: Path) -> set[str]:
+    """The first path component of every file the installed distribution's RECORD lists (``files``), less its own
+    metadata directory and the console script (which lives outside site-packages, ``../../../bin/elmo-hf``)."""
+    script = "import importlib.metadata as m; print('\\n'.join(file.parts[0] for file in m.distribution('elmo-hf').files))"
+    listed = run([installed / "python", "-c", script], installed).stdout.split()
+    return {name for name in listed if not name.endswith(".dist-info") and name != ".."}
+
+
+def test_the_install_ships_exactly_the_packages_elmo_hf_and_elmo_hf_cli(installed):
+    assert installed_top_level_names(installed) == {"elmo_hf", "elmo_hf_cli"}
+    version = run([installed / "python", "-c", "import importlib.metadata as m, elmo_hf; print(m.version('elmo-hf'), elmo_hf.__version__)"], installed)
+    installed_version, package_version = version.stdout.split()
+    assert installed_version == package_version  # pyproject.toml takes the version from elmo_hf.__version__
+    template = run([installed / "python", "-c", "import elmo_hf.conversion.model_cards as m; print(m.TEMPLATE_FILE.is_file())"], installed)
+    assert template.stdout.strip() == "True"

@@ -21,7 +21,7 @@ from elmo_hf.modeling_elmo_pretraining import (
     sample_log_uniform,
     sampled_softmax_negative_log_likelihood,
 )
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from .helpers import TOY_SENTENCES, pretraining_model, stream_totals, tiny_config, trainer_arguments
 

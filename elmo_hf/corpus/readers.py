@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..choices_elmo import INPUT_FORMATS
+from ..validation_elmo import ELMoHFError
 
 # File extension -> input format (the Ray engine reads the same files).
 EXTENSION_FORMATS = {
@@ -37,11 +38,11 @@ _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 
 
-class CorpusError(ValueError):
+class CorpusError(ELMoHFError):
     """The input corpus cannot be read as the format it claims to be."""
 
 
-class InvalidRowError(ValueError):
+class InvalidRowError(ELMoHFError):
     """A row whose text (or words) cannot be read or embedded; the message names the row."""
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from datasets import Dataset, Features, List, Value
 
-from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, build_word_splitter
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, build_word_splitter
 from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features
 
 WORDS_FEATURES = Features({"words": List(Value("string"))})

@@ -43,7 +43,7 @@ from ..choices_elmo import COMPUTE_DTYPES, OUTPUT_POOLINGS, STORAGE_DTYPES
 from ..corpus.readers import InvalidRowError
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
-from ..validation_elmo import check_bool, check_choice, check_int, is_int
+from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int, is_int
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class PreparedSentences:
     batches: list[PreparedBatch]
 
 
-class NonFiniteVectorsError(ValueError):
+class NonFiniteVectorsError(ELMoHFError):
     """The model returned NaN or infinite vectors; the message names the sentence."""
 
 
@@ -591,7 +591,7 @@ def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None
     has none. Lines are stripped; empty lines and bilm-tf's ``!!!MAXTERMID`` line are skipped."""
     from transformers.utils import cached_file
 
-    from ..pretraining.vocabulary import VOCABULARY_FILE_NAME, vocabulary_file_words
+    from ..corpus.vocabulary import VOCABULARY_FILE_NAME, vocabulary_file_words
 
     path = cached_file(
         str(name_or_path), VOCABULARY_FILE_NAME, revision=revision, _raise_exceptions_for_missing_entries=False,

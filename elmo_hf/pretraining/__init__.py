@@ -1,11 +1,14 @@
-"""Pre-training and LM scoring: ``vocabulary.py`` (the LM heads' word vocabulary), ``data.py`` (per-sentence
-batches and bilm-tf's windows), ``run.py`` (``pretrain``, the engine of ``elmo-hf pretrain``) and ``lm_scoring.py``
-(``ELMoLanguageModelScorer``)."""
+"""Pre-training (``elmo-hf pretrain``): ``options.py`` (``PretrainingOptions``, ``PretrainingReport``), ``data.py``
+(per-sentence batches and bilm-tf's windows), ``trainer.py`` (the carried LSTM state), ``initial_model.py``
+(``--init-from``) and ``run.py`` (``pretrain``: options -> data -> model -> train -> report). The LM heads' word
+vocabulary is ``elmo_hf.corpus.vocabulary``; scoring text with a trained model is ``elmo_hf.scoring`` (both
+re-exported here, where they were first documented)."""
 
+from ..corpus.vocabulary import ELMoWordVocabulary
+from ..scoring import CorpusScore, ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from .data import DataCollatorForBiLM, WindowedBiLMStream
-from .lm_scoring import CorpusScore, ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
-from .run import PretrainingError, PretrainingInterrupted, PretrainingOptions, PretrainingReport, pretrain
-from .vocabulary import ELMoWordVocabulary
+from .options import PretrainingError, PretrainingInterrupted, PretrainingOptions, PretrainingReport
+from .run import pretrain
 
 __all__ = [
     "CorpusScore",

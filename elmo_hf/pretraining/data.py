@@ -26,21 +26,11 @@ import numpy as np
 import torch
 from datasets import Dataset, IterableDataset
 
+from ..characters_elmo import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, word_to_character_ids
+from ..corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_sentence_words, sentence_bilm_labels
 from ..modeling_elmo import IGNORE_INDEX
-from ..tokenization_elmo import (
-    BOS_TOKEN,
-    EOS_TOKEN,
-    MAX_CHARACTERS_PER_TOKEN,
-    ELMoTokenizer,
-    word_to_character_ids,
-)
+from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_choice, check_int
-from .vocabulary import (
-    BOS_WORD_ID,
-    EOS_WORD_ID,
-    ELMoWordVocabulary,
-    check_sentence_words,
-)
 
 logger = logging.getLogger(__name__)
 REMAINDER_CHOICES = ("drop", "pad")
@@ -49,33 +39,6 @@ REMAINDER_CHOICES = ("drop", "pad")
 # ----------------------------------------------------------------------------------------------------------------
 # Per-sentence regime
 # ----------------------------------------------------------------------------------------------------------------
-def sentence_bilm_labels(word_ids: Sequence[int], label_boundary_positions: bool = False) -> tuple[list[int], list[int]]:
-    """
-    Forward and backward LM targets of one sentence of n words with vocabulary ids `word_ids`.
-
-    - `label_boundary_positions=False`: n positions, the words (ELMoModel's default output). Position i has the
-      next word (`</S>` after the last word) and the previous word (`<S>` before the first word).
-    - `label_boundary_positions=True`: n + 2 positions `<S> w1 ... wn </S>` (ELMoModel with
-      `keep_sentence_boundaries=True`). `<S>` has the forward target w1 and no backward target; `</S>` has the
-      backward target wn and no forward target (-100).
-
-    Example (`the`=3, `cat`=4, `sat`=5):
-
-    ```python
-    >>> sentence_bilm_labels([3, 4, 5])
-    ([4, 5, 1], [0, 3, 4])
-    >>> sentence_bilm_labels([3, 4, 5], label_boundary_positions=True)
-    ([3, 4, 5, 1, -100], [-100, 0, 3, 4, 5])
-    ```
-    """
-    wrapped = [BOS_WORD_ID, *word_ids, EOS_WORD_ID]  # the sentence as the biLM sees it
-    next_word = wrapped[1:]  # target of <S>, w1, ..., wn
-    previous_word = wrapped[:-1]  # target of w1, ..., wn, </S>
-    if label_boundary_positions:
-        return next_word + [IGNORE_INDEX], [IGNORE_INDEX] + previous_word
-    return next_word[1:], previous_word[:-1]
-
-
 def _pad_rows(rows: Sequence[Sequence[int]], length: int) -> np.ndarray:
     padded = np.full((len(rows), length), IGNORE_INDEX, dtype=np.int64)
     for index, row in enumerate(rows):

@@ -26,13 +26,14 @@ import torch
 from transformers.tokenization_utils_base import TOKENIZER_CONFIG_FILE
 
 from ..configuration_elmo import ELMoConfig
+from ..corpus.vocabulary import UNK_WORD_ID, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining
-from .vocabulary import UNK_WORD_ID, ELMoWordVocabulary
+from ..validation_elmo import ELMoHFError
 
 CONFIG_FILE_NAME = "config.json"
 
 
-class InitialModelError(ValueError):
+class InitialModelError(ELMoHFError):
     """``init_from`` cannot be read as a model with a word softmax; the message names the path and what was expected."""
 
 
@@ -107,13 +108,13 @@ def recorded_word_splitter(directory: Path) -> str | None:
 
 def _from_tf_checkpoint(checkpoint: Path, init_vocab: str | Path | None, with_weights: bool) -> InitialModel:
     try:
-        from conversion.convert_tf_checkpoint import (
+        from ..conversion.convert_tf_checkpoint import (
             load_tf_checkpoint,
             options_file_of,
             read_bilm_tf_vocabulary,
             read_checkpoint_options,
         )
-        from conversion.tf_checkpoint import checkpoint_prefix
+        from ..conversion.tf_checkpoint import checkpoint_prefix
     except ImportError as error:
         raise InitialModelError(
             f"--init-from {checkpoint} is not a model directory ({CONFIG_FILE_NAME} missing); reading it as a bilm-tf "

@@ -1,22 +1,27 @@
-"""Pre-train an ELMo biLM on text: the library behind ``elmo-hf pretrain``.
+"""Pre-train an ELMo biLM on text: the library behind ``elmo-hf pretrain``. What a run is told and
+reports (``PretrainingOptions``, ``PretrainingReport``) is ``options.py``.
 
     from elmo_hf.pretraining import PretrainingOptions, pretrain
 
     report = pretrain(PretrainingOptions(corpus=["tinyshakespeare.txt"], output_dir="elmo-shakespeare", config="small"))
     print(report.describe())
 
-Steps (docs/guide/pretraining.md, "Pre-training (elmo-hf pretrain)"):
+``pretrain`` runs five named steps (docs/guide/pretraining.md, "Pre-training (elmo-hf pretrain)"):
 
-1. Sentences from text files (one sentence per line, split by the tokenizer's word splitter) and/or ``.conllu``
-   files; the held-out sentences are the ``held_out`` files or a seeded random ``held_out_fraction`` of the corpus.
-2. The word vocabulary of the LM softmax is built from the TRAINING sentences only (``min_count``,
-   ``max_vocab_size``) and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
-3. ``transformers.Trainer`` trains [`ELMoForPreTraining`] in bilm-tf's regime (``"windowed"``: fixed windows over
-   one token stream per batch row, LSTM state carried between batches) or per sentence (``"sentence"``), with
-   periodic checkpoints, evaluation of the exact held-out perplexity (``bilm_perplexity_metrics``) and resumption.
-4. The final model, tokenizer, vocabulary and a report (``pretraining_report.json``: exact train / held-out
-   perplexity per direction against the unigram baseline of the vocabulary counts) are written to the output
-   directory; optionally the biLM is exported to the original ``options.json`` + ``weights.hdf5``.
+1. Options (``_resolve_options``): the architecture (a preset, a config or ``options.json``, or the ``init_from``
+   model, read once here with its weights); the output directory is opened under the output policy.
+2. Data (``_prepare_data``): sentences from text files (one sentence per line, split by the tokenizer's word
+   splitter) and/or ``.conllu`` files; the held-out sentences are the ``held_out`` files or a seeded random
+   ``held_out_fraction`` of the corpus. The word vocabulary of the LM softmax is built from the TRAINING sentences
+   only (``min_count``, ``max_vocab_size``) and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
+3. Model (``_build_model``): a new ``ELMoForPreTraining``, the initial model's weights, or a checkpoint's config.
+4. Train (``_train``): ``transformers.Trainer`` trains [`ELMoForPreTraining`] in bilm-tf's regime (``"windowed"``:
+   fixed windows over one token stream per batch row, LSTM state carried between batches) or per sentence
+   (``"sentence"``), with periodic checkpoints, evaluation of the exact held-out perplexity
+   (``bilm_perplexity_metrics``) and resumption.
+5. Report (``_report``): the final model, tokenizer, vocabulary and a report (``pretraining_report.json``: exact
+   train / held-out perplexity per direction against the unigram baseline of the vocabulary counts) are written to
+   the output directory; optionally the biLM is exported to the original ``options.json`` + ``weights.hdf5``.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,365 +46,38 @@ from transformers import TrainerCallback, TrainingArguments, default_data_collat
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
-from ..choices_elmo import LR_SCHEDULERS, OPTIMIZERS, REGIMES
-from ..configuration_elmo import ELMoConfig
+from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
 from ..corpus.readers import CorpusError
 from ..corpus.sentences import load_sentences
+from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
-from ..tokenization_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, ELMoTokenizer, build_word_splitter
-from ..validation_elmo import check_choice, check_int, check_number
+from ..tokenization_elmo import ELMoTokenizer
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
 from .data import DataCollatorForBiLM, WindowedBiLMStream
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
+from .options import (
+    CHECKPOINT_PREFIX,
+    CONFIG_PRESETS,
+    HDF5_DIRECTORY_NAME,
+    OPTIMIZERS,
+    OPTIONS_CHANGEABLE_ON_RESUME,
+    PRETRAINING_OPTIONS_FILE_NAME,
+    REGIMES,
+    REPORT_FILE_NAME,
+    PretrainingError,
+    PretrainingInterrupted,
+    PretrainingOptions,
+    PretrainingReport,
+)
 from .trainer import ELMoPreTrainingTrainer
-from .vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 
 logger = logging.getLogger(__name__)
-
-# Architectures by name; every other field keeps ELMoConfig's default. word_vocab_size comes from the vocabulary.
-CONFIG_PRESETS: dict[str, dict[str, Any]] = {
-    # Seconds per hundred steps on two CPU cores: for smoke tests and CI.
-    "tiny": dict(
-        char_embedding_dim=8,
-        char_cnn_filters=[[1, 16], [2, 16], [3, 32]],
-        num_highway_layers=1,
-        projection_dim=32,
-        lstm_cell_size=64,
-        num_lstm_layers=2,
-        cell_clip=3.0,
-        projection_clip=3.0,
-        use_skip_connections=True,
-        lm_dropout=0.0,
-    ),
-    # The demo model: the released models' shape (char CNN -> highway -> projection, 2 projected LSTM layers with
-    # clipping and a skip connection), scaled down to train on a CPU.
-    "small": dict(
-        char_embedding_dim=16,
-        char_cnn_filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 128], [6, 128]],
-        num_highway_layers=1,
-        projection_dim=128,
-        lstm_cell_size=512,
-        num_lstm_layers=2,
-        cell_clip=3.0,
-        projection_clip=3.0,
-        use_skip_connections=True,
-        lm_dropout=0.1,
-    ),
-}
-DEFAULT_CONFIG = "small"  # the architecture of a new model when no config is given
-
-OPTIONS_FILE_NAME = "pretraining_options.json"
-REPORT_FILE_NAME = "pretraining_report.json"
-HDF5_DIRECTORY_NAME = "hdf5"
-CHECKPOINT_PREFIX = "checkpoint-"
-# Options a resumed run may change: how long and how often, not what is trained.
-OPTIONS_CHANGEABLE_ON_RESUME = frozenset(
-    {
-        "output_dir",
-        "max_steps",
-        "epochs",
-        "save_steps",
-        "save_total_limit",
-        "eval_steps",
-        "logging_steps",
-        "max_time_minutes",
-        "export_hdf5",
-        "progress",
-        "resume",
-        "overwrite",
-        "handle_interrupt",
-        "num_threads",
-        "dataset_cache_dir",
-    }
-)
-
-
-class PretrainingError(ValueError):
-    """A problem with the options, the inputs or the output directory, found before training starts."""
-
-
-class PretrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped training after the step in progress; a checkpoint was saved (``checkpoint``) to resume from."""
-
-    def __init__(self, output_dir: Path, checkpoint: Path | None):
-        self.output_dir = output_dir
-        self.checkpoint = checkpoint
-        where = f"checkpoint {checkpoint.name} saved" if checkpoint is not None else "no checkpoint saved yet"
-        super().__init__(f"pre-training interrupted ({where} in {output_dir})")
-
-
-@dataclass
-class PretrainingOptions:
-    r"""
-    Everything `pretrain` needs. Paths may be `str` or `Path`.
-
-    Args:
-        corpus (`list`): training files: text (one sentence per line) and/or `.conllu`.
-        output_dir: where the model, tokenizer, vocabulary, checkpoints and report go. It must be empty or absent
-            unless `resume` (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run
-            there; a directory without `pretraining_options.json` is never deleted).
-        config (`str`, *optional*): `"tiny"`, `"small"` (`CONFIG_PRESETS`; the default), or a JSON file:
-            `ELMoConfig` fields (a `config.json`) or an original `options.json` (its training keys `dropout` and
-            `n_negative_samples_batch` become `lm_dropout` and `softmax_num_samples`). Not with `init_from`.
-        held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
-            (seeded random sample) is held out.
-        held_out_fraction (`float`, defaults to 0.05).
-        word_splitter (`str`, *optional*): how text lines become words (`ELMoTokenizer`'s splitters; `"kiwi"` /
-            `"mecab"` for Korean morphemes need their extra). Saved in the tokenizer config. Defaults to the splitter
-            an `init_from` directory's tokenizer records (another one is warned about), else `"moses"`.
-        max_characters_per_token (`int`, *optional*): character slots of a new model's words (begin- and end-of-word
-            included, so a word keeps `N - 2` UTF-8 bytes; a Hangul syllable takes 3); defaults to the config's (50
-            for the presets). At least the widest character filter; a resumed run must keep it; not with
-            `init_from` (the initial model keeps its slots).
-        text_column / words_column (`str`, *optional*): the column of raw sentences / lists of words in structured
-            corpora (JSON lines, CSV, Parquet, saved datasets); by default `text`, and the words of CoNLL-U files.
-        min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*): vocabulary of the LM softmax; rarer
-            words are `<UNK>`. `max_vocab_size` counts `<S>`, `</S>`, `<UNK>`.
-        regime (`str`, defaults to `"windowed"`): `"windowed"` (bilm-tf: windows of `window_size` positions, LSTM
-            state carried across batches) or `"sentence"` (each sentence from the initial state).
-        window_size (`int`, defaults to 20), batch_size (`int`, defaults to 32): rows per batch (sentences per batch
-            in the sentence regime).
-        max_steps (`int`, *optional*): optimizer steps; without it, `epochs` epochs.
-        epochs (`float`, defaults to 1.0).
-        optimizer (`str`, defaults to `"adam"`): `"adam"` (AdamW, no weight decay) or `"adagrad"` (bilm-tf's).
-        learning_rate (`float`, *optional*): defaults to 5e-3 (adam) or 0.2 (adagrad).
-        lr_scheduler (`str`, defaults to `"linear"`): after the warm-up, `"linear"` decay to 0, `"constant"` or
-            `"cosine"`.
-        warmup_ratio (`float`, defaults to 0.02): linear warm-up over this fraction of the steps.
-        max_grad_norm (`float`, defaults to 10.0): global gradient-norm clipping (bilm-tf's `all_clip_norm_val`).
-        softmax_samples (`int`, *optional*): sampled softmax in training with this many negatives (0: full softmax);
-            defaults to the config's `softmax_num_samples`.
-        dropout (`float`, *optional*): `lm_dropout`; defaults to the config's.
-        save_steps (`int`, defaults to 500), save_total_limit (`int`, defaults to 2): checkpoints.
-        eval_steps (`int`, defaults to 500): held-out perplexity every this many steps and before the first (0: only
-            at the end).
-        logging_steps (`int`, defaults to 50).
-        train_eval_sentences (`int`, defaults to 2000): size of the fixed (seeded) sample of training sentences
-            whose perplexity the report gives.
-        seed (`int`, defaults to 0): model initialisation, held-out split, sentence order, dropout.
-        max_time_minutes (`float`, *optional*): stop (with a checkpoint, the final evaluation and save) after
-            the first step past this wall time.
-        export_hdf5 (`bool`): also write `output_dir/hdf5/` (`options.json`, `weights.hdf5`, `vocab.txt`) with the
-            repository's `conversion` package.
-        progress (`bool`, defaults to `True`): `Trainer`'s progress bar (`False`: its logs printed as lines).
-        handle_interrupt (`bool`, defaults to `True`): the first Ctrl-C (SIGINT) finishes the step in progress,
-            saves a checkpoint and raises `PretrainingInterrupted`; a second one stops at once.
-        num_threads (`int`, *optional*): `torch.set_num_threads` for the run (process-wide, restored afterwards). On
-            a CPU shared with other jobs, 1 thread can be many times faster than oversubscribed cores.
-        dataset_cache_dir (*optional*): `datasets` cache for the loaded sentences.
-        init_from (*optional*): continue pre-training this model instead of a new one (bilm-tf's `restart.py`): an
-            `ELMoForPreTraining` directory with its `vocab.txt` (`elmo-hf convert --checkpoint`, an earlier run) or a
-            bilm-tf TensorFlow checkpoint (save directory or `model.ckpt-N`, `options.json` beside it). Its
-            architecture and vocabulary are kept (no `config`); the corpus gives the vocabulary's counts.
-        init_vocab (*optional*): the vocabulary file of an `init_from` TF checkpoint (or one replacing a directory's).
-        add_words (`bool`): with `init_from`, append the corpus words the model's vocabulary lacks (`min_count`,
-            `max_vocab_size` apply to them); their softmax rows start as `<UNK>`'s (`initial_model.grow_softmax`).
-    """
-
-    corpus: Sequence[str | Path]
-    output_dir: str | Path
-    config: str | None = None
-    held_out: Sequence[str | Path] | None = None
-    held_out_fraction: float = 0.05
-    word_splitter: str | None = None
-    max_characters_per_token: int | None = None
-    text_column: str | None = None
-    words_column: str | None = None
-    min_count: int = 2
-    max_vocab_size: int | None = None
-    regime: str = "windowed"
-    window_size: int = 20
-    batch_size: int = 32
-    max_steps: int | None = None
-    epochs: float = 1.0
-    optimizer: str = "adam"
-    learning_rate: float | None = None
-    lr_scheduler: str = "linear"
-    warmup_ratio: float = 0.02
-    max_grad_norm: float = 10.0
-    softmax_samples: int | None = None
-    dropout: float | None = None
-    save_steps: int = 500
-    save_total_limit: int | None = 2
-    eval_steps: int = 500
-    logging_steps: int = 50
-    train_eval_sentences: int = 2000
-    seed: int = 0
-    max_time_minutes: float | None = None
-    resume: bool = False
-    overwrite: bool = False
-    export_hdf5: bool = False
-    progress: bool = True
-    handle_interrupt: bool = True
-    num_threads: int | None = None
-    dataset_cache_dir: str | Path | None = None
-    init_from: str | Path | None = None
-    init_vocab: str | Path | None = None
-    add_words: bool = False
-
-    def __post_init__(self) -> None:
-        try:
-            self._check()
-        except ValueError as error:
-            if isinstance(error, PretrainingError):
-                raise
-            raise PretrainingError(str(error)) from None
-
-    def _check(self) -> None:
-        if isinstance(self.corpus, (str, Path)):
-            self.corpus = [self.corpus]
-        # Absolute paths, so that --resume from another directory compares the same files.
-        self.corpus = [str(Path(path).resolve()) for path in self.corpus]
-        if not self.corpus:
-            raise PretrainingError("corpus is empty: give at least one training file")
-        if self.held_out is not None:
-            held_out = [self.held_out] if isinstance(self.held_out, (str, Path)) else self.held_out
-            self.held_out = [str(Path(path).resolve()) for path in held_out]
-            if not self.held_out:
-                raise PretrainingError("held_out is an empty list: give held-out files or None (held_out_fraction)")
-        self.output_dir = str(self.output_dir)
-        if self.init_from is not None and self.config is not None:
-            raise PretrainingError(f"config ({self.config}) and init_from exclude each other: the architecture is the initial model's")
-        if self.init_from is None:
-            self.config = str(self.config) if self.config is not None else DEFAULT_CONFIG
-        if self.resume and self.overwrite:
-            raise PretrainingError("resume and overwrite exclude each other")
-        if self.init_from is None and (self.init_vocab is not None or self.add_words):
-            raise PretrainingError("init_vocab and add_words apply to a run with init_from (a model to continue)")
-        if self.init_from is not None and self.max_characters_per_token is not None:
-            raise PretrainingError(
-                "max_characters_per_token chooses a new model's character slots; init_from keeps the initial model's"
-            )
-        if self.init_from is not None:
-            self.init_from = str(Path(self.init_from).resolve())
-        if self.init_vocab is not None:
-            self.init_vocab = str(Path(self.init_vocab).resolve())
-        if self.text_column is not None and self.words_column is not None:
-            raise PretrainingError("give text_column or words_column, not both")
-        check_number("held_out_fraction", self.held_out_fraction, 0.0, 1.0, minimum_inclusive=False, maximum_inclusive=False)
-        if self.word_splitter is None and self.init_from is None:
-            self.word_splitter = DEFAULT_WORD_SPLITTER
-        if self.word_splitter is not None:  # None until the init_from model says which (with_initial_word_splitter)
-            check_choice("word_splitter", self.word_splitter, WORD_SPLITTERS)
-            try:
-                build_word_splitter(self.word_splitter)  # a Korean analyser must be installed: say so before anything runs
-            except ImportError as error:
-                raise PretrainingError(str(error)) from None
-        check_choice("regime", self.regime, REGIMES)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("lr_scheduler", self.lr_scheduler, LR_SCHEDULERS)
-        for name, minimum in (
-            ("min_count", 1), ("window_size", 1), ("batch_size", 1), ("save_steps", 1), ("eval_steps", 0),
-            ("logging_steps", 1), ("train_eval_sentences", 1), ("seed", 0),
-        ):
-            check_int(name, getattr(self, name), minimum)
-        for name, minimum in (
-            ("max_vocab_size", 4), ("max_steps", 1), ("save_total_limit", 1), ("softmax_samples", 0), ("num_threads", 1),
-            ("max_characters_per_token", 3),
-        ):
-            check_int(name, getattr(self, name), minimum, allow_none=True)
-        for name in ("epochs", "learning_rate", "max_time_minutes"):
-            check_number(name, getattr(self, name), 0.0, minimum_inclusive=False, allow_none=name != "epochs")
-        check_number("max_grad_norm", self.max_grad_norm, 0.0, hint="0: no clipping")
-        check_number("warmup_ratio", self.warmup_ratio, 0.0, 1.0, maximum_inclusive=False)
-        check_number("dropout", self.dropout, 0.0, 1.0, maximum_inclusive=False, allow_none=True)
-
-    @property
-    def resolved_learning_rate(self) -> float:
-        return self.learning_rate if self.learning_rate is not None else OPTIMIZERS[self.optimizer][1]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {item.name: getattr(self, item.name) for item in fields(self)}
-
-
-@dataclass
-class PretrainingReport:
-    """What a run produced. Perplexities are dicts as `perplexity_from_totals` returns them (forward / backward /
-    mean, exact, full softmax, eval mode); `*_unigram` the unigram baseline over the same predictions."""
-
-    output_dir: str
-    regime: str
-    steps: int
-    max_steps: int
-    epochs: float
-    tokens_seen: int
-    wall_time_seconds: float
-    train_runtime_seconds: float
-    steps_per_second: float
-    num_parameters: int
-    num_bilm_parameters: int
-    vocabulary_size: int
-    num_train_sentences: int
-    num_held_out_sentences: int
-    held_out: dict[str, float]
-    held_out_unigram: dict[str, Any]
-    train_sample: dict[str, float]
-    train_sample_unigram: dict[str, Any]
-    num_train_sample_sentences: int
-    held_out_initial: dict[str, float] | None
-    stopped_early: str | None
-    resumed_from: str | None
-    config: dict[str, Any]
-    options: dict[str, Any]
-    loss_history: list[list[float]] = field(default_factory=list)
-    eval_history: list[list[float]] = field(default_factory=list)
-    hdf5_dir: str | None = None
-    learning_rate: float | None = None  # the peak learning rate used (the options may leave it to the default)
-    initialised_from: str | None = None  # options.init_from: the model this run continued
-    added_words: int = 0  # words appended to the initial model's vocabulary (options.add_words)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def describe(self) -> str:
-        def directions(metrics: dict[str, Any] | None) -> str:
-            if not metrics:
-                return "n/a"
-            return (
-                f"forward {metrics['forward_perplexity']:.2f}, backward {metrics['backward_perplexity']:.2f} "
-                f"(mean {metrics['perplexity']:.2f})"
-            )
-
-        lines = [
-            f"Pre-trained ELMo ({self.regime} regime) -> {self.output_dir}",
-            f"  steps {self.steps:,} of {self.max_steps:,}, epochs {self.epochs:.2f}, tokens seen {self.tokens_seen:,}, "
-            f"{self.wall_time_seconds:.0f} s this run ({self.steps_per_second:.2f} steps/s in training)",
-            f"  {self.num_parameters:,} parameters ({self.num_bilm_parameters:,} biLM + softmax over "
-            f"{self.vocabulary_size:,} words); {self.num_train_sentences:,} training / {self.num_held_out_sentences:,} "
-            "held-out sentences",
-            f"  held-out perplexity: {directions(self.held_out)}",
-            f"    unigram baseline:  {directions(self.held_out_unigram)}",
-        ]
-        if self.initialised_from:
-            lines.insert(1, f"  continued from {self.initialised_from} ({self.added_words:,} word(s) added to its vocabulary)")
-        if self.held_out_initial:
-            lines.append(f"    {'initial model' if self.initialised_from else 'untrained'} (step 0): {directions(self.held_out_initial)}")
-        lines += [
-            f"  train perplexity ({self.num_train_sample_sentences:,} sentences): {directions(self.train_sample)}",
-            f"    unigram baseline:  {directions(self.train_sample_unigram)}",
-        ]
-        if self.stopped_early:
-            lines.append(f"  stopped early: {self.stopped_early} (continue with --resume and the same options)")
-        if self.hdf5_dir:
-            lines.append(f"  original layout (options.json + weights.hdf5, biLM only): {self.hdf5_dir}")
-        lines.append(f"  report: {Path(self.output_dir) / REPORT_FILE_NAME}")
-        return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Configuration
 # ----------------------------------------------------------------------------------------------------------------
-def pretraining_fields_from_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The `ELMoConfig` fields set by the training keys of an original `options.json` (bilm-tf's): `dropout` ->
-    `lm_dropout`, `n_negative_samples_batch` -> `softmax_num_samples` (unless `sample_softmax` is false)."""
-    fields = {}
-    if "dropout" in options:
-        fields["lm_dropout"] = options["dropout"]
-    if options.get("sample_softmax", True) and "n_negative_samples_batch" in options:
-        fields["softmax_num_samples"] = options["n_negative_samples_batch"]
-    return fields
-
-
 def load_pretraining_config(spec: str | Path) -> ELMoConfig:
     """The architecture to pre-train: a `CONFIG_PRESETS` name, or a JSON file holding `ELMoConfig` fields (a
     `config.json`) or an original `options.json` (sections `lstm` and `char_cnn`; its training keys `dropout` and
@@ -565,7 +244,7 @@ PRETRAINING_OUTPUT = OutputKind(
     description="an elmo-hf pre-training output",
     entries=(
         f"{CHECKPOINT_PREFIX}*", "config.json", "model.safetensors", "tokenizer_config.json", "*.py", VOCABULARY_FILE_NAME,
-        COUNTS_FILE_NAME, OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
+        COUNTS_FILE_NAME, PRETRAINING_OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
         HDF5_DIRECTORY_NAME,
     ),
 )
@@ -584,7 +263,7 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
             f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
             "without --resume to start a new run, or with --overwrite to start over"
         )
-    saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
+    saved = json.loads((output_dir / PRETRAINING_OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
     differences = {
         name: (saved.get(name), value)
         for name, value in options.to_dict().items()
@@ -594,13 +273,13 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
         listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
         raise PretrainingError(
             f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
-            f"(saved in {output_dir / OPTIONS_FILE_NAME}) or --overwrite to start over"
+            f"(saved in {output_dir / PRETRAINING_OPTIONS_FILE_NAME}) or --overwrite to start over"
         )
     return Path(checkpoint)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# HDF5 export (the repository's `conversion` package, imported only when asked for)
+# The initial model (`--init-from`) and the HDF5 export (`elmo_hf.conversion`, imported only when asked for)
 # ----------------------------------------------------------------------------------------------------------------
 def with_initial_word_splitter(options: PretrainingOptions, initial: InitialModel) -> PretrainingOptions:
     """``options`` with the word splitter the initial model's tokenizer records (`InitialModel.word_splitter`; a TF
@@ -617,18 +296,11 @@ def with_initial_word_splitter(options: PretrainingOptions, initial: InitialMode
     return options
 
 
-def _initial_model(options: PretrainingOptions, with_weights: bool) -> InitialModel:
-    """`options.init_from` read by `initial_model.load_initial_model`; raises `PretrainingError`."""
-    try:
-        return load_initial_model(options.init_from, options.init_vocab, with_weights=with_weights)
-    except InitialModelError as error:
-        raise PretrainingError(str(error)) from None
-
-
 def _hdf5_exporter():
-    """`conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to install."""
+    """`elmo_hf.conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to
+    install (h5py)."""
     try:
-        from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+        from ..conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
     except ImportError as error:
         raise PretrainingError(
             f"--export-hdf5 needs the converter's extra ({error}): pip install 'elmo-hf[convert]'; or export later with "
@@ -639,7 +311,7 @@ def _hdf5_exporter():
 
 def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, overwrite: bool = True) -> Path:
     """Write the biLM of a pre-training output directory in the original layout: `options.json` + `weights.hdf5` +
-    the vocabulary's `vocab.txt` (via `conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM
+    the vocabulary's `vocab.txt` (via `elmo_hf.conversion.convert_hf_to_allennlp`, which loads the `ELMoModel` part; the LM
     softmax has no place in that file). Default output: `model_dir/hdf5`."""
     model_dir = Path(model_dir)
     output_dir = Path(output_dir) if output_dir is not None else model_dir / HDF5_DIRECTORY_NAME
@@ -771,9 +443,27 @@ def pretrain(options: PretrainingOptions) -> PretrainingReport:
 
 
 def _pretrain(options: PretrainingOptions) -> PretrainingReport:
+    """The run, one named step after another: options -> data -> model -> train -> report."""
     start = time.monotonic()
-    initial = _initial_model(options, with_weights=False) if options.init_from is not None else None
-    if initial is not None:
+    options, config, initial = _resolve_options(options)
+    with _output_directory(options) as (output_dir, checkpoint):
+        data = _prepare_data(options, config, initial)
+        config, model = _build_model(options, config, data, initial, output_dir, checkpoint)
+        training = _train(options, config, model, data, output_dir, checkpoint)
+        return _report(options, config, model, data, training, initial, output_dir, checkpoint, start)
+
+
+# Step 1: options -------------------------------------------------------------------------------------------------
+def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, ELMoConfig, InitialModel | None]:
+    """(the options with the initial model's word splitter, the architecture to train, the initial model). The
+    initial model (``init_from``) is read once, here, with its weights unless the run resumes (a checkpoint has
+    them); everything that can fail before training fails here (``PretrainingError``)."""
+    initial = None
+    if options.init_from is not None:
+        try:
+            initial = load_initial_model(options.init_from, options.init_vocab, with_weights=not options.resume)
+        except InitialModelError as error:
+            raise PretrainingError(str(error)) from None
         options = with_initial_word_splitter(options, initial)
     config = initial.config if initial is not None else load_pretraining_config(options.config)
     check_pretrainable(config, options.init_from or options.config)
@@ -785,10 +475,16 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
             config.to_options_dict()  # the original format must have a place for every option
         except ValueError as error:
             raise PretrainingError(f"--export-hdf5: {error}") from None
-    inputs = [*options.corpus, *(options.held_out or [])]
-    for path in inputs:
+    for path in [*options.corpus, *(options.held_out or [])]:
         if not Path(path).exists():
             raise PretrainingError(f"corpus file {path} does not exist")
+    return options, config, initial
+
+
+@contextmanager
+def _output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None]]:
+    """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``)."""
+    inputs = [*options.corpus, *(options.held_out or [])]
     with open_output_directory(
         options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
         inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
@@ -799,19 +495,23 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
                 f"--resume: {output.path} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
                 "without --resume to start a new run"
             )
-        checkpoint = _checkpoint_to_resume(output.path, options) if output.resumed else None
-        return _train_and_report(options, config, output.path, checkpoint, start, initial)
+        yield output.path, _checkpoint_to_resume(output.path, options) if output.resumed else None
 
 
-def _train_and_report(
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    output_dir: Path,
-    checkpoint: Path | None,
-    start: float,
-    initial_model: InitialModel | None = None,
-) -> PretrainingReport:
-    # Data: sentences, held-out split, vocabulary from the training sentences only.
+# Step 2: data ----------------------------------------------------------------------------------------------------
+@dataclass
+class _RunData:
+    """The sentences (training, held-out, the training sample evaluated at the end), the word vocabulary counted on
+    the training sentences only, and the tokenizer."""
+
+    train: Dataset
+    held_out: Dataset
+    train_sample: Dataset
+    vocabulary: ELMoWordVocabulary
+    tokenizer: ELMoTokenizer
+
+
+def _prepare_data(options: PretrainingOptions, config: ELMoConfig, initial: InitialModel | None) -> _RunData:
     sentences = load_training_sentences(options.corpus, options)
     if options.held_out:
         train_sentences = sentences
@@ -819,8 +519,8 @@ def _train_and_report(
     else:
         train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
     try:
-        if initial_model is not None:  # the model's words keep their softmax rows; the corpus gives the counts
-            vocabulary = initial_model.vocabulary.counted_on(
+        if initial is not None:  # the model's words keep their softmax rows; the corpus gives the counts
+            vocabulary = initial.vocabulary.counted_on(
                 train_sentences["words"], add_words=options.add_words, min_count=options.min_count, max_size=options.max_vocab_size
             )
         else:
@@ -832,46 +532,84 @@ def _train_and_report(
     train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
     tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token, word_splitter=options.word_splitter)
     warn_about_truncated_words(tokenizer, vocabulary)
+    return _RunData(train_sentences, held_out_sentences, train_sample, vocabulary, tokenizer)
 
+
+# Step 3: model ---------------------------------------------------------------------------------------------------
+def _build_model(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    data: _RunData,
+    initial: InitialModel | None,
+    output_dir: Path,
+    checkpoint: Path | None,
+) -> tuple[ELMoConfig, ELMoForPreTraining]:
+    """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
+    run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
+    the vocabulary, tokenizer and options saved first."""
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
-        if saved_vocabulary != vocabulary:
+        if saved_vocabulary != data.vocabulary:
             raise PretrainingError(
-                f"cannot resume {output_dir}: the corpus gives a different vocabulary ({len(vocabulary)} words) than "
-                f"the one saved there ({len(saved_vocabulary)}): the corpus files changed"
+                f"cannot resume {output_dir}: the corpus gives a different vocabulary ({len(data.vocabulary)} words) "
+                f"than the one saved there ({len(saved_vocabulary)}): the corpus files changed"
             )
         config = ELMoConfig.from_pretrained(checkpoint)
     else:
-        config.word_vocab_size = len(vocabulary)
+        config.word_vocab_size = len(data.vocabulary)
         if options.softmax_samples is not None:
             config.softmax_num_samples = options.softmax_samples
         if options.dropout is not None:
             config.lm_dropout = options.dropout
         config.architectures = [ELMoForPreTraining.__name__]
-        config.pad_token_id = tokenizer.pad_token_id  # what Trainer would align it to, with a warning
-        vocabulary.save(output_dir)
-        tokenizer.save_pretrained(output_dir)
-        (output_dir / OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
-
-    # Model and batches.
+        config.pad_token_id = data.tokenizer.pad_token_id  # what Trainer would align it to, with a warning
+        data.vocabulary.save(output_dir)
+        data.tokenizer.save_pretrained(output_dir)
+        (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
-    if initial_model is not None and checkpoint is None:
-        model.load_state_dict(initial_state_for(_initial_model(options, with_weights=True), vocabulary))
+    if initial is not None and checkpoint is None:
+        model.load_state_dict(initial_state_for(initial, data.vocabulary))
+        initial.state_dict = None  # the model holds the weights now
+    return config, model
+
+
+# Step 4: train ---------------------------------------------------------------------------------------------------
+@dataclass
+class _Training:
+    """What training and the final evaluation (eval mode, full softmax, every prediction once) leave."""
+
+    state: Any  # transformers.TrainerState
+    metrics: dict[str, float]  # train_runtime, train_steps_per_second, ...
+    held_out: dict[str, float]
+    train_sample: dict[str, float]
+    stop_reason: str | None
+
+
+def _train(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    model: ELMoForPreTraining,
+    data: _RunData,
+    output_dir: Path,
+    checkpoint: Path | None,
+) -> _Training:
+    """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state.
+    Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
     if options.regime == "windowed":
         try:
             train_data = WindowedBiLMStream(
-                train_sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size,
+                data.train, data.vocabulary, num_rows=options.batch_size, window_size=options.window_size,
                 shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
             )
         except ValueError as error:
             raise PretrainingError(f"training data: {error}") from None
         collator = default_data_collator
     else:
-        train_data = train_sentences
-        collator = DataCollatorForBiLM(vocabulary, tokenizer, label_boundary_positions=True)
-    held_out_data = _evaluation_data(held_out_sentences, vocabulary, options, config, "held-out data")
-    train_sample_data = _evaluation_data(train_sample, vocabulary, options, config, "training sample")
+        train_data = data.train
+        collator = DataCollatorForBiLM(data.vocabulary, data.tokenizer, label_boundary_positions=True)
+    held_out_data = _evaluation_data(data.held_out, data.vocabulary, options, config, "held-out data")
+    train_sample_data = _evaluation_data(data.train_sample, data.vocabulary, options, config, "training sample")
 
     evaluate_periodically = options.eval_steps > 0
     stop_control = _StopControl(
@@ -883,7 +621,7 @@ def _train_and_report(
         train_dataset=train_data,
         eval_dataset=held_out_data if evaluate_periodically else None,
         data_collator=collator,
-        processing_class=tokenizer,
+        processing_class=data.tokenizer,
         compute_metrics=bilm_perplexity_metrics,
         callbacks=[stop_control],
     )
@@ -895,18 +633,33 @@ def _train_and_report(
         latest = get_last_checkpoint(str(output_dir))
         raise PretrainingInterrupted(output_dir, Path(latest) if latest else None)
 
-    # Final evaluation (eval mode, full softmax, every prediction once), save, report.
     held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
     train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
     model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    data.tokenizer.save_pretrained(output_dir)
     trainer.save_state()
-    losses, eval_curve, initial = _log_history_curves(trainer.state.log_history)
-    state = trainer.state
+    return _Training(trainer.state, train_output.metrics, held_out_metrics, train_metrics, stop_control.stop_reason)
+
+
+# Step 5: report --------------------------------------------------------------------------------------------------
+def _report(
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    model: ELMoForPreTraining,
+    data: _RunData,
+    training: _Training,
+    initial: InitialModel | None,
+    output_dir: Path,
+    checkpoint: Path | None,
+    start: float,
+) -> PretrainingReport:
+    """The report (``pretraining_report.json``), after the optional HDF5 export."""
+    losses, eval_curve, initial_metrics = _log_history_curves(training.state.log_history)
+    state = training.state
     report = PretrainingReport(
         learning_rate=options.resolved_learning_rate,
         initialised_from=options.init_from,
-        added_words=len(vocabulary) - len(initial_model.vocabulary) if initial_model is not None else 0,
+        added_words=len(data.vocabulary) - len(initial.vocabulary) if initial is not None else 0,
         output_dir=str(output_dir),
         regime=options.regime,
         steps=state.global_step,
@@ -914,20 +667,20 @@ def _train_and_report(
         epochs=float(state.epoch or 0.0),
         tokens_seen=int(state.num_input_tokens_seen),
         wall_time_seconds=time.monotonic() - start,
-        train_runtime_seconds=float(train_output.metrics.get("train_runtime", 0.0)),
-        steps_per_second=float(train_output.metrics.get("train_steps_per_second", 0.0)),
+        train_runtime_seconds=float(training.metrics.get("train_runtime", 0.0)),
+        steps_per_second=float(training.metrics.get("train_steps_per_second", 0.0)),
         num_parameters=model.num_parameters(),
         num_bilm_parameters=model.elmo.num_parameters(),
-        vocabulary_size=len(vocabulary),
-        num_train_sentences=len(train_sentences),
-        num_held_out_sentences=len(held_out_sentences),
-        held_out=held_out_metrics,
-        held_out_unigram=unigram_perplexity(vocabulary, held_out_sentences),
-        train_sample=train_metrics,
-        train_sample_unigram=unigram_perplexity(vocabulary, train_sample),
-        num_train_sample_sentences=len(train_sample),
-        held_out_initial=initial,
-        stopped_early=stop_control.stop_reason,
+        vocabulary_size=len(data.vocabulary),
+        num_train_sentences=len(data.train),
+        num_held_out_sentences=len(data.held_out),
+        held_out=training.held_out,
+        held_out_unigram=unigram_perplexity(data.vocabulary, data.held_out),
+        train_sample=training.train_sample,
+        train_sample_unigram=unigram_perplexity(data.vocabulary, data.train_sample),
+        num_train_sample_sentences=len(data.train_sample),
+        held_out_initial=initial_metrics,
+        stopped_early=training.stop_reason,
         resumed_from=checkpoint.name if checkpoint is not None else None,
         config=config.to_diff_dict(),
         options=options.to_dict(),
@@ -951,7 +704,6 @@ __all__ = [
     "export_hdf5",
     "load_pretraining_config",
     "load_training_sentences",
-    "pretraining_fields_from_options",
     "pretrain",
     "sample_sentences",
     "split_held_out",

@@ -63,7 +63,7 @@ from ..embedding.shards import (
 )
 from ..storage.files import sha256_of_file
 from ..storage.output_directory import MARKER_NAME, OutputKind, read_marker, staged_output_directory
-from ..validation_elmo import check_bool, check_choice, check_int
+from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ NEIGHBOURS_INDEX_OUTPUT = OutputKind(
 )
 
 
-class IndexInputError(ValueError):
+class IndexInputError(ELMoHFError):
     """An embed output that cannot be indexed, or an index that no longer matches what it was built from; the message
     names the directory and what to do."""
 

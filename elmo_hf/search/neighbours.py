@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from ..corpus.readers import CorpusSource
 from ..embedding.shards import INPUT_ROW_COLUMN, plural
-from ..validation_elmo import check_bool, check_int
+from ..validation_elmo import ELMoHFError, check_bool, check_int
 from .index import (
     FAISS_FILE_NAME,
     SENTENCE_STARTS_NAME,
@@ -55,7 +55,7 @@ DEFAULT_STATIC_VOCABULARY = 50_000
 STATIC_BATCH_WORDS = 4096  # one-word sentences: larger batches ran 5x faster than 256 on CPU
 
 
-class QueryError(ValueError):
+class QueryError(ELMoHFError):
     """A query that cannot be answered as asked (a word not in the sentence, a position out of range, a vector of
     the wrong size); the message names the sentence and what was expected."""
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..validation_elmo import ELMoHFError
 from .files import TEMPORARY_SUFFIX
 
 logger = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ LOCK_SUFFIX = ".elmo-hf.lock"
 STAGING_SUFFIX = ".staging"
 
 
-class OutputDirectoryError(ValueError):
+class OutputDirectoryError(ELMoHFError):
     """An output directory that a run must not write, delete or resume; the message says what is there and why."""
 
 

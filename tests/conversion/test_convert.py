@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf, main as convert_main
-from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp, main as export_main
+from conversion.convert_allennlp_to_hf import main as convert_main
+from conversion.convert_hf_to_allennlp import main as export_main
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+from elmo_hf.conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 from elmo_hf.storage.output_directory import OutputDirectoryError
 
@@ -241,3 +244,25 @@ def test_the_converter_never_deletes_the_working_directory(tmp_path, monkeypatch
     error = capsys.readouterr().err  # refused before anything loads: the folder holds what elmo-hf did not write
     assert status == 2 and "argument --output: output . exists and is not empty, and it is no elmo-hf output" in error
     assert (mine / "thesis.tex").read_text() == "years of work"
+
+
+def test_the_conversion_scripts_run_the_command_with_its_flags(monkeypatch):
+    """``python -m conversion.<script>``: thin entry points to ``elmo-hf convert`` / ``export`` (the library is
+    ``elmo_hf.conversion``; nothing in the package imports the scripts)."""
+    import elmo_hf_cli
+    from conversion import convert_elmoformanylangs, convert_tf_checkpoint
+
+    calls = []
+    monkeypatch.setattr(elmo_hf_cli, "main", lambda arguments: calls.append(arguments) or 0)
+    assert convert_main(["--options", "o.json", "--weights", "w.hdf5", "--output", "out"]) == 0
+    assert export_main(["--model", "m", "--output", "out"]) == 0
+    assert convert_elmoformanylangs.main(["zhs.model", "--output", "out"]) == 0
+    assert convert_tf_checkpoint.main(["save_dir", "--vocab", "vocab.txt", "--output", "out"]) == 0
+    assert convert_tf_checkpoint.main(["--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"]) == 0
+    assert calls == [
+        ["convert", "--options", "o.json", "--weights", "w.hdf5", "--output", "out"],
+        ["export", "--model", "m", "--output", "out"],
+        ["convert", "--elmoformanylangs", "zhs.model", "--output", "out"],
+        ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
+        ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
+    ]

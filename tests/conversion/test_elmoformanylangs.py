@@ -16,12 +16,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, pipeline
 
-from conversion.convert_elmoformanylangs import (
-    ConversionError,
-    convert_elmoformanylangs,
-    read_elmoformanylangs,
-)
 from elmo_hf import ELMoConfig, ELMoForTokenClassification, ELMoModel, ELMoTokenizer
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs, read_elmoformanylangs
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
 from elmo_hf.tokenization_elmo import CharacterVocabulary
 from elmo_hf.validation_elmo import largest, max_abs_difference
@@ -208,7 +205,7 @@ def test_pipeline_and_token_classification_head(converted):
 
 
 def test_export_to_the_original_format_is_refused(converted, tmp_path):
-    from conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
+    from elmo_hf.conversion.convert_hf_to_allennlp import convert_hf_to_allennlp
 
     with pytest.raises(ConversionError, match="a vocabulary of Unicode characters, a word embedding"):
         convert_hf_to_allennlp(converted["with-words"], tmp_path / "export")
@@ -404,7 +401,7 @@ def test_the_command_converts_and_refuses(tmp_path, capsys):
 def test_another_converter_may_overwrite_this_conversion(tmp_path):
     """One output kind for every converter: its files (character_vocabulary.json, the kept network configuration)
     are elmo-hf's, so --overwrite by the HDF5 converter replaces them instead of refusing."""
-    from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+    from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 
     output = tmp_path / "model"
     convert_elmoformanylangs(FIXTURES / "chars-only", output)

@@ -5,8 +5,9 @@ import json
 import pytest
 from huggingface_hub import ModelCard
 
-from conversion.convert_allennlp_to_hf import ConversionError, convert_allennlp_to_hf
-from conversion.model_cards import RELEASED_MODELS, check_known_hash, write_released_model_cards
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+from elmo_hf.conversion.model_cards import RELEASED_MODELS, check_known_hash, write_released_model_cards
 from elmo_hf.storage.files import sha256_of_file as sha256_of
 
 from ..conftest import REPOSITORY_ROOT

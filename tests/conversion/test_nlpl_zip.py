@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from conversion.hdf5_layout import ConversionError
-from conversion.nlpl_zip import convert_nlpl_zip, extracted_archive
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip, extracted_archive
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts, model_vocabulary_words
 from elmo_hf_cli import main
 

@@ -15,16 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from conversion.convert_allennlp_to_hf import read_state_dict
-from conversion.convert_tf_checkpoint import (
-    ConversionError,
-    convert_tf_checkpoint,
-    dump_weights_name,
-    hdf5_name_of_variable,
-    load_tf_checkpoint,
-)
-from conversion.tf_checkpoint import CRC32C_MASK_DELTA, TABLE_MAGIC_NUMBER, TFCheckpoint, checkpoint_prefix, crc32c
 from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
+from elmo_hf.conversion import ConversionError
+from elmo_hf.conversion.convert_allennlp_to_hf import read_state_dict
+from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, dump_weights_name, hdf5_name_of_variable, load_tf_checkpoint
+from elmo_hf.conversion.tf_checkpoint import CRC32C_MASK_DELTA, TABLE_MAGIC_NUMBER, TFCheckpoint, checkpoint_prefix, crc32c
 from elmo_hf.pretraining import DataCollatorForBiLM, ELMoLanguageModelScorer
 from elmo_hf.validation_elmo import max_abs_difference
 from elmo_hf_cli import main as cli_main
@@ -156,7 +151,7 @@ def test_the_released_special_token_order_is_moved_to_elmo_hfs_ids(converted):
 
 def test_push_to_hub_pushes_the_written_directory_as_the_other_converters_do(tmp_path, monkeypatch):
     """The push itself (push_directory_to_hub) is tested against the Hub test server in tests/hub."""
-    import conversion.convert_tf_checkpoint as module
+    import elmo_hf.conversion.convert_tf_checkpoint as module
 
     pushes = []
     monkeypatch.setattr(module, "push_directory_to_hub", lambda *arguments: pushes.append(arguments) or "https://hub/alice/elmo")

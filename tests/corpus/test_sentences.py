@@ -10,7 +10,7 @@ import pytest
 
 from elmo_hf.corpus.readers import CorpusError, read_conllu_sentences
 from elmo_hf.corpus.sentences import load_conllu_sentences, load_sentences
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from ..conftest import EWT_DEV, TINYSHAKESPEARE
 

@@ -15,7 +15,7 @@ from elmo_hf.modeling_elmo import IGNORE_INDEX
 from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream, sentence_bilm_labels
 from elmo_hf.modeling_elmo import add_sentence_boundaries
 from elmo_hf.tokenization_elmo import ELMoTokenizer, character_ids_to_word
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 
 # <S>=0 </S>=1 <UNK>=2 the=3 cat=4 sat=5 (counts 2, 1, 1; "cat" < "sat").

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
-from conversion.convert_tf_checkpoint import convert_tf_checkpoint
+from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint
 from elmo_hf import ELMoForPreTraining, ELMoTokenizer
 from elmo_hf.pretraining import ELMoLanguageModelScorer, ELMoWordVocabulary, PretrainingError, PretrainingOptions, pretrain
 from elmo_hf.pretraining.initial_model import InitialModelError, grow_softmax, load_initial_model
 from elmo_hf.pretraining.run import load_training_sentences, split_held_out, with_initial_word_splitter
-from elmo_hf.pretraining.vocabulary import UNK_WORD_ID
+from elmo_hf.corpus.vocabulary import UNK_WORD_ID
 from elmo_hf_cli import main as cli_main
 
 from ..conftest import TINYSHAKESPEARE
@@ -146,7 +146,7 @@ def test_what_cannot_be_continued_is_refused(converted_dir, new_corpus, tmp_path
 
 def test_a_model_the_data_pipeline_cannot_feed_is_refused_before_reading_the_corpus(new_corpus, tmp_path):
     """An ELMoForManyLangs conversion (Unicode characters, word ids): the pre-training data are byte ids."""
-    from conversion.convert_elmoformanylangs import convert_elmoformanylangs
+    from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs
 
     converted = tmp_path / "manylangs"
     convert_elmoformanylangs(Path(__file__).resolve().parents[1] / "fixtures" / "elmoformanylangs" / "with-words", converted)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer, pipeline
 
-from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer
+from elmo_hf.scoring.lm_scoring import ELMoLanguageModelScorer
 from elmo_hf.pretraining.run import PretrainingError, PretrainingOptions, load_pretraining_config, with_character_slots
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 from elmo_hf_cli import main
 
 from ..conftest import installed_package

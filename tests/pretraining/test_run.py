@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForPreTraining, AutoTokenizer
 
-from conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
+from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf_cli import main
 from elmo_hf_cli.common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR
@@ -24,7 +24,7 @@ from elmo_hf.pretraining.data import WindowedBiLMStream
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.pretraining.run import (
     CONFIG_PRESETS,
-    OPTIONS_FILE_NAME,
+    PRETRAINING_OPTIONS_FILE_NAME,
     REPORT_FILE_NAME,
     PretrainingError,
     load_pretraining_config,
@@ -33,7 +33,7 @@ from elmo_hf.pretraining.run import (
     unigram_perplexity,
 )
 from elmo_hf.storage.output_directory import MARKER_NAME
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
 from ..helpers import tiny_options, torch_threads
@@ -140,7 +140,7 @@ def test_output_loads_with_auto_classes(trained):
     assert isinstance(tokenizer, ELMoTokenizer)
     vocabulary = ELMoWordVocabulary.load(output)
     assert vocabulary.counts is not None and len(vocabulary) == pretraining_model.config.word_vocab_size
-    assert (output / OPTIONS_FILE_NAME).is_file() and (output / "checkpoint-40").is_dir()
+    assert (output / PRETRAINING_OPTIONS_FILE_NAME).is_file() and (output / "checkpoint-40").is_dir()
 
 
 def test_hdf5_export_converts_back_bit_exact(trained, tmp_path):
@@ -252,7 +252,7 @@ def test_refusals(corpus, tmp_path, capsys):
 
 
 def test_export_without_the_conversion_package_says_what_to_run_before_training(corpus, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "conversion.convert_hf_to_allennlp", None)  # as if not importable
+    monkeypatch.setitem(sys.modules, "elmo_hf.conversion.convert_hf_to_allennlp", None)  # as if not importable
     assert main(pretrain_args(corpus, tmp_path / "out", "--max-steps", 2, "--export-hdf5")) == EXIT_USAGE_ERROR
     error = capsys.readouterr().err
     assert "elmo-hf export --model DIR --output DIR/hdf5" in error

@@ -12,7 +12,7 @@ from elmo_hf import bilm_perplexity_metrics
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
 from elmo_hf.pretraining.data import WindowedBiLMStream
 from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, ELMoPreTrainingTrainer
-from elmo_hf.pretraining.vocabulary import ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from ..helpers import TOY_SENTENCES, pretraining_model, stream_totals, trainer_arguments
 

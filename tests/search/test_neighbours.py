@@ -174,7 +174,7 @@ def test_ivf_indexes_train_on_a_sample_and_search(index, embed_dir, tmp_path, ki
 
 def test_a_model_with_its_own_character_vocabulary_is_queried_with_its_own_tokenizer(tmp_path):
     """An ELMoForManyLangs conversion: Unicode characters and <bos>/<eos> rows of its own (not the byte scheme)."""
-    from conversion.convert_elmoformanylangs import convert_elmoformanylangs
+    from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs
 
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "elmoformanylangs" / "chars-only"
     model_dir = tmp_path / "model"

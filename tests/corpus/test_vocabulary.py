@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elmo_hf.pretraining.vocabulary import (
+from elmo_hf.corpus.vocabulary import (
     BOS_WORD_ID,
     COUNTS_FILE_NAME,
     EOS_WORD_ID,

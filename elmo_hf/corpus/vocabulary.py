@@ -45,9 +45,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..corpus.readers import read_text_lines
-from ..tokenization_elmo import BOS_TOKEN, DEFAULT_WORD_SPLITTER, EOS_TOKEN, WORD_SPLITTERS, build_word_splitter
+from ..characters_elmo import BOS_TOKEN, EOS_TOKEN
+from ..modeling_elmo import IGNORE_INDEX
 from ..validation_elmo import check_choice, check_int, is_int
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, build_word_splitter
+from .readers import read_text_lines
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
 BOS_WORD_ID = 0
@@ -484,6 +486,34 @@ def _read_counts_file(path: Path, words: Sequence[str]) -> list[int]:
     return counts
 
 
+def sentence_bilm_labels(word_ids: Sequence[int], label_boundary_positions: bool = False) -> tuple[list[int], list[int]]:
+    """
+    Forward and backward LM targets of one sentence of n words with vocabulary ids `word_ids`.
+
+    - `label_boundary_positions=False`: n positions, the words (ELMoModel's default output). Position i has the
+      next word (`</S>` after the last word) and the previous word (`<S>` before the first word).
+    - `label_boundary_positions=True`: n + 2 positions `<S> w1 ... wn </S>` (ELMoModel with
+      `keep_sentence_boundaries=True`). `<S>` has the forward target w1 and no backward target; `</S>` has the
+      backward target wn and no forward target (-100).
+
+    Example (`the`=3, `cat`=4, `sat`=5):
+
+    ```python
+    >>> sentence_bilm_labels([3, 4, 5])
+    ([4, 5, 1], [0, 3, 4])
+    >>> sentence_bilm_labels([3, 4, 5], label_boundary_positions=True)
+    ([3, 4, 5, 1, -100], [-100, 0, 3, 4, 5])
+    ```
+    """
+    wrapped = [BOS_WORD_ID, *word_ids, EOS_WORD_ID]  # the sentence as the biLM sees it
+    next_word = wrapped[1:]  # target of <S>, w1, ..., wn
+    previous_word = wrapped[:-1]  # target of w1, ..., wn, </S>
+    if label_boundary_positions:
+        return next_word + [IGNORE_INDEX], [IGNORE_INDEX] + previous_word
+    return next_word[1:], previous_word[:-1]
+
+
+
 __all__ = [
     "BOS_WORD_ID",
     "COUNTS_FILE_NAME",
@@ -494,4 +524,5 @@ __all__ = [
     "UNK_WORD_ID",
     "VOCABULARY_FILE_NAME",
     "check_sentence_words",
+    "sentence_bilm_labels",
 ]

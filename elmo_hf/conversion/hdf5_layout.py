@@ -21,21 +21,13 @@ from typing import Callable
 
 import numpy as np
 
-from elmo_hf import ELMoConfig
+from ..configuration_elmo import ELMoConfig
 
 DIRECTION_NAMES = ("forward", "backward")  # RNN_0 is the forward LM, RNN_1 the backward LM
 
 # Gate blocks of W_0 / B: TF order (i, j, f, o); index k of the model's order (i, f, j, o) comes from TF block k.
 TF_BLOCK_FOR_MODEL_GATE = (0, 2, 1, 3)
 MODEL_GATE_FOR_TF_BLOCK = (0, 2, 1, 3)  # the permutation swaps blocks 1 and 2, so it is its own inverse
-
-
-class ConversionError(ValueError):
-    """Bad converter input: the message names the file, dataset or option and what was expected."""
-
-
-class VerificationError(ConversionError):
-    """The converted model does not reproduce the reference outputs (``--verify``); nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -229,4 +221,4 @@ def model_state_not_in_hdf5(config: ELMoConfig) -> dict[str, np.ndarray]:
     return state
 
 
-__all__ = ["ConversionError", "VerificationError", "WeightMapping", "weight_mappings", "model_state_not_in_hdf5", "ARCHITECTURE_DATASET_PATTERN"]
+__all__ = ["WeightMapping", "weight_mappings", "model_state_not_in_hdf5", "ARCHITECTURE_DATASET_PATTERN"]

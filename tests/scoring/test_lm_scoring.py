@@ -11,9 +11,9 @@ import torch
 
 from elmo_hf import ELMoConfig, ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf.pretraining.data import DataCollatorForBiLM
-from elmo_hf.pretraining.lm_scoring import ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
+from elmo_hf.scoring.lm_scoring import ELMoLanguageModelScorer, LexicalSubstitute, SentenceScore, WordPrediction
 from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
-from elmo_hf.pretraining.vocabulary import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
+from elmo_hf.corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, UNK_WORD_ID, ELMoWordVocabulary
 
 from ..helpers import TOY_SENTENCES, torch_threads
 

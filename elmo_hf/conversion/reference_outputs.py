@@ -22,10 +22,10 @@ import h5py
 import numpy as np
 import torch
 
-from elmo_hf import ELMoModel, ELMoTokenizer
-from elmo_hf.validation_elmo import largest, max_abs_difference
-
-from .hdf5_layout import ConversionError
+from ..modeling_elmo import ELMoModel
+from ..tokenization_elmo import ELMoTokenizer
+from ..validation_elmo import largest, max_abs_difference
+from .shared import ConversionError
 
 # Independent float32 reimplementations agree with the original to about 1.5e-6.
 DEFAULT_TOLERANCE = 5e-6

@@ -39,11 +39,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from elmo_hf.corpus.readers import InvalidRowError, read_lines
-from elmo_hf.pretraining.vocabulary import VOCABULARY_FILE_NAME
-
+from ..corpus.readers import InvalidRowError, read_lines
+from ..corpus.vocabulary import VOCABULARY_FILE_NAME
 from .convert_allennlp_to_hf import ConversionReport, convert_allennlp_to_hf
-from .hdf5_layout import ConversionError
+from .shared import ConversionError
 
 OPTIONS_NAME_SUFFIX = "options.json"
 WEIGHTS_NAME_SUFFIX = ".hdf5"

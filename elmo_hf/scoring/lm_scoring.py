@@ -34,14 +34,14 @@ from ..modeling_elmo import IGNORE_INDEX
 from ..modeling_elmo_pretraining import ELMoForPreTraining
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_int
-from .data import sentence_bilm_labels
-from .vocabulary import (
+from ..corpus.vocabulary import (
     BOS_WORD_ID,
     EOS_WORD_ID,
     UNK_WORD_ID,
     VOCABULARY_FILE_NAME,
     ELMoWordVocabulary,
     check_sentence_words,
+    sentence_bilm_labels,
 )
 
 # Largest (rows x vocabulary) block of logits materialised at once when scoring: 2**24 float32 values = 64 MiB.

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .hdf5_layout import ConversionError
+from .shared import ConversionError
 
 CHECKPOINT_STATE_FILE_NAME = "checkpoint"  # tf.train.Saver's "latest checkpoint" file in the training directory
 INDEX_SUFFIX = ".index"
