@@ -240,8 +240,7 @@ def run_markdown(markdown: str, workdir: str, report: str, fixture_model: str) -
 # renamed) is imported by the child that needs it, and its import error, if any, fails that block.
 PRELOADED = (
     "torch", "transformers", "datasets", "pyarrow.parquet", "elmo_hf", "elmo_hf.embedding", "elmo_hf.pretraining",
-    "elmo_hf.search", "elmo_hf.corpus", "tests.helpers",
-    "conversion.convert_allennlp_to_hf", "elmo_hf.conversion.convert_allennlp_to_hf",  # before and after the move
+    "elmo_hf.search", "elmo_hf.corpus", "tests.helpers", "elmo_hf.conversion.convert_allennlp_to_hf",
 )
 
 CLIENT = '''#!{python} -S
