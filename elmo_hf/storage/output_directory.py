@@ -6,13 +6,16 @@ provably this tool's output of the same kind: a valid marker of that kind, and n
 writes. It never deletes the current directory or one of its parents, the home directory, ``/``, an input of the run
 or a directory holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
 
-**Locking.** A writing run holds a lock for its whole duration: a file beside the output directory,
-``.<name>.elmo-hf.lock``, created atomically (it appears complete or not at all) and holding the pid, host, start
-time and command of its holder. A second run is refused with the holder's details. A lock whose holder is provably
-gone (same host, and that pid is not running or is another process than the one that took the lock) is taken over
-with a warning; any other lock is reported with the command to remove it. So the folder that holds the output must
-take new files: where only a mounted volume is writable (``/output`` on a read-only root), write into a folder inside
-it (``--output /output/run1``); otherwise the run is refused naming that folder and the reason.
+**Locking.** A writing run holds a lock for its whole duration: an ``flock`` on a file beside the output directory,
+``.<name>.elmo-hf.lock``, which holds the pid, host, start time and command of its holder. The kernel (on NFS the
+lock server) gives the flock to exactly one run and takes it back when that run dies, so taking over the lock of a
+crashed run has exactly one winner whatever the timing (``OutputLock``). A second run is refused with the holder's
+details. A lock file left by a run that is provably gone (same host, and that pid is not running or is another
+process than the one that took the lock) is taken over with a warning; one naming a live holder or another host is
+reported with the command to remove it. Release removes the lock file only if it is still the file this run holds.
+So the folder that holds the output must take new files and support file locks: where only a mounted volume is
+writable (``/output`` on a read-only root), write into a folder inside it (``--output /output/run1``); otherwise
+the run is refused naming that folder and the reason.
 
 **Failure.** Temporary files are unique per process and call and never outlive a failure (``files.write_atomically``).
 A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is removed
@@ -27,6 +30,7 @@ the directory appears only complete).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import fnmatch
 import json
 import logging
@@ -35,7 +39,6 @@ import secrets
 import shutil
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -213,7 +216,17 @@ def _holder_is_gone(holder: dict[str, Any]) -> bool:
 
 
 class OutputLock:
-    """The exclusive lock of one output directory (see the module docstring)."""
+    """The exclusive lock of one output directory (see the module docstring).
+
+    Held as an ``flock`` on the lock file, so the kernel (or, on NFS, the lock server: Linux emulates ``flock`` there
+    with a whole-file POSIX lock) decides who holds it: exactly one open file at a time, and the lock goes when its
+    holder dies, however it dies. Taking over a lock left by a dead run is therefore a plain ``flock`` that succeeds
+    for exactly one of any number of runs starting together; no staleness check decides who wins. The file's content
+    (pid, host, start time, command) is only for messages, and as a second guard: a lock file naming a holder that
+    is not provably gone (another host, or a live process of this one) is refused even when its ``flock`` is free,
+    since a file system may not share ``flock`` between hosts. Release unlinks the file only if the name still
+    points to the file this lock holds (same device and inode, checked while holding it), so it never removes a lock
+    another run took after this one's file was removed by hand."""
 
     def __init__(self, directory: Path):
         self.directory = directory
@@ -226,51 +239,80 @@ class OutputLock:
             "command": " ".join(sys.argv),
         }
         self.held = False
+        self._descriptor: int | None = None
 
     def acquire(self) -> None:
-        content = json.dumps(self.holder) + "\n"
-        for _ in range(2):
-            if self._create_with(content):
-                self.held = True
-                return
-            holder = self._read_holder()
-            if holder is not None and _holder_is_gone(holder):
-                logger.warning(
-                    "taking over the lock of %s left by pid %s (started %s), which is no longer running",
-                    self.directory, holder.get("pid"), holder.get("started"),
-                )
-                self.path.unlink(missing_ok=True)
-                continue
-            raise OutputDirectoryError(self._refusal(holder))
-        raise OutputDirectoryError(self._refusal(self._read_holder()))
-
-    def _create_with(self, content: str) -> bool:
-        """Create the lock file with ``content`` atomically: written under a temporary name, then hard-linked to the
-        lock's name, which fails if the name exists. False when another lock is there."""
+        while True:
+            descriptor = self._open()
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(descriptor)
+                raise OutputDirectoryError(self._refusal(self._read_holder())) from None
+            except OSError as error:  # ENOLCK, EOPNOTSUPP: a file system without locks
+                os.close(descriptor)
+                raise OutputDirectoryError(
+                    f"cannot lock output {self.directory}: its folder {self.path.parent} does not support file locks "
+                    f"({error.strerror}); choose another --output"
+                ) from None
+            if self._is_at_path(descriptor):
+                break
+            os.close(descriptor)  # the file was released (unlinked) between our open and our flock: open it again
         try:
-            descriptor, temporary = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=TEMPORARY_SUFFIX, dir=self.path.parent)
+            self._take(descriptor)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self._descriptor, self.held = descriptor, True
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         except OSError as error:  # a read-only file system, no permission, a full disk
             raise OutputDirectoryError(
                 f"cannot write output {self.directory}: its folder {self.path.parent} does not take new files "
                 f"({error.strerror}); choose another --output"
             ) from None
+
+    def _is_at_path(self, descriptor: int) -> bool:
         try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                file.write(content)
-            try:
-                os.link(temporary, self.path)
-            except FileExistsError:
-                return False
-            return True
-        finally:
-            os.unlink(temporary)
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(descriptor)
+        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+    def _take(self, descriptor: int) -> None:
+        """Holding the flock: check what the file says about an earlier holder, then write ours into it."""
+        with open(descriptor, "rb", closefd=False) as file:
+            content = file.read()
+        if content.strip():
+            holder = self._parse(content)
+            if holder is not None and not _holder_is_gone(holder):
+                raise OutputDirectoryError(self._refusal(holder))
+            logger.warning(
+                "taking over the lock of %s left by %s, which is no longer running", self.directory,
+                f"pid {holder.get('pid')} (started {holder.get('started')})" if holder is not None
+                else "a run whose lock file cannot be read",
+            )
+        data = (json.dumps(self.holder) + "\n").encode("utf-8")
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, data, 0)
+        os.fsync(descriptor)
+
+    @staticmethod
+    def _parse(content: bytes) -> dict[str, Any] | None:
+        try:
+            holder = json.loads(content.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return holder if isinstance(holder, dict) else None
 
     def _read_holder(self) -> dict[str, Any] | None:
         try:
-            holder = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return self._parse(self.path.read_bytes())
+        except OSError:
             return None
-        return holder if isinstance(holder, dict) else None
 
     def _refusal(self, holder: dict[str, Any] | None) -> str:
         if holder is None:
@@ -286,9 +328,15 @@ class OutputLock:
         )
 
     def release(self) -> None:
-        if self.held and self._read_holder() == self.holder:
-            self.path.unlink(missing_ok=True)
-        self.held = False
+        """Remove the lock file if it is still the one this lock holds, then let go of the flock."""
+        descriptor, self._descriptor, self.held = self._descriptor, None, False
+        if descriptor is None:
+            return
+        try:
+            if self._is_at_path(descriptor):
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(descriptor)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

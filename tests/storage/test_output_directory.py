@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -114,7 +113,8 @@ def test_a_folder_that_takes_no_new_files_is_named_with_the_reason(tmp_path, mon
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args: read_only() if str(path).endswith(".lock") else real_open(path, *args))
     with pytest.raises(OutputDirectoryError, match=f"cannot write output {tmp_path / 'out'}: its folder {tmp_path} does not "
                        "take new files \\(Read-only file system\\)"):
         with open_output_directory(tmp_path / "out", KIND):
@@ -179,9 +179,91 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(t
     with pytest.raises(OutputDirectoryError, match="host another-machine.*rm "):
         with open_output_directory(output_dir, KIND, resume=True):
             pass
-    lock_path_of(output_dir).write_text("garbage")
-    with pytest.raises(OutputDirectoryError, match="its lock file cannot be read"):
+    lock_path_of(output_dir).write_text("garbage")  # no run holds its flock: a run killed while writing its lock
+    lock = OutputLock(output_dir)
+    lock.acquire()
+    assert "left by a run whose lock file cannot be read" in caplog.text
+    lock.release()
+
+
+def _try_the_lock(directory, start, results, done):
+    """One of the racing runs: a 50 ms pause inside the staleness check widens any window between checking a stale
+    lock and taking it (the pause made the old check-then-unlink takeover give two holders in 5 of 5 trials)."""
+    import time
+
+    from elmo_hf.storage import output_directory
+
+    check = output_directory._holder_is_gone
+    output_directory._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
+    lock = OutputLock(Path(directory))
+    start.wait()
+    try:
+        lock.acquire()
+        results.put(True)
+    except OutputDirectoryError:
+        results.put(False)
+    done.wait()  # every run has tried before the winner lets go
+    lock.release()
+
+
+def _stale_holder():
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return {"pid": int(dead.stdout), "host": socket.gethostname(), "process_start": None, "started": "then", "command": "x"}
+
+
+@pytest.mark.parametrize("trials", [pytest.param(20, id="20-trials"), pytest.param(200, id="200-trials", marks=pytest.mark.slow)])
+def test_a_stale_lock_is_taken_over_by_exactly_one_of_eight_runs_starting_together(tmp_path, trials):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    stale = json.dumps(_stale_holder())
+    for trial in range(trials):
+        output_dir = tmp_path / f"out-{trial}"
+        lock_path_of(output_dir).write_text(stale)
+        start, done, results = context.Barrier(8), context.Barrier(8), context.Queue()
+        runs = [context.Process(target=_try_the_lock, args=(str(output_dir), start, results, done)) for _ in range(8)]
+        for run in runs:
+            run.start()
+        holders = sum(results.get(timeout=60) for _ in runs)
+        for run in runs:
+            run.join(timeout=60)
+        assert holders == 1, f"trial {trial}: {holders} runs hold the lock"
+        assert not lock_path_of(output_dir).exists()  # the winner released it
+
+
+def test_release_never_removes_a_lock_another_run_holds(tmp_path):
+    """The first run's lock file is removed by hand (as the refusal message suggests) and a second run takes a new
+    one; when the first run ends it must leave the second run's lock alone."""
+    output_dir = tmp_path / "out"
+    first = OutputLock(output_dir)
+    first.acquire()
+    lock_path_of(output_dir).unlink()
+    second = OutputLock(output_dir)
+    second.acquire()
+    first.release()
+    assert json.loads(lock_path_of(output_dir).read_text())["pid"] == os.getpid()
+    with pytest.raises(OutputDirectoryError, match="is locked by"):  # still held
         OutputLock(output_dir).acquire()
+    second.release()
+    assert not lock_path_of(output_dir).exists()
+
+
+def test_a_lock_held_by_a_killed_run_is_free_at_once(tmp_path):
+    """The kernel lets go of a dead run's flock: killed with SIGKILL, its lock is taken over without waiting."""
+    output_dir = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from elmo_hf.storage.output_directory "
+         "import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
+         str(output_dir)], stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(OutputDirectoryError, match=f"pid {holder.pid}"):
+        OutputLock(output_dir).acquire()
+    holder.kill()
+    holder.wait()
+    lock = OutputLock(output_dir)
+    lock.acquire()
+    lock.release()
 
 
 def test_a_reused_pid_is_not_its_old_holder(tmp_path):
