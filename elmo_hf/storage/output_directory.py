@@ -30,13 +30,16 @@ the directory appears only complete).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import fnmatch
+import glob
 import json
 import logging
 import os
 import secrets
 import shutil
+import signal
 import socket
 import sys
 import time
@@ -105,7 +108,9 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
     return marker
 
 
-def write_marker(directory: Path, kind: OutputKind) -> None:
+def write_marker(directory: Path, kind: OutputKind, run: str | None = None) -> None:
+    """Write ``directory``'s ownership marker; ``run`` (a staged output's token) tells a later run which side of an
+    interrupted swap holds the new output."""
     from .. import __version__
 
     marker = {
@@ -115,6 +120,8 @@ def write_marker(directory: Path, kind: OutputKind) -> None:
         "elmo_hf_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if run is not None:
+        marker["run"] = run
     (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
 
 
@@ -373,6 +380,7 @@ def _locked(path: Path) -> Iterator[Path | None]:
     try:
         lock.acquire()
         try:
+            recover_interrupted_replacement(path)
             yield created_parent
         finally:
             lock.release()
@@ -415,7 +423,7 @@ def open_output_directory(
         resumed = False
         if existing and overwrite:
             check_deletable(path, kind, inputs)
-            shutil.rmtree(path)
+            _replace(path, None)
         elif existing and resume:
             _check_resumable(path, kind)
             resumed = True
@@ -468,8 +476,9 @@ def staged_output_directory(
 ) -> Iterator[Path]:
     """Yield an empty staging directory beside ``path`` to write ``kind`` into, holding ``path``'s lock. When the
     block succeeds the staging directory replaces ``path`` (an existing ``path`` only with ``overwrite`` and if
-    deletable); when it raises, the staging directory and any parents this run created are removed and ``path`` is
-    left as it was."""
+    deletable) by ``_replace``, so a kill at any instant leaves the whole old or the whole new output at ``path``;
+    when it raises, the staging directory and any parents this run created are removed and ``path`` is left as it
+    was."""
     path = Path(path)
     with _locked(path):
         if path.exists() and not path.is_dir():
@@ -480,13 +489,182 @@ def staged_output_directory(
             check_deletable(path, kind, inputs)
         staging = make_staging_directory(path)
         try:
-            write_marker(staging, kind)
+            write_marker(staging, kind, run=_token_of(staging))
             yield staging
-            if path.exists():
-                shutil.rmtree(path)
-            staging.rename(path)
+            _crash_point("staging-written")
+            _replace(path, staging)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)  # gone already after the rename
+            shutil.rmtree(staging, ignore_errors=True)  # gone already after the swap
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Replacing an output: a journal, then renames, so that a kill at any instant loses nothing and mixes nothing
+# ----------------------------------------------------------------------------------------------------------------------
+#
+# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (``staging=None``: only
+# removes the old ``path``, for an in-place output written again with --overwrite):
+#   1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
+#      old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
+#   2. the old output goes aside and the new one into place: one ``renameat2(RENAME_EXCHANGE)`` where the kernel and
+#      file system have it (``path`` is never absent, it holds the whole old or the whole new output), else two
+#      renames (old to ``.replaced``, staging to ``path``; between them ``path`` is absent and the old output is
+#      whole under its recorded name);
+#   3. the old output is deleted under its recorded name, then the journal.
+# A run that finds the journal (``recover_interrupted_replacement``, under the lock, before anything else) finishes
+# the replacement: the new output is complete, so it is put in place if it is not, and the old one is deleted. A
+# staging folder without a journal was not finished: it is deleted. Each is logged, naming the folder.
+
+SWAP_JOURNAL_SUFFIX = ".elmo-hf.swap"
+REPLACED_SUFFIX = ".replaced"
+CRASH_ENVIRONMENT_VARIABLE = "ELMO_HF_TEST_CRASH_AT"  # tests only: "<step>" or "remove-old:<n>", see _crash_point
+
+
+def journal_path_of(directory: Path) -> Path:
+    return directory.parent / f".{directory.name}{SWAP_JOURNAL_SUFFIX}"
+
+
+def _token_of(staging: Path) -> str:
+    return staging.name[len(staging.name) - len(STAGING_SUFFIX) - 8 : -len(STAGING_SUFFIX)]
+
+
+def _crash_point(step: str) -> None:
+    """Tests kill the process here (SIGKILL, nothing cleaned up) when ``ELMO_HF_TEST_CRASH_AT`` names ``step``."""
+    if os.environ.get(CRASH_ENVIRONMENT_VARIABLE) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _replace(path: Path, staging: Path | None) -> None:
+    from .files import fsync_directory, write_atomically
+
+    token = _token_of(staging) if staging is not None else secrets.token_hex(4)
+    replaced = path.parent / f".{path.name}.{token}{REPLACED_SUFFIX}"
+    journal = {
+        "target": path.name,
+        "staging": staging.name if staging is not None else None,
+        "replaced": replaced.name,
+        "run": token,
+        "pid": os.getpid(),
+        "command": " ".join(sys.argv),
+    }
+    if staging is not None:
+        fsync_directory(staging)
+    content = json.dumps(journal, indent=2) + "\n"
+    write_atomically(journal_path_of(path), lambda temporary: temporary.write_text(content, encoding="utf-8"))
+    _crash_point("journal-written")
+    _swap_in(path, staging, replaced)
+    _crash_point("swapped")
+    _remove_tree(replaced)
+    journal_path_of(path).unlink()
+    fsync_directory(path.parent)
+
+
+def _swap_in(path: Path, staging: Path | None, replaced: Path) -> None:
+    from .files import fsync_directory
+
+    if staging is None:
+        os.rename(path, replaced)
+    elif path.exists() and _exchange(staging, path):
+        _crash_point("exchanged")
+        os.rename(staging, replaced)  # the old output, now under the staging name
+    else:
+        if path.exists():
+            os.rename(path, replaced)
+            _crash_point("moved-aside")
+        os.rename(staging, path)
+    fsync_directory(path.parent)
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the platform, kernel or file
+    system cannot (then the caller uses two renames)."""
+    if os.environ.get("ELMO_HF_TEST_NO_RENAME_EXCHANGE") or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):  # glibc before 2.28, musl
+        return False
+    at_current_directory = -100
+    result = renameat2(at_current_directory, os.fsencode(first), at_current_directory, os.fsencode(second), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(error, f"cannot swap {first} and {second}: {os.strerror(error)}")
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete ``path`` bottom-up (a test may kill the run after any number of deletions)."""
+    if not path.exists():
+        return
+    removed = 0
+    for directory, folders, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(directory, name))
+            removed += 1
+            _crash_point(f"remove-old:{removed}")
+        for name in folders:
+            folder = os.path.join(directory, name)
+            os.unlink(folder) if os.path.islink(folder) else os.rmdir(folder)
+    os.rmdir(path)
+
+
+def recover_interrupted_replacement(path: Path) -> list[str]:
+    """Finish a replacement of ``path`` that a killed run left (its journal), and delete staging folders an earlier
+    run left unfinished; returns (and logs) what was done, naming each folder. Call it holding ``path``'s lock."""
+    done = []
+    journal_path = journal_path_of(path)
+    known: set[str] = set()
+    if journal_path.exists():
+        try:
+            journal = json.loads(journal_path.read_text(encoding="utf-8"))
+            staging_name, replaced_name, run = journal["staging"], journal["replaced"], journal["run"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            raise OutputDirectoryError(
+                f"output {path}: the journal of an interrupted replacement, {journal_path}, cannot be read; look at "
+                f"{path} and the hidden folders beside it named .{path.name}.*, keep the one you want, then remove "
+                f"{journal_path}"
+            ) from None
+        replaced = path.parent / replaced_name
+        staging = path.parent / staging_name if staging_name else None
+        known = {replaced_name, staging_name or ""}
+        who = f"pid {journal.get('pid')}, `{journal.get('command')}`"
+        new_in_place = staging is None or (read_marker(path) or {}).get("run") == run
+        if not new_in_place and staging is not None and (read_marker(staging) or {}).get("run") == run:
+            _swap_in(path, staging, replaced)
+            done.append(
+                f"an earlier run ({who}) was killed while replacing {path}; its new output ({staging}) was complete, "
+                "so it is now in place"
+            )
+        elif not new_in_place and not path.exists() and replaced.is_dir():
+            os.rename(replaced, path)
+            done.append(f"an earlier run ({who}) was killed while replacing {path}; the previous output was put back")
+        elif staging is None:
+            done.append(f"an earlier run ({who}) was killed while deleting the previous output of {path} (--overwrite)")
+        else:
+            done.append(f"an earlier run ({who}) was killed while replacing {path}; its new output was in place")
+        for leftover in (staging, replaced):
+            if leftover is not None and leftover.exists():
+                _remove_tree(leftover)
+                done.append(f"deleted {leftover}, the previous output of {path} that it had set aside")
+        journal_path.unlink()
+    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
+        if leftover.name in known or not leftover.is_dir() or leftover.is_symlink():
+            continue
+        if any(leftover.iterdir()) and read_marker(leftover) is None:
+            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
+            continue
+        shutil.rmtree(leftover)
+        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
+    for message in done:
+        logger.warning("%s", message)
+    return done
 
 
 def make_staging_directory(path: Path) -> Path:
@@ -511,5 +689,6 @@ __all__ = [
     "open_output_directory",
     "protection_of",
     "read_marker",
+    "recover_interrupted_replacement",
     "staged_output_directory",
 ]

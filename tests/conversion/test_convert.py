@@ -240,3 +240,29 @@ def test_the_converter_never_deletes_the_working_directory(tmp_path, monkeypatch
     status = convert_main(["--options", str(options_file), "--weights", str(weight_file), "--output", ".", "--overwrite"])
     assert status == 2 and "output . is the current directory: it is never deleted" in capsys.readouterr().err
     assert (mine / "thesis.tex").read_text() == "years of work"
+
+
+def test_convert_overwrite_killed_at_any_step_of_the_swap_leaves_the_whole_old_or_the_whole_new_model(tmp_path, caplog):
+    """`convert --overwrite` killed (SIGKILL) at every step of replacing the model directory, and after each file of
+    the old model deleted: the target is always one whole conversion (sha256 of every file), never a mix, and the
+    next run names the folders it finished or deleted."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    old_options, old_weights = write_random_original_model(tiny_options(), tmp_path / "old", seed=1)
+    new_options, new_weights = write_random_original_model(tiny_options(), tmp_path / "new", seed=2)
+    convert(new_options, new_weights, tmp_path / "reference" / "converted")  # the model card names the folder
+    new = tree_of(tmp_path / "reference" / "converted")
+    target = tmp_path / "models" / "converted"
+    convert(old_options, old_weights, target)
+    old = tree_of(target)
+    steps = ["staging-written", "journal-written", "exchanged", "swapped"]
+    steps += [f"remove-old:{n}" for n in range(1, len(old) + 2)]  # every file of the old model, and its marker
+    assert len(steps) >= 12 and old != new
+    for step in steps:
+        assert run_killed_at(step, lambda: convert(new_options, new_weights, target, overwrite=True)), step
+        assert tree_of(target) in (old, new), f"killed at {step}: the target is a mix"
+        leftovers = [path for path in target.parent.iterdir() if path.name.endswith((".staging", ".replaced"))]
+        caplog.clear()
+        convert(old_options, old_weights, target, overwrite=True)  # the next run
+        assert all(str(leftover) in caplog.text for leftover in leftovers), (step, caplog.text)
+        assert tree_of(target) == old and [path.name for path in target.parent.iterdir()] == ["converted"]

@@ -562,3 +562,28 @@ def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):
         output_dir = tmp_path / f"out-{expected}"
         assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *flag) == 0
         assert json.loads((output_dir / "manifest.json").read_text())["options"]["allow_tf32"] is expected
+
+
+def test_embed_overwrite_killed_while_removing_the_old_output_never_leaves_it_half_deleted(tmp_path, model_dir, caplog):
+    """`embed --overwrite` sets the old output aside in one rename (with a journal) before deleting it: killed at any
+    step, the target holds the whole old output or none (the old one whole aside), and the next run names the folder
+    it deletes. The new output is then written in place, resumable as any run."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6))
+    output_dir = tmp_path / "runs" / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2") == 0
+    old = tree_of(output_dir)
+    steps = ["journal-written", "swapped", *(f"remove-old:{n}" for n in range(1, len(old) + 2))]
+    for step in steps:
+        overwrite = lambda: run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "3")
+        assert run_killed_at(step, overwrite), step
+        found = tree_of(output_dir)
+        aside = list(output_dir.parent.glob(".out.*.replaced"))
+        assert found in (old, None), step  # never half-deleted in place
+        if step == "swapped":  # set aside, not yet deleted: whole
+            assert [tree_of(path) for path in aside] == [old]
+        caplog.clear()
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "2") == 0
+        assert all(str(path) in caplog.text for path in aside), step
+        assert tree_of(output_dir) == old and [path.name for path in output_dir.parent.iterdir()] == ["out"]

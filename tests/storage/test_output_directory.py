@@ -313,3 +313,109 @@ def test_staged_output_appears_only_complete(tmp_path):
         with staged_output_directory(target, KIND, overwrite=True):
             pass
     assert (target / "mine.txt").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Killed while replacing an output
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def tree_of(directory):
+    """Every file under ``directory`` (the marker aside) with its sha256; None when ``directory`` is absent."""
+    import hashlib
+
+    if not directory.exists():
+        return None
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*")) if path.is_file() and path.name != MARKER_NAME
+    }
+
+
+def run_killed_at(step, work, environment=()):
+    """Run ``work()`` in a forked child with ``ELMO_HF_TEST_CRASH_AT=step``; return whether the child was killed there."""
+    child = os.fork()
+    if child == 0:  # the child: never returns into pytest
+        try:
+            os.environ["ELMO_HF_TEST_CRASH_AT"] = step
+            os.environ.update(dict(environment))
+            work()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+
+
+OLD_FILES = {f"part-{index}.txt": f"old {index}" for index in range(5)}
+NEW_FILES = {"part-0.txt": "new 0", "part-1.txt": "new 1", "summary.json": "{}"}
+
+
+def write_files(directory, files):
+    for name, content in files.items():
+        (directory / name).write_text(content)
+
+
+def replace_with_new(target):
+    with staged_output_directory(target, KIND, overwrite=True) as staging:
+        write_files(staging, NEW_FILES)
+
+
+SWAP_STEPS = ["staging-written", "journal-written", "exchanged", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+FALLBACK_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+
+
+@pytest.mark.parametrize(
+    "step, environment",
+    [*((step, ()) for step in SWAP_STEPS), *((step, (("ELMO_HF_TEST_NO_RENAME_EXCHANGE", "1"),)) for step in FALLBACK_STEPS)],
+)
+def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step, environment):
+    """20 instants (every step of the swap, and after each file of the old output deleted), with the atomic exchange
+    and with the two-rename fallback: the target holds the whole old or the whole new output, and the next run
+    names what it finished or deleted and leaves no hidden folder behind."""
+    from elmo_hf.storage.output_directory import recover_interrupted_replacement
+
+    target = tmp_path / "converted"
+    with staged_output_directory(target, KIND) as staging:
+        write_files(staging, OLD_FILES)
+    old, new = tree_of(target), {name: __import__("hashlib").sha256(text.encode()).hexdigest() for name, text in NEW_FILES.items()}
+    assert run_killed_at(step, lambda: replace_with_new(target), environment), f"the run never reached {step}"
+    found = tree_of(target)
+    if step == "moved-aside":  # two renames: between them the target is absent and the old output whole aside
+        assert found is None and tree_of(next(tmp_path.glob(".converted.*.replaced"))) == old
+    else:
+        assert found in (old, new) and read_marker(target) is not None, f"killed at {step}: a mix {found}"
+    leftovers = sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".converted."))
+
+    lock = OutputLock(target)
+    lock.acquire()
+    try:
+        messages = recover_interrupted_replacement(target)
+    finally:
+        lock.release()
+    after = tree_of(target)
+    if step == "staging-written":  # killed before the journal: the old output stays, the staging folder is deleted
+        assert after == old and any("unfinished staging folder" in message for message in messages)
+    else:  # the journal was written with a complete new output: the replacement is finished
+        assert after == new and any("killed while replacing" in message for message in messages)
+    named = " ".join(messages)
+    assert all(str(tmp_path / name) in named for name in leftovers if not name.endswith((".lock", ".swap")))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["converted"]  # no hidden folder, journal or lock left
+
+
+def test_an_output_overwritten_in_place_is_never_half_deleted(tmp_path):
+    """``open_output_directory(overwrite=True)`` (embed, pretrain): the old output goes aside in one rename, so a kill
+    leaves it whole at the target or whole aside, and the next run finishes deleting it and says so."""
+    target = make_output(tmp_path / "out")
+    write_files(target, OLD_FILES)
+    old = tree_of(target)
+
+    def overwrite():
+        with open_output_directory(target, KIND, overwrite=True) as output:
+            write_files(output.path, NEW_FILES)
+
+    for step in ["journal-written", "swapped", "remove-old:1", "remove-old:4"]:
+        assert run_killed_at(step, overwrite)
+        assert tree_of(target) in (old, None)
+        with open_output_directory(target, KIND, overwrite=True) as output:  # the next run finishes the removal
+            write_files(output.path, OLD_FILES)
+        assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
