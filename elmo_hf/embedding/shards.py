@@ -63,10 +63,25 @@ SAVED_DATASET_CACHE_DIR = ".cache"
 MAX_LISTED_SKIPPED_ROWS = 100
 PROGRESS_REFRESH_SECONDS = 0.5
 
+
+def _files_the_manifest_lists(output_dir: Path) -> dict[str, int]:
+    """The manifest's own record of what a run wrote: each finished shard with its size, and the manifest itself
+    (rewritten atomically after each shard, so a killed run's shards are proven its own)."""
+    try:
+        data = json.loads((output_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        listed = {shard["file"]: shard["bytes"] for shard in data["shards"] if "/" not in shard["file"]}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        return {}
+    if data.get("format") != MANIFEST_FORMAT:
+        return {}
+    return {**listed, MANIFEST_NAME: (output_dir / MANIFEST_NAME).stat().st_size}
+
+
 EMBEDDINGS_OUTPUT = OutputKind(
     name="embeddings",
     description="an elmo-hf embedding output",
     entries=("shard-[0-9]*.parquet", MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
+    own_record=_files_the_manifest_lists,
 )
 
 

@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -803,7 +803,15 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
                 "without --resume to start a new run"
             )
         checkpoint = _checkpoint_to_resume(output.path, options) if output.resumed else None
-        return _train_and_report(options, config, output.path, checkpoint, start, initial)
+        return _train_and_report(options, config, output.path, checkpoint, start, initial, record=output.record)
+
+
+class _RecordAfterEachCheckpoint(TrainerCallback):
+    def __init__(self, record: Callable[[], None]):
+        self.record = record
+
+    def on_save(self, args, state, control, **kwargs):
+        self.record()
 
 
 def _train_and_report(
@@ -813,7 +821,10 @@ def _train_and_report(
     checkpoint: Path | None,
     start: float,
     initial_model: InitialModel | None = None,
+    record: Callable[[], None] = lambda: None,
 ) -> PretrainingReport:
+    """``record()`` writes what the run has written so far into the output's marker (after the first files and each
+    checkpoint), so that --overwrite can later delete a killed run's files by that record."""
     # Data: sentences, held-out split, vocabulary from the training sentences only.
     sentences = load_training_sentences(options.corpus, options)
     if options.held_out:
@@ -855,6 +866,7 @@ def _train_and_report(
         vocabulary.save(output_dir)
         tokenizer.save_pretrained(output_dir)
         (output_dir / OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+        record()
 
     # Model and batches.
     set_seed(options.seed)
@@ -888,7 +900,7 @@ def _train_and_report(
         data_collator=collator,
         processing_class=tokenizer,
         compute_metrics=bilm_perplexity_metrics,
-        callbacks=[stop_control],
+        callbacks=[stop_control, _RecordAfterEachCheckpoint(record)],
     )
     try:
         train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)

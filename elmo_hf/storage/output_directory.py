@@ -1,10 +1,14 @@
 """One policy for every directory elmo-hf writes (``embed``, ``pretrain``, ``convert``, ``export``, the Ray engine).
 
 **Ownership.** A new output directory gets an ownership marker before anything else (``.elmo-hf-output.json``: format,
-version, the kind of output, the elmo-hf version, the creation time). ``overwrite`` deletes only a directory that is
-provably this tool's output of the same kind: a valid marker of that kind, and nothing inside but entries that kind
-writes. It never deletes the current directory or one of its parents, the home directory, ``/``, an input of the run
-or a directory holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
+version, the kind of output, the elmo-hf version, the creation time), and the marker records every file the run
+wrote, with its size (``files``: written when a staged output is complete, when an in-place run ends and after each
+checkpoint; the embedding manifest adds each shard as it is finished). ``overwrite`` deletes only a directory that
+is provably this tool's output of the same kind: a valid marker of that kind, and no file inside that a record does
+not list with that size. Names prove nothing: a ``my_finetune.py`` in a converted model or a ``notes.txt`` in a
+checkpoint folder is not in a record, so the directory is not deleted and the message names what is kept. It never
+deletes the current directory or one of its parents, the home directory, ``/``, an input of the run or a directory
+holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
 
 **Locking.** A writing run holds a lock for its whole duration: an ``flock`` on a file beside the output directory,
 ``.<name>.elmo-hf.lock``, which holds the pid, host, start time and command of its holder. The kernel (on NFS the
@@ -71,6 +75,9 @@ class OutputKind:
     name: str
     description: str
     entries: tuple[str, ...]
+    # The files (relative path -> size) that the kind's own record lists as written, besides the marker's record:
+    # the embedding manifest lists each shard as it is finished, so a killed run's shards are proven its own.
+    own_record: Callable[[Path], dict[str, int]] | None = None
 
     def foreign_entries(self, directory: Path) -> list[str]:
         """Names in ``directory`` that this kind does not write."""
@@ -85,11 +92,23 @@ class OutputKind:
 
 @dataclass
 class OutputDirectory:
-    """An output directory opened for writing. ``resumed``: it already held an output of its kind (``resume=True``)."""
+    """An output directory opened for writing. ``resumed``: it already held an output of its kind (``resume=True``).
+
+    ``record()`` writes into the marker every file the directory now holds (with its size), except those that were
+    there unrecorded when the run started: what this run (and the earlier runs recorded) wrote, the list that
+    ``--overwrite`` later deletes by. It runs when the block ends (success or failure); a long run calls it after
+    each checkpoint so that a killed run's files are recorded up to its last one."""
 
     path: Path
     kind: OutputKind
     resumed: bool
+    unrecorded_at_start: frozenset[str] = frozenset()
+
+    def record(self) -> None:
+        if read_marker(self.path) is None:
+            return
+        files = {name: size for name, size in files_in(self.path).items() if name not in self.unrecorded_at_start}
+        record_files(self.path, files)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -125,6 +144,44 @@ def write_marker(directory: Path, kind: OutputKind, run: str | None = None) -> N
     (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
 
 
+def record_files(directory: Path, files: dict[str, int]) -> None:
+    """Rewrite ``directory``'s marker (atomically) with ``files``, what was written (relative path -> size)."""
+    from .files import write_atomically
+
+    marker = read_marker(directory)
+    if marker is None:
+        raise OutputDirectoryError(f"{directory} has no elmo-hf ownership marker to record its files in")
+    marker["files"] = dict(sorted(files.items()))
+    content = json.dumps(marker, indent=2) + "\n"
+    write_atomically(directory / MARKER_NAME, lambda temporary: temporary.write_text(content, encoding="utf-8"))
+
+
+def files_in(directory: Path) -> dict[str, int]:
+    """Every file (and symbolic link) under ``directory``, by relative path, with its size; the marker and the
+    temporary files of interrupted atomic writes (``.<name>.<random>.tmp``) aside."""
+    found = {}
+    for folder, folders, files in os.walk(directory):
+        for name in files + [name for name in folders if os.path.islink(os.path.join(folder, name))]:
+            path = os.path.join(folder, name)
+            relative = Path(os.path.relpath(path, directory)).as_posix()
+            if relative == MARKER_NAME or (name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)):
+                continue
+            found[relative] = os.lstat(path).st_size
+    return found
+
+
+def unproven_files(directory: Path, kind: OutputKind) -> list[str] | None:
+    """The files under ``directory`` that no record proves elmo-hf wrote (absent from the marker's list and the
+    kind's own record, or another size now); None when the marker keeps no list (an older elmo-hf wrote it)."""
+    marker = read_marker(directory)
+    if marker is None or not isinstance(marker.get("files"), dict):
+        return None
+    records = [marker["files"], kind.own_record(directory) if kind.own_record is not None else {}]
+    return sorted(
+        name for name, size in files_in(directory).items() if not any(record.get(name) == size for record in records)
+    )
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # What may be deleted
 # ----------------------------------------------------------------------------------------------------------------------
@@ -150,7 +207,9 @@ def protection_of(path: Path, inputs: Iterable[str | Path] = ()) -> str | None:
 
 
 def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] = ()) -> None:
-    """Raise ``OutputDirectoryError`` unless ``path`` is provably an output of ``kind`` that may be deleted."""
+    """Raise ``OutputDirectoryError`` unless ``path`` is provably an output of ``kind`` that may be deleted: every
+    file in it is listed, with its size, in the record of the runs that wrote it (the marker's ``files``, or the
+    kind's own record); never judged by names."""
     if path.is_symlink():
         raise OutputDirectoryError(
             f"output {path} is a symbolic link (to {os.readlink(path)}); it is not deleted through the link: remove "
@@ -170,11 +229,18 @@ def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] =
             f"output {path} holds an elmo-hf output of another kind ({marker.get('kind')!r}), not {kind.description}; "
             "it is not deleted: choose another --output"
         )
-    foreign = kind.foreign_entries(path)
-    if foreign:
+    unproven = unproven_files(path, kind)
+    if unproven is None:
         raise OutputDirectoryError(
-            f"output {path} is {kind.description} but also holds what elmo-hf does not write: {', '.join(foreign[:10])}"
-            f"{' ...' if len(foreign) > 10 else ''}; it is not deleted. Move those away or choose another --output"
+            f"output {path} is {kind.description} written by an older elmo-hf that kept no list of the files it "
+            f"wrote ({MARKER_NAME} has no \"files\"), so --overwrite cannot prove what is its own; nothing was "
+            "deleted. Delete it yourself or choose another --output"
+        )
+    if unproven:
+        raise OutputDirectoryError(
+            f"output {path} is {kind.description} but also holds files no elmo-hf run recorded writing (or changed "
+            f"since): {', '.join(unproven[:10])}{' ...' if len(unproven) > 10 else ''}; --overwrite deletes only what "
+            "a run's record lists, so nothing was deleted and these are kept. Move them away or choose another --output"
         )
 
 
@@ -433,12 +499,17 @@ def open_output_directory(
         path.mkdir(exist_ok=True)
         if not resumed:
             write_marker(path, kind)
+        unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
+        output = OutputDirectory(path, kind, resumed, unrecorded)
         try:
-            yield OutputDirectory(path, kind, resumed)
+            yield output
         except BaseException:
             if not resumed and not worth_keeping(path):
                 shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
+            else:
+                output.record()
             raise
+        output.record()
 
 
 def _check_resumable(path: Path, kind: OutputKind) -> None:
@@ -491,6 +562,7 @@ def staged_output_directory(
         try:
             write_marker(staging, kind, run=_token_of(staging))
             yield staging
+            record_files(staging, files_in(staging))
             _crash_point("staging-written")
             _replace(path, staging)
         finally:
@@ -689,6 +761,7 @@ __all__ = [
     "open_output_directory",
     "protection_of",
     "read_marker",
+    "record_files",
     "recover_interrupted_replacement",
     "staged_output_directory",
 ]

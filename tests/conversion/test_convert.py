@@ -266,3 +266,14 @@ def test_convert_overwrite_killed_at_any_step_of_the_swap_leaves_the_whole_old_o
         convert(old_options, old_weights, target, overwrite=True)  # the next run
         assert all(str(leftover) in caplog.text for leftover in leftovers), (step, caplog.text)
         assert tree_of(target) == old and [path.name for path in target.parent.iterdir()] == ["converted"]
+
+
+def test_convert_overwrite_keeps_a_file_it_did_not_write_even_with_a_name_it_writes(tmp_path):
+    """`my_finetune.py` matches the `*.py` the converter writes, but no conversion's record lists it: --overwrite
+    deletes nothing and names it."""
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    convert(options_file, weight_file, tmp_path / "converted")
+    (tmp_path / "converted" / "my_finetune.py").write_text("years of work")
+    with pytest.raises(OutputDirectoryError, match="recorded writing .*: my_finetune.py; .*these are kept"):
+        convert(options_file, weight_file, tmp_path / "converted", overwrite=True)
+    assert (tmp_path / "converted" / "my_finetune.py").read_text() == "years of work"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -587,3 +588,18 @@ def test_embed_overwrite_killed_while_removing_the_old_output_never_leaves_it_ha
         assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "2") == 0
         assert all(str(path) in caplog.text for path in aside), step
         assert tree_of(output_dir) == old and [path.name for path in output_dir.parent.iterdir()] == ["out"]
+
+
+def test_embed_overwrite_keeps_files_no_run_recorded_inside_folders_it_writes(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--output-format", "dataset") == 0
+    for mine in ["dataset/my_annotations.arrow", ".cache/keep.txt", "shard-99999.parquet"]:
+        (output_dir / mine).parent.mkdir(exist_ok=True)
+        (output_dir / mine).write_text("mine")
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 2
+        assert f"recorded writing (or changed since): {mine}; " in capsys.readouterr().err
+        assert (output_dir / mine).read_text() == "mine"
+        (output_dir / mine).unlink()
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 0
+

@@ -49,7 +49,8 @@ def test_overwrite_deletes_only_its_own_kind_with_nothing_foreign_inside(tmp_pat
     with open_output_directory(output_dir, KIND, overwrite=True) as output:
         assert not (output.path / "part-0.txt").exists()  # the earlier output is gone
     (output_dir / "notes.txt").write_text("mine")
-    with pytest.raises(OutputDirectoryError, match=r"also holds what elmo-hf does not write: notes.txt.*not deleted"):
+    with pytest.raises(OutputDirectoryError, match=r"holds files no elmo-hf run recorded writing .*: notes.txt; .*nothing "
+                       "was deleted and these are kept"):
         with open_output_directory(output_dir, KIND, overwrite=True):
             pass
     assert (output_dir / "notes.txt").read_text() == "mine"
@@ -65,10 +66,41 @@ def test_overwrite_deletes_only_its_own_kind_with_nothing_foreign_inside(tmp_pat
     assert (stranger / "manifest.json").exists()
 
 
+def test_overwrite_deletes_by_the_record_of_what_was_written_never_by_name(tmp_path):
+    """A file named like the kind's own (``part-9.txt`` matches ``part-*.txt``), one inside a folder the kind
+    writes, or one of its own files changed by hand: none is in a run's record with that size, so nothing is
+    deleted and the message names each."""
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND) as output:
+        (output.path / "part-0.txt").write_text("ours")
+        (output.path / "part-1.txt").mkdir()
+        (output.path / "part-1.txt" / "inner.txt").write_text("ours too")
+    assert read_marker(output_dir)["files"] == {"part-0.txt": 4, "part-1.txt/inner.txt": 8}
+    for mine, content in [("part-9.txt", "my analysis"), ("part-1.txt/MY_NOTES.txt", "mine"), ("part-0.txt", "edited!")]:
+        before = (output_dir / mine).read_text() if (output_dir / mine).exists() else None
+        (output_dir / mine).write_text(content)
+        with pytest.raises(OutputDirectoryError, match=f"recorded writing \\(or changed since\\): {mine}; .*these are kept"):
+            with open_output_directory(output_dir, KIND, overwrite=True):
+                pass
+        assert (output_dir / mine).read_text() == content and (output_dir / "part-1.txt" / "inner.txt").exists()
+        (output_dir / mine).unlink() if before is None else (output_dir / mine).write_text(before)
+    with staged_output_directory(output_dir, KIND, overwrite=True) as staging:  # all its own again: replaced
+        (staging / "part-2.txt").write_text("new")
+    assert sorted(read_marker(output_dir)["files"]) == ["part-2.txt"]
+
+    legacy = make_output(tmp_path / "legacy")
+    marker = read_marker(legacy)
+    del marker["files"]
+    (legacy / MARKER_NAME).write_text(json.dumps(marker))
+    with pytest.raises(OutputDirectoryError, match="kept no list of the files it wrote.*nothing was deleted"):
+        check_deletable(legacy, KIND)
+
+
 def test_overwrite_never_deletes_the_working_directory_its_parents_home_root_or_an_input(tmp_path, monkeypatch):
-    output_dir = make_output(tmp_path / "out")
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND) as output:
+        (output.path / "part-1.txt").write_text("input")
     inner = output_dir / "part-1.txt"
-    inner.write_text("input")
     monkeypatch.chdir(output_dir)
     with pytest.raises(OutputDirectoryError, match="is the current directory: it is never deleted"):
         check_deletable(output_dir, KIND)
@@ -405,8 +437,9 @@ def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_ne
 def test_an_output_overwritten_in_place_is_never_half_deleted(tmp_path):
     """``open_output_directory(overwrite=True)`` (embed, pretrain): the old output goes aside in one rename, so a kill
     leaves it whole at the target or whole aside, and the next run finishes deleting it and says so."""
-    target = make_output(tmp_path / "out")
-    write_files(target, OLD_FILES)
+    target = tmp_path / "out"
+    with open_output_directory(target, KIND) as output:
+        write_files(output.path, OLD_FILES)
     old = tree_of(target)
 
     def overwrite():
