@@ -260,6 +260,32 @@ def shard_problem(output_dir: Path, entry: dict[str, Any], check_sha256: bool = 
     return None
 
 
+def non_finite_values(path: Path) -> tuple[int, int] | None:
+    """How many NaN or infinite values the floating-point columns of the Parquet file ``path`` hold, in its stored
+    dtype (a float16 overflow is infinite there), and the first row with one; None when all are finite."""
+    table = pq.read_table(path)
+    count, first_row = 0, None
+    for column in table.columns:
+        for chunk_start, chunk in zip(np.cumsum([0, *(len(chunk) for chunk in column.chunks)]), column.chunks):
+            array, rows = chunk, np.arange(len(chunk))
+            while True:
+                if isinstance(array.type, pa.ExtensionType):
+                    array = array.storage
+                elif pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
+                    lengths = array.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+                    rows, array = np.repeat(rows, lengths), array.flatten()
+                else:
+                    break
+            if not pa.types.is_floating(array.type):
+                break
+            bad = ~np.isfinite(array.to_numpy(zero_copy_only=False).astype(np.float32, copy=False))
+            if bad.any():
+                count += int(bad.sum())
+                row = int(chunk_start + rows[np.flatnonzero(bad)[0]])
+                first_row = row if first_row is None else min(first_row, row)
+    return None if count == 0 else (count, first_row)
+
+
 def verify_embedding_output(output_dir: str | Path) -> list[str]:
     """Every problem with a finished ``elmo-hf embed`` output: the marker, the manifest, each shard (size, sha256,
     rows) and files the manifest does not list. An empty list means the output is complete and intact."""
@@ -276,7 +302,15 @@ def verify_embedding_output(output_dir: str | Path) -> list[str]:
     if manifest is None:
         return [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]
     problems = [] if manifest.complete else [f"the run is not complete ({manifest.rows_done:,} input rows done): resume it"]
-    problems += [problem for entry in manifest.shards if (problem := shard_problem(output_dir, entry))]
+    shard_problems = {entry["file"]: shard_problem(output_dir, entry) for entry in manifest.shards}
+    problems += [problem for problem in shard_problems.values() if problem]
+    problems += [
+        f"{name} holds {count:,} NaN or infinite value(s), the first in its row {row} (stored by a run with "
+        "--allow-non-finite, or damaged)"
+        for name, problem in shard_problems.items()
+        if problem is None and (found := non_finite_values(output_dir / name)) is not None
+        for count, row in [found]
+    ]
     listed = {entry["file"] for entry in manifest.shards}
     problems += [
         f"{path.name} is not listed in the manifest"

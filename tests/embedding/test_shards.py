@@ -603,3 +603,25 @@ def test_embed_overwrite_keeps_files_no_run_recorded_inside_folders_it_writes(tm
         (output_dir / mine).unlink()
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 0
 
+
+def test_verify_finds_infinite_values_stored_in_float16_shards(tmp_path, model_dir, fixture_model, capsys):
+    """A model whose vectors exceed float16's 65,504: `embed --dtype float16` refuses (naming the sentence); with
+    --allow-non-finite it stores inf, and --verify reports the shard, the count and the first row."""
+    import copy
+
+    loud_dir = tmp_path / "loud-model"
+    shutil.copytree(model_dir, loud_dir)
+    loud = copy.deepcopy(fixture_model)
+    with torch.no_grad():
+        loud.scalar_mixes[0].gamma.fill_(1e7)
+    loud.save_pretrained(loud_dir)
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two .", "three ."])
+    arguments = [corpus, "--model", loud_dir, "--dtype", "float16"]
+    assert run_embed(*arguments, "--output", tmp_path / "refused") == 2
+    assert "vectors too large for float16 for the sentence 'one .'" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    assert run_embed(*arguments, "--output", tmp_path / "stored", "--allow-non-finite") == 0
+    problems = verify_embedding_output(tmp_path / "stored")
+    assert len(problems) == 1 and "shard-00000.parquet holds " in problems[0] and "the first in its row 0" in problems[0]
+    assert run_embed("--verify", tmp_path / "stored") == 1
+    assert verify_embedding_output(tmp_path / "refused-never-made") != []
