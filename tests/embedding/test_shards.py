@@ -625,3 +625,34 @@ def test_verify_finds_infinite_values_stored_in_float16_shards(tmp_path, model_d
     assert len(problems) == 1 and "shard-00000.parquet holds " in problems[0] and "the first in its row 0" in problems[0]
     assert run_embed("--verify", tmp_path / "stored") == 1
     assert verify_embedding_output(tmp_path / "refused-never-made") != []
+
+
+def test_the_model_fingerprint_covers_buffers_too(fixture_model):
+    """A warm initial LSTM state is a buffer, not a parameter: a model differing only there is another model, and a
+    resumed run must not mix the two."""
+    import copy
+
+    from elmo_hf.embedding.shards import model_fingerprint
+
+    warm = copy.deepcopy(fixture_model)
+    buffers = dict(warm.named_buffers())
+    assert "encoder.initial_hidden_state" in buffers
+    with torch.no_grad():
+        buffers["encoder.initial_hidden_state"].add_(0.5)
+    assert model_fingerprint(warm) != model_fingerprint(fixture_model)
+
+
+def test_rows_are_counted_with_the_skipped_ones_and_verify_checks_their_continuity(tmp_path, model_dir, capsys):
+    """A shard's `input_rows` counts every input row it covers, skipped ones too, so the next shard's `first_row`
+    follows on; --verify reports a shard that does not start where the one before ended."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"one .\nbad \xff .\ntwo .\nthree .\nbad \xfe again .\nfour .\n")
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--skip-invalid") == 0
+    manifest = json.loads((output_dir / "manifest.json").read_text())
+    assert [(shard["first_row"], shard["input_rows"], shard["rows"]) for shard in manifest["shards"]] == [(0, 2, 1), (2, 2, 2), (4, 2, 1)]
+    assert load_shards(output_dir)["input_row"][:] == [0, 2, 3, 5]
+    assert verify_embedding_output(output_dir) == []
+    manifest["shards"][2]["first_row"] = 5
+    (output_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert verify_embedding_output(output_dir) == ["shard-00002.parquet starts at input row 5, expected 4"]
