@@ -49,11 +49,17 @@ class InvalidRowError(ValueError):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+UTF8_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
 def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | InvalidRowError]]:
     """``(row, line)`` for every line of a text file from 0-based row ``start`` on, without the line break; a line
-    that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong."""
+    that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong. Lines end at ``\n`` only (a lone
+    ``\r``, U+2028 or a form feed is inside a line), and a UTF-8 byte order mark opening the file is not text."""
     with open(path, "rb") as file:
         for row, line in enumerate(file):
+            if row == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
+                line = line[len(UTF8_BYTE_ORDER_MARK) :]
             if row < start:
                 continue
             line = line[:-1] if line.endswith(b"\n") else line
@@ -270,8 +276,10 @@ class CorpusSource:
     def _streamed(self):
         from datasets import load_dataset
 
-        # CSV: an empty field, "NA" or "null" is text (an empty sentence, the word "NA"), not a missing value.
-        options = {"keep_default_na": False} if self.input_format == "csv" else {}
+        # CSV: an empty field, "NA" or "null" is text (an empty sentence, the word "NA"), not a missing value; an
+        # empty or whitespace-only line is a row (an empty sentence, as an empty line of a text file), not skipped
+        # unnumbered, so input_row stays the row's place in the file.
+        options = {"keep_default_na": False, "skip_blank_lines": False} if self.input_format == "csv" else {}
         return load_dataset(
             _DATASETS_BUILDERS[self.input_format], data_files=str(self.path), split="train", streaming=True, **options
         )

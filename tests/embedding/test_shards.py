@@ -656,3 +656,17 @@ def test_rows_are_counted_with_the_skipped_ones_and_verify_checks_their_continui
     manifest["shards"][2]["first_row"] = 5
     (output_dir / "manifest.json").write_text(json.dumps(manifest))
     assert verify_embedding_output(output_dir) == ["shard-00002.parquet starts at input row 5, expected 4"]
+
+
+def test_every_input_row_is_numbered_blank_csv_rows_and_a_byte_order_mark_included(tmp_path, model_dir):
+    """One row rule for every format: a whitespace-only or empty CSV line is a row (an empty sentence, as an empty
+    text line), not dropped unnumbered; a UTF-8 byte order mark is not a word; only `\\n` ends a text line."""
+    (tmp_path / "one-column.csv").write_text("text\nhello there .\n   \n\nworld .\n", encoding="utf-8")
+    assert run_embed(tmp_path / "one-column.csv", "--model", model_dir, "--output", tmp_path / "csv") == 0
+    output = load_shards(tmp_path / "csv")
+    assert output["input_row"][:] == [0, 1, 2, 3] and output["num_words"][:] == [3, 0, 0, 2]
+
+    (tmp_path / "marked.txt").write_bytes(b"\xef\xbb\xbfFirst words .\nbreak\x0bhere\x0cand\xe2\x80\xa8there\rtoo .\n")
+    assert run_embed(tmp_path / "marked.txt", "--model", model_dir, "--output", tmp_path / "txt") == 0
+    output = load_shards(tmp_path / "txt")
+    assert output["input_row"][:] == [0, 1] and output["words"][0] == ["First", "words", "."]
