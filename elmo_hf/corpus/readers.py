@@ -299,6 +299,7 @@ class CorpusSource:
 __all__ = [
     "CorpusError",
     "CorpusSource",
+    "UTF8_BYTE_ORDER_MARK",
     "EXTENSION_FORMATS",
     "INPUT_FORMATS",
     "InvalidRowError",

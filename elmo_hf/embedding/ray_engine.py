@@ -17,9 +17,10 @@ The output directory follows elmo-hf's output policy (``elmo_hf.storage``): mark
 job runs, replaced by ``overwrite`` only if it is an earlier Ray output, removed again if the job fails.
 
 Differences from the datasets engine, by design: Ray retries failed tasks itself and there is no `--resume` (a
-failed job is rerun with `overwrite=True`); there is no `input_row` column (Ray does not number rows; keep an id
-column in JSON lines / CSV / Parquet input to join on); undecodable bytes in a text file stop the job with Ray's
-error. Vectors are stored as plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere
+failed job is rerun with `overwrite=True`); a text file's rows get the datasets engine's `input_row` (lines split
+at `\n` only, by ``text_file_rows``; with several files, the row's place in its own file), but JSON lines / CSV /
+Parquet rows are read by Ray's readers, which do not number rows (keep an id column to join on); undecodable bytes
+in a text file stop the job, naming the line. Vectors are stored as plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere
 without Ray or `datasets`.
 """
 
@@ -34,11 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..corpus.readers import EXTENSION_FORMATS
+from ..corpus.readers import EXTENSION_FORMATS, UTF8_BYTE_ORDER_MARK
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
-from .shards import EmbeddingRunSummary, vectors_array
+from .shards import INPUT_ROW_COLUMN, EmbeddingRunSummary, vectors_array
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
@@ -101,13 +102,35 @@ class RayEmbeddingActor:
 def _read(ray, paths: list[str], input_format: str, concurrency: int):
     io = {"num_cpus": IO_TASK_CPUS, "concurrency": concurrency}
     if input_format == "txt":
-        # Empty lines are sentences with zero words, as in the datasets engine (Ray drops them by default).
-        return ray.data.read_text(paths, drop_empty_lines=False, **io)
+        # Not ray.data.read_text: it splits with str.splitlines (at U+2028, U+0085, VT, FF and a lone CR too) and
+        # drops empty lines. Each file is read whole (as read_text does) and split by the datasets engine's rule.
+        return ray.data.read_binary_files(paths, **io).flat_map(text_file_rows, num_cpus=IO_TASK_CPUS, concurrency=concurrency)
     if input_format == "jsonl":
         return ray.data.read_json(paths, lines=True, **io)
     if input_format == "csv":
         return ray.data.read_csv(paths, **io)
     return ray.data.read_parquet(paths, **io)
+
+
+def text_file_rows(file: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of one text file read whole (``{"bytes": ...}``) by the datasets engine's rule (``read_lines``): a
+    line ends at ``\n`` only (one ``\r`` before it is dropped), an empty line is a row, a UTF-8 byte order mark
+    opening the file is not text; ``input_row`` is the line's 0-based place in its file."""
+    data = bytes(file["bytes"])
+    if data.startswith(UTF8_BYTE_ORDER_MARK):
+        data = data[len(UTF8_BYTE_ORDER_MARK) :]
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # the file ends with a line break (or is empty)
+        lines.pop()
+    rows = []
+    for row, line in enumerate(lines):
+        line = line[:-1] if line.endswith(b"\r") else line
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"text line {row + 1} is not valid UTF-8 ({error.reason} at byte offset {error.start})") from None
+        rows.append({"text": text, INPUT_ROW_COLUMN: row})
+    return rows
 
 
 def check_actor_pool_fits(nodes: list[dict[str, float]], num_workers: int, cpus_per_worker: float, gpus_per_worker: float) -> None:
@@ -230,4 +253,6 @@ def _run_job(
     )
 
 
-__all__ = ["RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "vectors_to_arrow"]
+__all__ = [
+    "RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "text_file_rows", "vectors_to_arrow",
+]

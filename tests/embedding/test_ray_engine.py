@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset
 
-from elmo_hf.embedding.ray_engine import check_actor_pool_fits, vectors_to_arrow
+from elmo_hf.embedding.ray_engine import check_actor_pool_fits, text_file_rows, vectors_to_arrow
 from elmo_hf_cli import main
 
 # Ray reads these when it is imported, so they are set before: token authentication as Ray 2.60 does by default on a
@@ -78,6 +78,20 @@ def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_pa
         got = np.asarray(ray_vectors[index], dtype=np.float32).reshape(expected.shape)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
 
+    # A text file: the datasets engine's lines (`\n` only; str.splitlines would make 19 rows of these 14) and its
+    # input_row, empty lines included.
+    text = b"".join(f"line {i} .".encode() + separator + b"\n" for i, separator in enumerate(
+        [b"", b"\xe2\x80\xa8x", b"\xc2\x85x", b"\x0bx", b"\x0cx", b"\rx", b"", b"\r"] + [b""] * 6))
+    (tmp_path / "lines.txt").write_bytes(b"\xef\xbb\xbf" + text.replace(b"line 6 .", b""))
+    text_options = [str(tmp_path / "lines.txt"), "--model", str(converted_fixture_dir), "--no-progress"]
+    assert main(["embed", *text_options, "--output", str(tmp_path / "text-datasets")]) == 0
+    assert main(["embed", *text_options, "--output", str(tmp_path / "text-ray"), *ray_options]) == 0
+    text_reference = load_dataset("parquet", data_files=sorted(glob(str(tmp_path / "text-datasets" / "shard-*.parquet"))), split="train")
+    text_table = pa.concat_tables([pq.read_table(path) for path in sorted(glob(str(tmp_path / "text-ray" / "part-*.parquet")))])
+    assert text_table["input_row"].to_pylist() == text_reference["input_row"][:] == list(range(14))
+    assert text_table["text"].to_pylist() == text_reference["text"][:] and text_table["words"].to_pylist() == text_reference["words"][:]
+    capsys.readouterr()
+
     # A second run refuses the non-empty output unless told to overwrite; a pool the cluster cannot hold is refused.
     assert main(["embed", *common, "--output", str(tmp_path / "ray-engine"), *ray_options]) == 2
     assert "pass --overwrite to replace it" in capsys.readouterr().err
@@ -111,3 +125,14 @@ def test_vectors_to_arrow_layouts():
     # An empty batch keeps the column type, so blocks concatenate.
     assert vectors_to_arrow([], (3, 2), pooled=True, dtype="float16").type == pa.list_(pa.list_(pa.float16(), 2), 3)
     assert vectors_to_arrow([], (4,), pooled=False, dtype="float32").type == pa.list_(pa.list_(pa.float32(), 4))
+
+
+def test_text_file_rows_follow_the_datasets_engine(tmp_path):
+    """Ray's text rows come from `text_file_rows`: the same lines and numbers as `read_lines` for line breaks of
+    every kind, a byte order mark, a missing final line break and an empty file."""
+    from elmo_hf.corpus.readers import read_lines
+
+    for content in [b"", b"\n", b"a\nb", b"\xef\xbb\xbfa\r\n\r\nb\rc\xe2\x80\xa8d\x0be\x0cf\xc2\x85g\n", b"x\n\n\n"]:
+        (tmp_path / "file.txt").write_bytes(content)
+        expected = [{"text": line, "input_row": row} for row, line in read_lines(tmp_path / "file.txt")]
+        assert text_file_rows({"bytes": content}) == expected, content
