@@ -584,8 +584,8 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
     checkpoint = get_last_checkpoint(str(output_dir))
     if checkpoint is None:
         raise PretrainingError(
-            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
-            "without --resume to start a new run, or with --overwrite to start over"
+            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from: the run "
+            "that made it stopped before its first checkpoint; start it again with --overwrite (instead of --resume)"
         )
     saved = json.loads((output_dir / OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
     differences = {
@@ -795,7 +795,10 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     with open_output_directory(
         options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
         inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
-        worth_keeping=_has_a_checkpoint, describe_existing=lambda path: "a pre-training run",
+        worth_keeping=_has_a_checkpoint, resumable=_has_a_checkpoint,
+        describe_existing=lambda path: "a pre-training run" + (
+            "" if _has_a_checkpoint(path) else " that stopped before its first checkpoint (nothing to resume)"
+        ),
     ) as output:
         if options.resume and not output.resumed:
             raise PretrainingError(

@@ -466,7 +466,7 @@ def open_output_directory(
     inputs: Iterable[str | Path] = (),
     worth_keeping: Callable[[Path], bool] = lambda path: False,
     describe_existing: Callable[[Path], str] | None = None,
-    resumable: bool = True,
+    resumable: bool | Callable[[Path], bool] = True,
 ) -> Iterator[OutputDirectory]:
     """Open ``path`` for a run that writes ``kind`` in place, holding its lock (see the module docstring).
 
@@ -477,7 +477,8 @@ def open_output_directory(
 
     If the block raises, a directory this run created or found empty is removed again (with the parents it created)
     unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
-    the message refusing to write over it (which mentions --resume only when the command is ``resumable``).
+    the message refusing to write over it (which mentions --resume only when the command is ``resumable``, or
+``resumable(path)`` says the existing output can be continued).
     """
     if resume and overwrite:
         raise ValueError("pass either resume or overwrite, not both")
@@ -528,10 +529,11 @@ def _check_resumable(path: Path, kind: OutputKind) -> None:
 
 
 def _existing_output_message(
-    path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None, resumable: bool
+    path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None, resumable: bool | Callable[[Path], bool]
 ) -> str:
     marker = read_marker(path)
     if marker is not None and marker.get("kind") == kind.name:
+        resumable = resumable(path) if callable(resumable) else resumable
         what = describe_existing(path) if describe_existing is not None else kind.description
         options = "--resume to continue it or --overwrite to start over" if resumable else "--overwrite to replace it"
         return f"output {path} already holds {what}; pass {options}"

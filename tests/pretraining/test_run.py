@@ -321,3 +321,31 @@ def test_overwrite_keeps_what_no_run_recorded_even_inside_its_own_folders(corpus
         (output / mine).unlink()
     (output / "checkpoint-best-by-hand").rmdir()
     assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == 0
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_started_again_with_overwrite(corpus, tmp_path, capsys):
+    """Killed (SIGKILL) as training starts: a plain run and --resume both point to --overwrite (they used to send
+    the user from one to the other), and --overwrite deletes what the killed run recorded and starts again."""
+    import os
+    import signal
+
+    from elmo_hf.pretraining.trainer import ELMoPreTrainingTrainer
+
+    output = tmp_path / "run"
+    child = os.fork()
+    if child == 0:
+        try:
+            ELMoPreTrainingTrainer.train = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+            main(pretrain_args(corpus, output, "--max-steps", 2))
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status), status
+    assert (output / OPTIONS_FILE_NAME).is_file() and not list(output.glob("checkpoint-*"))
+    capsys.readouterr()
+    assert main(pretrain_args(corpus, output, "--max-steps", 2)) == EXIT_USAGE_ERROR
+    error = capsys.readouterr().err
+    assert "stopped before its first checkpoint (nothing to resume); pass --overwrite to replace it" in error
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--resume")) == EXIT_USAGE_ERROR
+    assert "start it again with --overwrite" in capsys.readouterr().err
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == 0
