@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections import defaultdict, deque
@@ -593,6 +594,11 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     if previous.complete:
         listed.add(SAVED_DATASET_DIR)
     for path in output_dir.iterdir():
+        if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
+            raise OutputDirectoryError(
+                f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
+                "not write; replace it with the file itself or move it away"
+            )
         if path.name not in listed:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     return previous

@@ -670,3 +670,15 @@ def test_every_input_row_is_numbered_blank_csv_rows_and_a_byte_order_mark_includ
     assert run_embed(tmp_path / "marked.txt", "--model", model_dir, "--output", tmp_path / "txt") == 0
     output = load_shards(tmp_path / "txt")
     assert output["input_row"][:] == [0, 1] and output["words"][0] == ["First", "words", "."]
+
+
+def test_resume_names_a_symbolic_link_in_the_output(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two .", "three ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "1") == 0
+    (tmp_path / "elsewhere").mkdir()
+    (output_dir / "shard-00009.parquet").symlink_to(tmp_path / "elsewhere")
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "1", "--resume") == 2
+    error = capsys.readouterr().err
+    assert f"{output_dir / 'shard-00009.parquet'} is a symbolic link (to {tmp_path / 'elsewhere'})" in error
+    assert (tmp_path / "elsewhere").is_dir()
