@@ -130,4 +130,45 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
-__all__ = ["check_bool", "check_choice", "check_int", "check_number", "is_close", "is_int", "largest", "max_abs_difference"]
+def check_model_directory_complete(directory: Any) -> None:
+    """``OSError`` naming what is missing when a local model directory lacks a file it names: a module of
+    ``config.json``'s ``auto_map`` (the remote code), or a file its elmo-hf record (``.elmo-hf-output.json``'s
+    ``files``, written when the directory was made) lists, or one of another size. A directory missing its
+    ``tokenizer_config.json`` loaded silently with default tokenizer settings. Anything that is not a local directory
+    (a Hub id) is not checked here."""
+    import json
+    import os
+
+    if not isinstance(directory, (str, os.PathLike)) or not os.path.isdir(directory):
+        return
+    named = {}
+    try:
+        with open(os.path.join(directory, "config.json"), encoding="utf-8") as file:
+            auto_map = json.load(file).get("auto_map") or {}
+        for reference in auto_map.values():
+            for entry in reference if isinstance(reference, list) else [reference]:
+                if isinstance(entry, str) and "--" not in entry:  # "repo--module.Class" lives in another repository
+                    named[entry.rsplit(".", 1)[0] + ".py"] = None
+        with open(os.path.join(directory, ".elmo-hf-output.json"), encoding="utf-8") as file:
+            # Top-level files only: a pre-training output's checkpoint folders come and go (rotation, by hand).
+            named.update((name, size) for name, size in (json.load(file).get("files") or {}).items() if "/" not in name)
+    except (OSError, ValueError, AttributeError):
+        pass  # no config (transformers says so), no record: nothing more to check
+    problems = []
+    for name, size in named.items():
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            problems.append(f"{name} is missing")
+        elif size is not None and os.path.getsize(path) != size:
+            problems.append(f"{name} has {os.path.getsize(path):,} bytes, not the {size:,} written")
+    if problems:
+        raise OSError(
+            f"model directory {directory} is incomplete: {'; '.join(problems)} (named by its config.json or its "
+            "elmo-hf record); it was damaged or only partly copied: convert or copy it again"
+        )
+
+
+__all__ = [
+    "check_bool", "check_choice", "check_int", "check_model_directory_complete", "check_number", "is_close", "is_int",
+    "largest", "max_abs_difference",
+]

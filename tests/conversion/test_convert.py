@@ -277,3 +277,19 @@ def test_convert_overwrite_keeps_a_file_it_did_not_write_even_with_a_name_it_wri
     with pytest.raises(OutputDirectoryError, match="recorded writing .*: my_finetune.py; .*these are kept"):
         convert(options_file, weight_file, tmp_path / "converted", overwrite=True)
     assert (tmp_path / "converted" / "my_finetune.py").read_text() == "years of work"
+
+
+def test_a_converted_model_missing_a_file_it_names_fails_loudly(tmp_path):
+    """A model directory without its tokenizer_config.json or a remote-code module used to load with defaults."""
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    convert(options_file, weight_file, tmp_path / "converted")
+    ELMoModel.from_pretrained(tmp_path / "converted")
+    for name in ["tokenizer_config.json", "validation_elmo.py"]:
+        damaged = tmp_path / f"without-{name}"
+        shutil.copytree(tmp_path / "converted", damaged)
+        (damaged / name).unlink()
+        with pytest.raises(OSError, match=f"model directory {damaged} is incomplete: {name} is missing"):
+            ELMoModel.from_pretrained(damaged)
+    (tmp_path / "converted" / "model.safetensors").write_bytes(b"cut")
+    with pytest.raises(OSError, match="model.safetensors has 3 bytes, not the"):
+        ELMoModel.from_pretrained(str(tmp_path / "converted"))
