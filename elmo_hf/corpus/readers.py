@@ -14,6 +14,7 @@ a line break is a line. This is the only line reader of the package (vocabulary 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,12 @@ class CorpusSource:
         try:
             return self._streamed()._resolve_features().features
         except (ValueError, TypeError, OSError, UnicodeDecodeError) as error:
+            if self.input_format == "jsonl":  # a line pyarrow cannot parse: the valid lines of the start tell
+                from datasets import Dataset
+
+                records = [record for _, record in islice(self._json_lines(), _READ_BATCH_ROWS) if isinstance(record, dict)]
+                if records:
+                    return Dataset.from_list(records).features
             raise CorpusError(f"cannot read {self.path} as {self.input_format}: {error}") from error
 
     def num_rows(self) -> int | None:
@@ -265,7 +272,43 @@ class CorpusSource:
         except (ValueError, TypeError, OSError, UnicodeDecodeError) as error:
             if isinstance(error, (InvalidRowError, CorpusError)):
                 raise
-            raise CorpusError(f"cannot read {self.path} as {self.input_format} after row {input_row}: {error}") from error
+            if self.input_format != "jsonl":
+                raise CorpusError(f"cannot read {self.path} as {self.input_format} after row {input_row}: {error}") from error
+        else:
+            return
+        # pyarrow refuses a whole block of JSON lines for one bad line (e.g. a lone surrogate escape "\ud800"),
+        # naming its row within the block: from the first row not read, each line is parsed alone, so a bad one is
+        # one InvalidRowError with its row in the file (skipped with --skip-invalid) and the others are read.
+        yield from self._json_lines(input_row)
+
+    def _json_lines(self, start: int = 0) -> Iterator[tuple[int, dict | InvalidRowError]]:
+        """``(input_row, record)`` for the JSON lines of the file parsed one by one (rows counted as pyarrow does:
+        empty lines are not rows)."""
+        import json
+
+        row = 0
+        with open(self.path, "rb") as file:
+            for line_number, line in enumerate(file):
+                if line_number == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
+                    line = line[len(UTF8_BYTE_ORDER_MARK) :]
+                if not line.strip():
+                    continue
+                if row >= start:
+                    try:
+                        record = json.loads(line.decode("utf-8"))
+                        if not isinstance(record, dict):
+                            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+                        json.dumps(record, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no character
+                    except UnicodeEncodeError as error:
+                        record = InvalidRowError(
+                            f"(line {line_number + 1}) holds the escape of a lone surrogate "
+                            f"({error.object[error.start:error.end].encode('unicode_escape').decode()}), which is no "
+                            "character"
+                        )
+                    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                        record = InvalidRowError(f"(line {line_number + 1}) is not a valid JSON object: {error}")
+                    yield row, record
+                row += 1
 
     def _batches(self, start: int) -> Iterator[dict[str, list]]:
         if self.input_format == "dataset":

@@ -326,7 +326,7 @@ def test_null_text_in_jsonl_is_named_or_skipped(tmp_path, model_dir, capsys):
 def test_unreadable_and_misnamed_inputs(tmp_path, model_dir, capsys):
     (tmp_path / "broken.jsonl").write_text('{"text": "fine ."}\nnot json at all\n')
     assert run_embed(tmp_path / "broken.jsonl", "--model", model_dir, "--output", tmp_path / "a") == 2
-    assert "broken.jsonl as jsonl" in capsys.readouterr().err
+    assert "broken.jsonl row 1: (line 2) is not a valid JSON object" in capsys.readouterr().err  # one row, named
     (tmp_path / "corpus.doc").write_text("x")
     assert run_embed(tmp_path / "corpus.doc", "--model", model_dir, "--output", tmp_path / "b") == 2
     assert "cannot tell the format" in capsys.readouterr().err
@@ -682,3 +682,17 @@ def test_resume_names_a_symbolic_link_in_the_output(tmp_path, model_dir, capsys)
     error = capsys.readouterr().err
     assert f"{output_dir / 'shard-00009.parquet'} is a symbolic link (to {tmp_path / 'elsewhere'})" in error
     assert (tmp_path / "elsewhere").is_dir()
+
+
+def test_a_lone_surrogate_escape_in_json_lines_is_one_row_named_in_the_file_or_skipped(tmp_path, model_dir, capsys):
+    """pyarrow refuses the whole block for one `\\ud800` escape, naming a row within the block; the file used to be
+    unreadable even with --skip-invalid."""
+    lines = [json.dumps({"text": f"line {index} ."}) for index in range(1500)]
+    lines[1200] = '{"text": "bad \\ud800 ."}'
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "strict") == 2
+    assert "data.jsonl row 1200: (line 1201) holds the escape of a lone surrogate (\\ud800)" in capsys.readouterr().err
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "skipping", "--skip-invalid") == 0
+    output = load_shards(tmp_path / "skipping")
+    assert output["input_row"][:] == [row for row in range(1500) if row != 1200]
+    assert output["text"][:3] == ["line 0 .", "line 1 .", "line 2 ."]
