@@ -130,10 +130,14 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
+_LOADED_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
 def check_model_directory_complete(directory: Any) -> None:
     """``OSError`` naming what is missing when a local model directory lacks a file it names: a module of
-    ``config.json``'s ``auto_map`` (the remote code), or a file its elmo-hf record (``.elmo-hf-output.json``'s
-    ``files``, written when the directory was made) lists, or one of another size. A directory missing its
+    ``config.json``'s ``auto_map`` (the remote code), or a file loading reads (configs, weights, modules) that its
+    elmo-hf record (``.elmo-hf-output.json``'s ``files``, written when the directory was made) lists. A directory
+    missing its
     ``tokenizer_config.json`` loaded silently with default tokenizer settings. Anything that is not a local directory
     (a Hub id) is not checked here."""
     import json
@@ -150,17 +154,16 @@ def check_model_directory_complete(directory: Any) -> None:
                 if isinstance(entry, str) and "--" not in entry:  # "repo--module.Class" lives in another repository
                     named[entry.rsplit(".", 1)[0] + ".py"] = None
         with open(os.path.join(directory, ".elmo-hf-output.json"), encoding="utf-8") as file:
-            # Top-level files only: a pre-training output's checkpoint folders come and go (rotation, by hand).
-            named.update((name, size) for name, size in (json.load(file).get("files") or {}).items() if "/" not in name)
+            # What loading reads (a README or a report may be left out of a copy on purpose), at the top level (a
+            # pre-training output's checkpoint folders come and go).
+            named.update(
+                (name, None) for name in (json.load(file).get("files") or {})
+                if "/" not in name and (name in _LOADED_FILES or name.endswith((".py", ".safetensors")))
+            )
     except (OSError, ValueError, AttributeError):
         pass  # no config (transformers says so), no record: nothing more to check
-    problems = []
-    for name, size in named.items():
-        path = os.path.join(directory, name)
-        if not os.path.isfile(path):
-            problems.append(f"{name} is missing")
-        elif size is not None and os.path.getsize(path) != size:
-            problems.append(f"{name} has {os.path.getsize(path):,} bytes, not the {size:,} written")
+    # Presence only: a file edited by hand (a tokenizer_config.json with another word splitter) is the user's choice.
+    problems = [f"{name} is missing" for name in named if not os.path.isfile(os.path.join(directory, name))]
     if problems:
         raise OSError(
             f"model directory {directory} is incomplete: {'; '.join(problems)} (named by its config.json or its "
