@@ -134,10 +134,10 @@ _LOADED_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.jso
 
 
 def check_model_directory_complete(directory: Any) -> None:
-    """``OSError`` naming what is missing when a local model directory lacks a file it names: a module of
-    ``config.json``'s ``auto_map`` (the remote code), or a file loading reads (configs, weights, modules) that its
-    elmo-hf record (``.elmo-hf-output.json``'s ``files``, written when the directory was made) lists. A directory
-    missing its
+    """``OSError`` naming what is missing when a local model directory lacks a file loading reads (configs, weights,
+    the remote-code modules) that its elmo-hf record (``.elmo-hf-output.json``'s ``files``, written when the
+    directory was made) lists. (``config.json``'s ``auto_map`` is no such list: ``save_pretrained`` keeps it without
+    copying the modules, and such a directory loads wherever elmo-hf is installed.) A directory missing its
     ``tokenizer_config.json`` loaded silently with default tokenizer settings. Anything that is not a local directory
     (a Hub id) is not checked here."""
     import json
@@ -145,29 +145,23 @@ def check_model_directory_complete(directory: Any) -> None:
 
     if not isinstance(directory, (str, os.PathLike)) or not os.path.isdir(directory):
         return
-    named = {}
     try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as file:
-            auto_map = json.load(file).get("auto_map") or {}
-        for reference in auto_map.values():
-            for entry in reference if isinstance(reference, list) else [reference]:
-                if isinstance(entry, str) and "--" not in entry:  # "repo--module.Class" lives in another repository
-                    named[entry.rsplit(".", 1)[0] + ".py"] = None
         with open(os.path.join(directory, ".elmo-hf-output.json"), encoding="utf-8") as file:
-            # What loading reads (a README or a report may be left out of a copy on purpose), at the top level (a
-            # pre-training output's checkpoint folders come and go).
-            named.update(
-                (name, None) for name in (json.load(file).get("files") or {})
-                if "/" not in name and (name in _LOADED_FILES or name.endswith((".py", ".safetensors")))
-            )
+            recorded = json.load(file).get("files") or {}
     except (OSError, ValueError, AttributeError):
-        pass  # no config (transformers says so), no record: nothing more to check
-    # Presence only: a file edited by hand (a tokenizer_config.json with another word splitter) is the user's choice.
-    problems = [f"{name} is missing" for name in named if not os.path.isfile(os.path.join(directory, name))]
+        return  # no elmo-hf record (saved by save_pretrained, or by an older elmo-hf): nothing to check against
+    # What loading reads (a README or a report may be left out of a copy on purpose), at the top level (a
+    # pre-training output's checkpoint folders come and go). Presence only: a file edited by hand (a
+    # tokenizer_config.json with another word splitter) is the user's choice.
+    problems = [
+        f"{name} is missing" for name in recorded
+        if "/" not in name and (name in _LOADED_FILES or name.endswith((".py", ".safetensors")))
+        and not os.path.isfile(os.path.join(directory, name))
+    ]
     if problems:
         raise OSError(
-            f"model directory {directory} is incomplete: {'; '.join(problems)} (named by its config.json or its "
-            "elmo-hf record); it was damaged or only partly copied: convert or copy it again"
+            f"model directory {directory} is incomplete: {'; '.join(problems)} (the elmo-hf run that made it recorded "
+            "writing them); it was damaged or only partly copied: convert or copy it again"
         )
 
 
