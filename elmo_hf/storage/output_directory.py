@@ -41,6 +41,7 @@ import glob
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -728,8 +729,11 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
                 _remove_tree(leftover)
                 done.append(f"deleted {leftover}, the previous output of {path} that it had set aside")
         journal_path.unlink()
+    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
+    # run may be writing under its own lock, is not one of this output's.
+    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
     for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
-        if leftover.name in known or not leftover.is_dir() or leftover.is_symlink():
+        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
             continue
         if any(leftover.iterdir()) and read_marker(leftover) is None:
             logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)

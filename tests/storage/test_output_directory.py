@@ -452,3 +452,18 @@ def test_an_output_overwritten_in_place_is_never_half_deleted(tmp_path):
         with open_output_directory(target, KIND, overwrite=True) as output:  # the next run finishes the removal
             write_files(output.path, OLD_FILES)
         assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_next_run_deletes_only_its_own_unfinished_staging_folders(tmp_path):
+    """`out`'s run deletes `.out.<8 hex>.staging` left unfinished, never the staging folder of `out.v2`
+    (`.out.v2.<hex>.staging`), which another run may be writing under its own lock."""
+    from elmo_hf.storage.output_directory import recover_interrupted_replacement
+
+    own, other = tmp_path / ".out.0123abcd.staging", tmp_path / ".out.v2.0123abcd.staging"
+    for folder in (own, other):
+        folder.mkdir()
+        (folder / MARKER_NAME).write_text(json.dumps({"format": "elmo-hf-output", "version": 1, "kind": KIND.name}))
+    messages = recover_interrupted_replacement(tmp_path / "out")
+    assert not own.exists() and other.exists() and messages == [
+        f"deleted {own}, an unfinished staging folder left by an earlier run that was killed or failed"
+    ]
