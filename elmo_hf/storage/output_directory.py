@@ -509,7 +509,8 @@ def open_output_directory(
             if not resumed and not worth_keeping(path):
                 shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
             else:
-                output.record()
+                with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
+                    output.record()
             raise
         output.record()
 
