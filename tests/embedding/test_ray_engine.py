@@ -70,7 +70,7 @@ def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_pa
     ray_files = sorted(glob(str(tmp_path / "ray-engine" / "part-*.parquet")))
     ray_table = pa.concat_tables([pq.read_table(path) for path in ray_files])
     # Rows come back in input order, with the input's columns and the same words.
-    assert ray_table["id"].to_pylist() == list(range(len(texts)))
+    assert ray_table["id"].to_pylist() == ray_table["input_row"].to_pylist() == list(range(len(texts)))
     assert ray_table["words"].to_pylist() == reference["words"][:]
     assert ray_table["num_words"].to_pylist() == reference["num_words"][:]
     ray_vectors = ray_table["elmo"].to_pylist()
@@ -136,3 +136,23 @@ def test_text_file_rows_follow_the_datasets_engine(tmp_path):
         (tmp_path / "file.txt").write_bytes(content)
         expected = [{"text": line, "input_row": row} for row, line in read_lines(tmp_path / "file.txt")]
         assert text_file_rows({"bytes": content}) == expected, content
+
+
+def test_every_format_is_read_as_the_datasets_engine_reads_it(tmp_path):
+    """`file_table` (one Ray task per file) gives the rows and input_row numbers of the datasets engine's reader
+    (`CorpusSource.rows`): blank CSV lines are rows, a byte order mark is no text, only `\\n` ends a text line."""
+    from elmo_hf.corpus.readers import CorpusSource
+    from elmo_hf.embedding.ray_engine import file_table
+
+    Dataset.from_dict({"id": [3, 4], "text": ["a .", "b ."]}).to_parquet(str(tmp_path / "data.parquet"))
+    files = {
+        "data.txt": b"\xef\xbb\xbfone .\n\ntwo\xe2\x80\xa8three .\r\nlast",
+        "data.jsonl": b'{"id": 1, "text": "x ."}\n{"id": 2, "text": "y ."}\n',
+        "data.csv": b"\xef\xbb\xbfid,text\n1,hello .\n2,   \n\n3,NA\n",
+        "data.parquet": (tmp_path / "data.parquet").read_bytes(),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        input_format = name.rsplit(".", 1)[1]
+        expected = [{**record, "input_row": row} for row, record in CorpusSource(tmp_path / name, input_format).rows()]
+        assert file_table(pa.table({"bytes": [content]}), input_format).to_pylist() == expected, name
