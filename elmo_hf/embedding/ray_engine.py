@@ -20,8 +20,8 @@ Differences from the datasets engine, by design: Ray retries failed tasks itself
 failed job is rerun with `overwrite=True`); each input file is read whole by one task and parsed by the datasets
 engine's rules (``file_table``: text lines split at `\n` only, blank CSV lines kept as rows), so every row gets the
 same `input_row` (with several files, the row's place in its own file); undecodable bytes in a text file stop the
-job, naming the line (even with --skip-invalid, which skips missing or non-string text). Vectors are stored as plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere
-without Ray or `datasets`.
+job, naming the line (even with --skip-invalid, which skips missing or non-string text). Vectors are stored as
+plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere without Ray or `datasets`.
 """
 
 from __future__ import annotations
