@@ -86,6 +86,10 @@ TASK_MIX_POSITIONS = ("input", "output")
 RELEASED_CHAR_CNN_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
 
+# The most character slots per word a config may ask for: every word of every batch holds that many ids, so 10**9
+# (once accepted) made the first batch a MemoryError; released models use 50.
+MAX_CHARACTERS_PER_TOKEN_LIMIT = 1024
+
 class ELMoConfig(PretrainedConfig):
     r"""
     Configuration of an [`ELMoModel`]: the character CNN, highway layers, projection and the bidirectional LSTM
@@ -329,7 +333,10 @@ class ELMoConfig(PretrainedConfig):
             )
         check_int(field("num_characters"), self.num_characters, 2, hint="the padding token 0 and at least one character")
         widest_filter = max(width for width, _ in self.char_cnn_filters)
-        check_int(field("max_characters_per_token"), self.max_characters_per_token, 3)
+        check_int(
+            field("max_characters_per_token"), self.max_characters_per_token, 3, MAX_CHARACTERS_PER_TOKEN_LIMIT + 1,
+            hint="character slots per word; released models use 50, and every word costs that many ids in every batch",
+        )
         if self.max_characters_per_token < widest_filter:
             raise ValueError(
                 f"ELMoConfig.max_characters_per_token ({self.max_characters_per_token}) must be >= the widest "

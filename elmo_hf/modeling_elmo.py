@@ -51,7 +51,7 @@ from .fast_elmo import (
     use_fast_path,
 )
 from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
-from .validation_elmo import check_choice, check_int, is_int
+from .validation_elmo import check_choice, check_int, check_model_directory_complete, is_int
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -602,7 +602,9 @@ class ELMoPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
         """``PreTrainedModel.from_pretrained``, then ``frozen_submodules`` frozen again: loading replaces parameters
-        with ones that require gradients."""
+        with ones that require gradients. A local directory lacking a file it names fails first, naming it
+        (``check_model_directory_complete``)."""
+        check_model_directory_complete(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
         loaded = super().from_pretrained(*args, **kwargs)
         model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
         model.freeze_submodules()

@@ -479,7 +479,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         )
         logger.warning(
             f"{len(truncated)} word(s) of this input are longer than max_characters_per_token="
-            f"{self.max_characters_per_token} allows ({room}) and were cut, e.g. {example!r} ({size}). This "
+            f"{self.max_characters_per_token} allows ({room}) and were cut, e.g. "
+            f"{example[:60]!r}{f' (its first 60 of {len(example):,} characters)' if len(example) > 60 else ''} ({size}). This "
             "tokenizer warns once; count them with tokenizer.truncated_word_count(words) (elmo-hf embed reports them "
             "in its summary and manifest)."
         )

@@ -137,4 +137,42 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
-__all__ = ["ELMoHFError", "check_bool", "check_choice", "check_int", "check_number", "is_close", "is_int", "largest", "max_abs_difference"]
+_LOADED_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def check_model_directory_complete(directory: Any) -> None:
+    """``OSError`` naming what is missing when a local model directory lacks a file loading reads (configs, weights,
+    the remote-code modules) that its elmo-hf record (``.elmo-hf-output.json``'s ``files``, written when the
+    directory was made) lists. (``config.json``'s ``auto_map`` is no such list: ``save_pretrained`` keeps it without
+    copying the modules, and such a directory loads wherever elmo-hf is installed.) A directory missing its
+    ``tokenizer_config.json`` loaded silently with default tokenizer settings. Anything that is not a local directory
+    (a Hub id) is not checked here."""
+    import json
+    import os
+
+    if not isinstance(directory, (str, os.PathLike)) or not os.path.isdir(directory):
+        return
+    try:
+        with open(os.path.join(directory, ".elmo-hf-output.json"), encoding="utf-8") as file:
+            recorded = json.load(file).get("files") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # no elmo-hf record (saved by save_pretrained, or by an older elmo-hf): nothing to check against
+    # What loading reads (a README or a report may be left out of a copy on purpose), at the top level (a
+    # pre-training output's checkpoint folders come and go). Presence only: a file edited by hand (a
+    # tokenizer_config.json with another word splitter) is the user's choice.
+    problems = [
+        f"{name} is missing" for name in recorded
+        if "/" not in name and (name in _LOADED_FILES or name.endswith((".py", ".safetensors")))
+        and not os.path.isfile(os.path.join(directory, name))
+    ]
+    if problems:
+        raise OSError(
+            f"model directory {directory} is incomplete: {'; '.join(problems)} (the elmo-hf run that made it recorded "
+            "writing them); it was damaged or only partly copied: convert or copy it again"
+        )
+
+
+__all__ = [
+    "ELMoHFError", "check_bool", "check_choice", "check_int", "check_model_directory_complete", "check_number", "is_close", "is_int",
+    "largest", "max_abs_difference",
+]

@@ -124,3 +124,12 @@ def test_skip_connections_must_be_a_json_bool_in_options(value):
     with pytest.raises(ValueError, match=r"options.json: lstm.use_skip_connections must be a bool \(true or false\), got"):
         ELMoConfig.from_options_dict(_options(**{"lstm.use_skip_connections": value}))
     assert ELMoConfig.from_options_dict(_options(**{"lstm.use_skip_connections": False})).use_skip_connections is False
+
+
+def test_max_characters_per_token_is_bounded():
+    """10**9 character slots used to convert, and then the first batch died with a MemoryError."""
+    from elmo_hf.configuration_elmo import MAX_CHARACTERS_PER_TOKEN_LIMIT
+
+    ELMoConfig(max_characters_per_token=MAX_CHARACTERS_PER_TOKEN_LIMIT)
+    with pytest.raises(ValueError, match=r"max_characters_per_token must be an int in \[3, 1025\) \(character slots .*got 1000000000"):
+        ELMoConfig(max_characters_per_token=10**9)

@@ -691,3 +691,17 @@ def test_reduced_precision_on_cuda(dtype):
         actual = model.to(dtype)(**inputs, return_lstm_state=True)
     assert actual.lstm_state[1].dtype == torch.float32
     assert per_word_cosines(actual, expected).min() >= REDUCED_PRECISION_MIN_COSINE
+
+
+def test_ids_beyond_int16_get_wide_keys_and_never_collide():
+    """Rows holding ids above 32,767 (a big word vocabulary's ids) are keyed as int32: 1 and 65,537 are the same
+    int16 (65,537 wraps to 1), so narrow keys would make two words one."""
+    from elmo_hf.fast_elmo import INT16_MAX, TokenEmbeddingCache, distinct_rows
+
+    rows = torch.tensor([[1, 5], [65537, 5], [1, 5], [INT16_MAX + 1, 5]])
+    distinct, inverse = distinct_rows(rows)
+    assert len(distinct) == 3 and inverse[0] == inverse[2] and len({int(inverse[0]), int(inverse[1]), int(inverse[3])}) == 3
+    cache = TokenEmbeddingCache(rows, largest_id=70000)
+    assert cache.wide_keys and len(cache) == 3
+    indices = cache.lookup(torch.tensor([[65537, 5], [1, 5], [INT16_MAX + 1, 5], [2, 5]]))
+    assert len(set(indices[:3].tolist())) == 3 and indices[3] == -1

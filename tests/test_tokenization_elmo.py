@@ -644,3 +644,13 @@ def test_batch_character_ids_equal_the_tokenizers_padded_output():
 def test_batch_character_ids_name_the_sentence_of_a_bad_word():
     with pytest.raises(ValueError, match=r"sentence 1 \('ok \\ud800'\)"):
         ELMoTokenizer().batch_character_ids([["fine"], ["ok", "\ud800"]])
+
+
+def test_the_truncation_warning_shows_a_short_example(caplog):
+    """A 1 MB token used to be printed whole to stderr."""
+    from elmo_hf.tokenization_elmo import ELMoTokenizer
+
+    huge = "x" * 1_000_000
+    with caplog.at_level("WARNING"):
+        ELMoTokenizer()([["fine", huge]], is_split_into_words=True)
+    assert "its first 60 of 1,000,000 characters" in caplog.text and len(caplog.text) < 2000

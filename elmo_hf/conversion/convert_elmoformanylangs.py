@@ -291,6 +291,7 @@ def load_pickled_state_dict(path: Path, allow_pickle: bool) -> dict[str, torch.T
     """A pickled state dict, tensors only unless ``allow_pickle``; refused when it is anything else."""
     if not path.is_file():
         raise ConversionError(f"{path}: missing (a pickled torch state dict of the package).")
+    unrestricted = False
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
@@ -301,13 +302,21 @@ def load_pickled_state_dict(path: Path, allow_pickle: bool) -> dict[str, torch.T
                 "Unpickling it can run any code it names: pass --allow-pickle (allow_pickle=True) only if you trust "
                 "where the file came from."
             ) from None
-        state = _load_unrestricted(path)
+        state, unrestricted = _load_unrestricted(path), True
     except (RuntimeError, EOFError, KeyError, ValueError, OSError) as error:
         raise ConversionError(f"{path} cannot be read as a torch state dict (truncated or damaged?): {error}") from None
     if not isinstance(state, Mapping) or not all(
         isinstance(name, str) and isinstance(tensor, torch.Tensor) for name, tensor in state.items()
     ):
-        raise ConversionError(f"{path}: expected a state dict (names -> tensors), got {type(state).__name__}.")
+        found = type(state).__name__ if not isinstance(state, Mapping) else "a mapping holding other things than named tensors"
+        raise ConversionError(
+            f"{path}: expected a state dict (names -> tensors), got {found}"
+            + (
+                ": it is not an ELMoForManyLangs weight file. It was unpickled without restrictions (--allow-pickle), "
+                "so any code it names has already run: do not trust where it came from."
+                if unrestricted else "."
+            )
+        )
     return {name: tensor.float() for name, tensor in state.items()}
 
 

@@ -48,6 +48,11 @@ OPTIONS_NAME_SUFFIX = "options.json"
 WEIGHTS_NAME_SUFFIX = ".hdf5"
 VOCABULARY_NAMES = (VOCABULARY_FILE_NAME, f"{VOCABULARY_FILE_NAME}.gz")
 COPY_CHUNK_BYTES = 1 << 20
+# A gzipped vocabulary may expand to at most this many times its compressed size (word lists compress 3-5x) and at
+# most MAX_VOCABULARY_BYTES (a million words of 60 bytes), and never past the free space where it is extracted: a
+# 204 KB vocab.txt.gz once expanded to 200 MiB.
+MAX_VOCABULARY_EXPANSION = 100
+MAX_VOCABULARY_BYTES = 64 << 20
 EXTRACTION_PREFIX = ".elmo-hf-zip-"  # the temporary directory beside the output
 ELMOFORMANYLANGS_FILES = ("encoder.pkl", "token_embedder.pkl", "char.dic")
 
@@ -145,7 +150,22 @@ def _extract_member(archive: zipfile.ZipFile, member: str, target: Path, decompr
     with opened as source:
         stream = gzip.open(source) if decompress_gzip else source
         with stream, open(target, "wb") as destination:
-            shutil.copyfileobj(stream, destination, COPY_CHUNK_BYTES)
+            if not decompress_gzip:  # zipfile reads at most the declared size, which the free-space check counted
+                shutil.copyfileobj(stream, destination, COPY_CHUNK_BYTES)
+                return
+            compressed = archive.getinfo(member).file_size
+            limit = min(MAX_VOCABULARY_EXPANSION * compressed, MAX_VOCABULARY_BYTES, shutil.disk_usage(target.parent).free)
+            written = 0
+            while chunk := stream.read(min(COPY_CHUNK_BYTES, limit + 1 - written)):
+                written += len(chunk)
+                if written > limit:
+                    raise ConversionError(
+                        f"{archive.filename}: the member {member!r} ({compressed:,} bytes gzipped) expands past "
+                        f"{limit:,} bytes (the least of {MAX_VOCABULARY_EXPANSION}x its size, {MAX_VOCABULARY_BYTES:,} "
+                        f"bytes, and the free space in {target.parent}); a vocabulary is a word list, not this: "
+                        "check the archive"
+                    )
+                destination.write(chunk)
 
 
 def _check_vocabulary_text(path: Path, archive: Path, member: str) -> None:

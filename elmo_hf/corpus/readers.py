@@ -14,6 +14,7 @@ a line break is a line. This is the only line reader of the package (vocabulary 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,11 +52,17 @@ class InvalidRowError(ELMoHFError):
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+UTF8_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
 def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | InvalidRowError]]:
     """``(row, line)`` for every line of a text file from 0-based row ``start`` on, without the line break; a line
-    that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong."""
+    that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong. Lines end at ``\n`` only (a lone
+    ``\r``, U+2028 or a form feed is inside a line), and a UTF-8 byte order mark opening the file is not text."""
     with open(path, "rb") as file:
         for row, line in enumerate(file):
+            if row == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
+                line = line[len(UTF8_BYTE_ORDER_MARK) :]
             if row < start:
                 continue
             line = line[:-1] if line.endswith(b"\n") else line
@@ -224,6 +231,12 @@ class CorpusSource:
         try:
             return self._streamed()._resolve_features().features
         except (ValueError, TypeError, OSError, UnicodeDecodeError) as error:
+            if self.input_format == "jsonl":  # a line pyarrow cannot parse: the valid lines of the start tell
+                from datasets import Dataset
+
+                records = [record for _, record in islice(self._json_lines(), _READ_BATCH_ROWS) if isinstance(record, dict)]
+                if records:
+                    return Dataset.from_list(records).features
             raise CorpusError(f"cannot read {self.path} as {self.input_format}: {error}") from error
 
     def num_rows(self) -> int | None:
@@ -261,7 +274,43 @@ class CorpusSource:
         except (ValueError, TypeError, OSError, UnicodeDecodeError) as error:
             if isinstance(error, (InvalidRowError, CorpusError)):
                 raise
-            raise CorpusError(f"cannot read {self.path} as {self.input_format} after row {input_row}: {error}") from error
+            if self.input_format != "jsonl":
+                raise CorpusError(f"cannot read {self.path} as {self.input_format} after row {input_row}: {error}") from error
+        else:
+            return
+        # pyarrow refuses a whole block of JSON lines for one bad line (e.g. a lone surrogate escape "\ud800"),
+        # naming its row within the block: from the first row not read, each line is parsed alone, so a bad one is
+        # one InvalidRowError with its row in the file (skipped with --skip-invalid) and the others are read.
+        yield from self._json_lines(input_row)
+
+    def _json_lines(self, start: int = 0) -> Iterator[tuple[int, dict | InvalidRowError]]:
+        """``(input_row, record)`` for the JSON lines of the file parsed one by one (rows counted as pyarrow does:
+        empty lines are not rows)."""
+        import json
+
+        row = 0
+        with open(self.path, "rb") as file:
+            for line_number, line in enumerate(file):
+                if line_number == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
+                    line = line[len(UTF8_BYTE_ORDER_MARK) :]
+                if not line.strip():
+                    continue
+                if row >= start:
+                    try:
+                        record = json.loads(line.decode("utf-8"))
+                        if not isinstance(record, dict):
+                            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+                        json.dumps(record, ensure_ascii=False).encode("utf-8")  # a lone surrogate is no character
+                    except UnicodeEncodeError as error:
+                        record = InvalidRowError(
+                            f"(line {line_number + 1}) holds the escape of a lone surrogate "
+                            f"({error.object[error.start:error.end].encode('unicode_escape').decode()}), which is no "
+                            "character"
+                        )
+                    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                        record = InvalidRowError(f"(line {line_number + 1}) is not a valid JSON object: {error}")
+                    yield row, record
+                row += 1
 
     def _batches(self, start: int) -> Iterator[dict[str, list]]:
         if self.input_format == "dataset":
@@ -272,8 +321,10 @@ class CorpusSource:
     def _streamed(self):
         from datasets import load_dataset
 
-        # CSV: an empty field, "NA" or "null" is text (an empty sentence, the word "NA"), not a missing value.
-        options = {"keep_default_na": False} if self.input_format == "csv" else {}
+        # CSV: an empty field, "NA" or "null" is text (an empty sentence, the word "NA"), not a missing value; an
+        # empty or whitespace-only line is a row (an empty sentence, as an empty line of a text file), not skipped
+        # unnumbered, so input_row stays the row's place in the file.
+        options = {"keep_default_na": False, "skip_blank_lines": False} if self.input_format == "csv" else {}
         return load_dataset(
             _DATASETS_BUILDERS[self.input_format], data_files=str(self.path), split="train", streaming=True, **options
         )
@@ -293,6 +344,7 @@ class CorpusSource:
 __all__ = [
     "CorpusError",
     "CorpusSource",
+    "UTF8_BYTE_ORDER_MARK",
     "EXTENSION_FORMATS",
     "INPUT_FORMATS",
     "InvalidRowError",

@@ -573,15 +573,28 @@ class ELMoEmbedder:
         return host, copied
 
     def _check_finite(self, vectors: np.ndarray, batch: "PreparedBatch", sentences: Sequence[Sequence[str]]) -> None:
-        """``NonFiniteVectorsError`` naming the first sentence of ``batch`` with a NaN or infinite vector."""
-        if not self.check_finite or np.isfinite(vectors).all():
+        """``NonFiniteVectorsError`` naming the first sentence of ``batch`` with a vector that is NaN or infinite in
+        the stored dtype: a float16 output checks the vectors cast to float16, where anything beyond 65,504 becomes
+        infinite (pooled vectors are means or maxima of these words, so they stay within the same bound)."""
+        if not self.check_finite:
             return
-        row = int(np.flatnonzero(~np.isfinite(vectors.reshape(len(vectors), -1)).all(axis=1))[0])
+        with np.errstate(over="ignore"):
+            stored = vectors if self.dtype == "float32" else vectors.astype(self.dtype)
+        finite_rows = np.isfinite(stored.reshape(len(stored), -1)).all(axis=1)
+        if finite_rows.all():
+            return
+        row = int(np.flatnonzero(~finite_rows)[0])
         piece = batch.pieces[row]
+        overflow = self.dtype != "float32" and np.isfinite(vectors[row]).all()
+        largest = float(np.abs(vectors[row]).max()) if overflow else None
         raise NonFiniteVectorsError(
-            f"the model returned NaN or infinite vectors for the sentence "
-            f"{' '.join(sentences[piece.sentence][piece.start : piece.end])[:80]!r}: a damaged model or a dtype "
-            "overflow (pass check_finite=False / --allow-non-finite to store them anyway)"
+            f"the model returned {'vectors too large for ' + self.dtype if overflow else 'NaN or infinite vectors'} "
+            f"for the sentence {' '.join(sentences[piece.sentence][piece.start : piece.end])[:80]!r} "
+            f"(representation {self.representation!r}"
+            + (f": |value| up to {largest:,.0f}, {self.dtype} holds at most {float(np.finfo(self.dtype).max):,.0f}, "
+               "so it would be stored as infinite; store float32" if overflow else "")
+            + "): a damaged model or a dtype overflow (pass check_finite=False / --allow-non-finite to store them "
+            "anyway)"
         )
 
 

@@ -17,10 +17,11 @@ The output directory follows elmo-hf's output policy (``elmo_hf.storage``): mark
 job runs, replaced by ``overwrite`` only if it is an earlier Ray output, removed again if the job fails.
 
 Differences from the datasets engine, by design: Ray retries failed tasks itself and there is no `--resume` (a
-failed job is rerun with `overwrite=True`); there is no `input_row` column (Ray does not number rows; keep an id
-column in JSON lines / CSV / Parquet input to join on); undecodable bytes in a text file stop the job with Ray's
-error. Vectors are stored as plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere
-without Ray or `datasets`.
+failed job is rerun with `overwrite=True`); each input file is read whole by one task and parsed by the datasets
+engine's rules (``file_table``: text lines split at `\n` only, blank CSV lines kept as rows), so every row gets the
+same `input_row` (with several files, the row's place in its own file); undecodable bytes in a text file stop the
+job, naming the line (even with --skip-invalid, which skips missing or non-string text). Vectors are stored as
+plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere without Ray or `datasets`.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..corpus.readers import EXTENSION_FORMATS
+from ..corpus.readers import EXTENSION_FORMATS, UTF8_BYTE_ORDER_MARK
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
-from .shards import EmbeddingRunSummary, vectors_array
+from .shards import INPUT_ROW_COLUMN, EmbeddingRunSummary, vectors_array
 
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
@@ -99,15 +100,63 @@ class RayEmbeddingActor:
 
 
 def _read(ray, paths: list[str], input_format: str, concurrency: int):
-    io = {"num_cpus": IO_TASK_CPUS, "concurrency": concurrency}
-    if input_format == "txt":
-        # Empty lines are sentences with zero words, as in the datasets engine (Ray drops them by default).
-        return ray.data.read_text(paths, drop_empty_lines=False, **io)
-    if input_format == "jsonl":
-        return ray.data.read_json(paths, lines=True, **io)
-    if input_format == "csv":
-        return ray.data.read_csv(paths, **io)
-    return ray.data.read_parquet(paths, **io)
+    """Each input file read whole by one task and parsed by the datasets engine's rules into one table with its
+    ``input_row`` (the row's place in its file): not ``ray.data.read_text``, which splits with ``str.splitlines``
+    (at U+2028, U+0085, VT, FF and a lone CR too), nor Ray's JSON / CSV / Parquet readers, which do not number rows
+    (and Ray's CSV reader would drop blank lines)."""
+    files = ray.data.read_binary_files(paths, num_cpus=IO_TASK_CPUS, concurrency=concurrency)
+    return files.map_batches(
+        file_table, fn_kwargs={"input_format": input_format}, batch_size=1, batch_format="pyarrow",
+        num_cpus=IO_TASK_CPUS, concurrency=concurrency,
+    )
+
+
+def file_table(files: pa.Table, input_format: str) -> pa.Table:
+    """The rows of the files in ``files`` (a ``bytes`` column: whole files), parsed as ``input_format``, with an
+    ``input_row`` column counting each file's rows from 0, as the datasets engine numbers them."""
+    import io
+
+    tables = []
+    for data in files.column("bytes").to_pylist():
+        if input_format == "txt":
+            rows = text_file_rows({"bytes": data})
+            table = pa.table({"text": pa.array([row["text"] for row in rows], pa.string())})
+        elif input_format == "jsonl":
+            import pyarrow.json
+
+            data = data[len(UTF8_BYTE_ORDER_MARK) :] if data.startswith(UTF8_BYTE_ORDER_MARK) else data
+            table = pyarrow.json.read_json(io.BytesIO(data)) if data.strip() else pa.table({})
+        elif input_format == "csv":
+            import pandas
+
+            # The datasets engine's options (corpus.readers): empty fields and "NA" are text, blank lines are rows.
+            frame = pandas.read_csv(io.BytesIO(data), keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig")
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+        else:
+            table = pq.read_table(io.BytesIO(data))
+        tables.append(table.append_column(INPUT_ROW_COLUMN, pa.array(np.arange(table.num_rows, dtype=np.int64))))
+    return pa.concat_tables(tables) if tables else pa.table({INPUT_ROW_COLUMN: pa.array([], pa.int64())})
+
+
+def text_file_rows(file: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of one text file read whole (``{"bytes": ...}``) by the datasets engine's rule (``read_lines``): a
+    line ends at ``\n`` only (one ``\r`` before it is dropped), an empty line is a row, a UTF-8 byte order mark
+    opening the file is not text; ``input_row`` is the line's 0-based place in its file."""
+    data = bytes(file["bytes"])
+    if data.startswith(UTF8_BYTE_ORDER_MARK):
+        data = data[len(UTF8_BYTE_ORDER_MARK) :]
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # the file ends with a line break (or is empty)
+        lines.pop()
+    rows = []
+    for row, line in enumerate(lines):
+        line = line[:-1] if line.endswith(b"\r") else line
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"text line {row + 1} is not valid UTF-8 ({error.reason} at byte offset {error.start})") from None
+        rows.append({"text": text, INPUT_ROW_COLUMN: row})
+    return rows
 
 
 def check_actor_pool_fits(nodes: list[dict[str, float]], num_workers: int, cpus_per_worker: float, gpus_per_worker: float) -> None:
@@ -230,4 +279,7 @@ def _run_job(
     )
 
 
-__all__ = ["RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "vectors_to_arrow"]
+__all__ = [
+    "RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "file_table", "text_file_rows",
+    "vectors_to_arrow",
+]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import time
 from collections import defaultdict, deque
@@ -63,10 +64,25 @@ SAVED_DATASET_CACHE_DIR = ".cache"
 MAX_LISTED_SKIPPED_ROWS = 100
 PROGRESS_REFRESH_SECONDS = 0.5
 
+
+def _files_the_manifest_lists(output_dir: Path) -> dict[str, int]:
+    """The manifest's own record of what a run wrote: each finished shard with its size, and the manifest itself
+    (rewritten atomically after each shard, so a killed run's shards are proven its own)."""
+    try:
+        data = json.loads((output_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        listed = {shard["file"]: shard["bytes"] for shard in data["shards"] if "/" not in shard["file"]}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+        return {}
+    if data.get("format") != MANIFEST_FORMAT:
+        return {}
+    return {**listed, MANIFEST_NAME: (output_dir / MANIFEST_NAME).stat().st_size}
+
+
 EMBEDDINGS_OUTPUT = OutputKind(
     name="embeddings",
     description="an elmo-hf embedding output",
     entries=("shard-[0-9]*.parquet", MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
+    own_record=_files_the_manifest_lists,
 )
 
 
@@ -245,6 +261,32 @@ def shard_problem(output_dir: Path, entry: dict[str, Any], check_sha256: bool = 
     return None
 
 
+def non_finite_values(path: Path) -> tuple[int, int] | None:
+    """How many NaN or infinite values the floating-point columns of the Parquet file ``path`` hold, in its stored
+    dtype (a float16 overflow is infinite there), and the first row with one; None when all are finite."""
+    table = pq.read_table(path)
+    count, first_row = 0, None
+    for column in table.columns:
+        for chunk_start, chunk in zip(np.cumsum([0, *(len(chunk) for chunk in column.chunks)]), column.chunks):
+            array, rows = chunk, np.arange(len(chunk))
+            while True:
+                if isinstance(array.type, pa.ExtensionType):
+                    array = array.storage
+                elif pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or pa.types.is_fixed_size_list(array.type):
+                    lengths = array.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+                    rows, array = np.repeat(rows, lengths), array.flatten()
+                else:
+                    break
+            if not pa.types.is_floating(array.type):
+                break
+            bad = ~np.isfinite(array.to_numpy(zero_copy_only=False).astype(np.float32, copy=False))
+            if bad.any():
+                count += int(bad.sum())
+                row = int(chunk_start + rows[np.flatnonzero(bad)[0]])
+                first_row = row if first_row is None else min(first_row, row)
+    return None if count == 0 else (count, first_row)
+
+
 def verify_embedding_output(output_dir: str | Path) -> list[str]:
     """Every problem with a finished ``elmo-hf embed`` output: the marker, the manifest, each shard (size, sha256,
     rows) and files the manifest does not list. An empty list means the output is complete and intact."""
@@ -261,7 +303,15 @@ def verify_embedding_output(output_dir: str | Path) -> list[str]:
     if manifest is None:
         return [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]
     problems = [] if manifest.complete else [f"the run is not complete ({manifest.rows_done:,} input rows done): resume it"]
-    problems += [problem for entry in manifest.shards if (problem := shard_problem(output_dir, entry))]
+    shard_problems = {entry["file"]: shard_problem(output_dir, entry) for entry in manifest.shards}
+    problems += [problem for problem in shard_problems.values() if problem]
+    problems += [
+        f"{name} holds {count:,} NaN or infinite value(s), the first in its row {row} (stored by a run with "
+        "--allow-non-finite, or damaged)"
+        for name, problem in shard_problems.items()
+        if problem is None and (found := non_finite_values(output_dir / name)) is not None
+        for count, row in [found]
+    ]
     listed = {entry["file"] for entry in manifest.shards}
     problems += [
         f"{path.name} is not listed in the manifest"
@@ -544,6 +594,11 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     if previous.complete:
         listed.add(SAVED_DATASET_DIR)
     for path in output_dir.iterdir():
+        if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
+            raise OutputDirectoryError(
+                f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
+                "not write; replace it with the file itself or move it away"
+            )
         if path.name not in listed:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     return previous

@@ -33,7 +33,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -260,8 +260,8 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
     checkpoint = get_last_checkpoint(str(output_dir))
     if checkpoint is None:
         raise PretrainingError(
-            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
-            "without --resume to start a new run, or with --overwrite to start over"
+            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from: the run "
+            "that made it stopped before its first checkpoint; start it again with --overwrite (instead of --resume)"
         )
     saved = json.loads((output_dir / PRETRAINING_OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
     differences = {
@@ -446,10 +446,10 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     """The run, one named step after another: options -> data -> model -> train -> report."""
     start = time.monotonic()
     options, config, initial = _resolve_options(options)
-    with _output_directory(options) as (output_dir, checkpoint):
+    with _output_directory(options) as (output_dir, checkpoint, record):
         data = _prepare_data(options, config, initial)
-        config, model = _build_model(options, config, data, initial, output_dir, checkpoint)
-        training = _train(options, config, model, data, output_dir, checkpoint)
+        config, model = _build_model(options, config, data, initial, output_dir, checkpoint, record)
+        training = _train(options, config, model, data, output_dir, checkpoint, record)
         return _report(options, config, model, data, training, initial, output_dir, checkpoint, start)
 
 
@@ -482,20 +482,25 @@ def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, E
 
 
 @contextmanager
-def _output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None]]:
-    """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``)."""
+def _output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
+    """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``, the
+    function that writes what the run has written so far into the output's marker: called after the first files and
+    after each checkpoint, so that --overwrite can later delete a killed run's files by that record)."""
     inputs = [*options.corpus, *(options.held_out or [])]
     with open_output_directory(
         options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
         inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
-        worth_keeping=_has_a_checkpoint, describe_existing=lambda path: "a pre-training run",
+        worth_keeping=_has_a_checkpoint, resumable=_has_a_checkpoint,
+        describe_existing=lambda path: "a pre-training run" + (
+            "" if _has_a_checkpoint(path) else " that stopped before its first checkpoint (nothing to resume)"
+        ),
     ) as output:
         if options.resume and not output.resumed:
             raise PretrainingError(
                 f"--resume: {output.path} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
                 "without --resume to start a new run"
             )
-        yield output.path, _checkpoint_to_resume(output.path, options) if output.resumed else None
+        yield output.path, _checkpoint_to_resume(output.path, options) if output.resumed else None, output.record
 
 
 # Step 2: data ----------------------------------------------------------------------------------------------------
@@ -543,6 +548,7 @@ def _build_model(
     initial: InitialModel | None,
     output_dir: Path,
     checkpoint: Path | None,
+    record: Callable[[], None],
 ) -> tuple[ELMoConfig, ELMoForPreTraining]:
     """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
     run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
@@ -566,6 +572,7 @@ def _build_model(
         data.vocabulary.save(output_dir)
         data.tokenizer.save_pretrained(output_dir)
         (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+        record()
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
     if initial is not None and checkpoint is None:
@@ -593,6 +600,7 @@ def _train(
     data: _RunData,
     output_dir: Path,
     checkpoint: Path | None,
+    record: Callable[[], None],
 ) -> _Training:
     """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state.
     Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
@@ -623,7 +631,7 @@ def _train(
         data_collator=collator,
         processing_class=data.tokenizer,
         compute_metrics=bilm_perplexity_metrics,
-        callbacks=[stop_control],
+        callbacks=[stop_control, _RecordAfterEachCheckpoint(record)],
     )
     try:
         train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
@@ -639,6 +647,16 @@ def _train(
     data.tokenizer.save_pretrained(output_dir)
     trainer.save_state()
     return _Training(trainer.state, train_output.metrics, held_out_metrics, train_metrics, stop_control.stop_reason)
+
+
+class _RecordAfterEachCheckpoint(TrainerCallback):
+    """Calls ``record()`` (the output's record of what the run wrote) after each checkpoint is saved."""
+
+    def __init__(self, record: Callable[[], None]):
+        self.record = record
+
+    def on_save(self, args, state, control, **kwargs):
+        self.record()
 
 
 # Step 5: report --------------------------------------------------------------------------------------------------

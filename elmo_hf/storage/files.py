@@ -19,10 +19,28 @@ TEMPORARY_SUFFIX = ".tmp"
 
 
 def temporary_path_beside(path: Path) -> Path:
-    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name)."""
+    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name),
+    with the mode any new file gets (0666 less the umask: 0644 under umask 022; ``mkstemp`` makes it 0600, and the
+    file renamed into place would stay so)."""
     descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
-    os.close(descriptor)
+    try:
+        os.fchmod(descriptor, 0o666 & ~current_umask())
+    finally:
+        os.close(descriptor)
     return Path(name)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (``/proc/self/status``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
 
 
 def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:

@@ -1,18 +1,25 @@
 """One policy for every directory elmo-hf writes (``embed``, ``pretrain``, ``convert``, ``export``, the Ray engine).
 
 **Ownership.** A new output directory gets an ownership marker before anything else (``.elmo-hf-output.json``: format,
-version, the kind of output, the elmo-hf version, the creation time). ``overwrite`` deletes only a directory that is
-provably this tool's output of the same kind: a valid marker of that kind, and nothing inside but entries that kind
-writes. It never deletes the current directory or one of its parents, the home directory, ``/``, an input of the run
-or a directory holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
+version, the kind of output, the elmo-hf version, the creation time), and the marker records every file the run
+wrote, with its size (``files``: written when a staged output is complete, when an in-place run ends and after each
+checkpoint; the embedding manifest adds each shard as it is finished). ``overwrite`` deletes only a directory that
+is provably this tool's output of the same kind: a valid marker of that kind, and no file inside that a record does
+not list with that size. Names prove nothing: a ``my_finetune.py`` in a converted model or a ``notes.txt`` in a
+checkpoint folder is not in a record, so the directory is not deleted and the message names what is kept. It never
+deletes the current directory or one of its parents, the home directory, ``/``, an input of the run or a directory
+holding one, or a path that is a symbolic link. Otherwise it refuses and says what is there.
 
-**Locking.** A writing run holds a lock for its whole duration: a file beside the output directory,
-``.<name>.elmo-hf.lock``, created atomically (it appears complete or not at all) and holding the pid, host, start
-time and command of its holder. A second run is refused with the holder's details. A lock whose holder is provably
-gone (same host, and that pid is not running or is another process than the one that took the lock) is taken over
-with a warning; any other lock is reported with the command to remove it. So the folder that holds the output must
-take new files: where only a mounted volume is writable (``/output`` on a read-only root), write into a folder inside
-it (``--output /output/run1``); otherwise the run is refused naming that folder and the reason.
+**Locking.** A writing run holds a lock for its whole duration: an ``flock`` on a file beside the output directory,
+``.<name>.elmo-hf.lock``, which holds the pid, host, start time and command of its holder. The kernel (on NFS the
+lock server) gives the flock to exactly one run and takes it back when that run dies, so taking over the lock of a
+crashed run has exactly one winner whatever the timing (``OutputLock``). A second run is refused with the holder's
+details. A lock file left by a run that is provably gone (same host, and that pid is not running or is another
+process than the one that took the lock) is taken over with a warning; one naming a live holder or another host is
+reported with the command to remove it. Release removes the lock file only if it is still the file this run holds.
+So the folder that holds the output must take new files and support file locks: where only a mounted volume is
+writable (``/output`` on a read-only root), write into a folder inside it (``--output /output/run1``); otherwise
+the run is refused naming that folder and the reason.
 
 **Failure.** Temporary files are unique per process and call and never outlive a failure (``files.write_atomically``).
 A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is removed
@@ -27,15 +34,19 @@ the directory appears only complete).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import fnmatch
+import glob
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
+import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -66,6 +77,9 @@ class OutputKind:
     name: str
     description: str
     entries: tuple[str, ...]
+    # The files (relative path -> size) that the kind's own record lists as written, besides the marker's record:
+    # the embedding manifest lists each shard as it is finished, so a killed run's shards are proven its own.
+    own_record: Callable[[Path], dict[str, int]] | None = None
 
     def foreign_entries(self, directory: Path) -> list[str]:
         """Names in ``directory`` that this kind does not write."""
@@ -80,11 +94,23 @@ class OutputKind:
 
 @dataclass
 class OutputDirectory:
-    """An output directory opened for writing. ``resumed``: it already held an output of its kind (``resume=True``)."""
+    """An output directory opened for writing. ``resumed``: it already held an output of its kind (``resume=True``).
+
+    ``record()`` writes into the marker every file the directory now holds (with its size), except those that were
+    there unrecorded when the run started: what this run (and the earlier runs recorded) wrote, the list that
+    ``--overwrite`` later deletes by. It runs when the block ends (success or failure); a long run calls it after
+    each checkpoint so that a killed run's files are recorded up to its last one."""
 
     path: Path
     kind: OutputKind
     resumed: bool
+    unrecorded_at_start: frozenset[str] = frozenset()
+
+    def record(self) -> None:
+        if read_marker(self.path) is None:
+            return
+        files = {name: size for name, size in files_in(self.path).items() if name not in self.unrecorded_at_start}
+        record_files(self.path, files)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -103,7 +129,9 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
     return marker
 
 
-def write_marker(directory: Path, kind: OutputKind) -> None:
+def write_marker(directory: Path, kind: OutputKind, run: str | None = None) -> None:
+    """Write ``directory``'s ownership marker; ``run`` (a staged output's token) tells a later run which side of an
+    interrupted swap holds the new output."""
     from .. import __version__
 
     marker = {
@@ -113,7 +141,47 @@ def write_marker(directory: Path, kind: OutputKind) -> None:
         "elmo_hf_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+    if run is not None:
+        marker["run"] = run
     (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+def record_files(directory: Path, files: dict[str, int]) -> None:
+    """Rewrite ``directory``'s marker (atomically) with ``files``, what was written (relative path -> size)."""
+    from .files import write_atomically
+
+    marker = read_marker(directory)
+    if marker is None:
+        raise OutputDirectoryError(f"{directory} has no elmo-hf ownership marker to record its files in")
+    marker["files"] = dict(sorted(files.items()))
+    content = json.dumps(marker, indent=2) + "\n"
+    write_atomically(directory / MARKER_NAME, lambda temporary: temporary.write_text(content, encoding="utf-8"))
+
+
+def files_in(directory: Path) -> dict[str, int]:
+    """Every file (and symbolic link) under ``directory``, by relative path, with its size; the marker and the
+    temporary files of interrupted atomic writes (``.<name>.<random>.tmp``) aside."""
+    found = {}
+    for folder, folders, files in os.walk(directory):
+        for name in files + [name for name in folders if os.path.islink(os.path.join(folder, name))]:
+            path = os.path.join(folder, name)
+            relative = Path(os.path.relpath(path, directory)).as_posix()
+            if relative == MARKER_NAME or (name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)):
+                continue
+            found[relative] = os.lstat(path).st_size
+    return found
+
+
+def unproven_files(directory: Path, kind: OutputKind) -> list[str] | None:
+    """The files under ``directory`` that no record proves elmo-hf wrote (absent from the marker's list and the
+    kind's own record, or another size now); None when the marker keeps no list (an older elmo-hf wrote it)."""
+    marker = read_marker(directory)
+    if marker is None or not isinstance(marker.get("files"), dict):
+        return None
+    records = [marker["files"], kind.own_record(directory) if kind.own_record is not None else {}]
+    return sorted(
+        name for name, size in files_in(directory).items() if not any(record.get(name) == size for record in records)
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -141,7 +209,9 @@ def protection_of(path: Path, inputs: Iterable[str | Path] = ()) -> str | None:
 
 
 def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] = ()) -> None:
-    """Raise ``OutputDirectoryError`` unless ``path`` is provably an output of ``kind`` that may be deleted."""
+    """Raise ``OutputDirectoryError`` unless ``path`` is provably an output of ``kind`` that may be deleted: every
+    file in it is listed, with its size, in the record of the runs that wrote it (the marker's ``files``, or the
+    kind's own record); never judged by names."""
     if path.is_symlink():
         raise OutputDirectoryError(
             f"output {path} is a symbolic link (to {os.readlink(path)}); it is not deleted through the link: remove "
@@ -161,11 +231,18 @@ def check_deletable(path: Path, kind: OutputKind, inputs: Iterable[str | Path] =
             f"output {path} holds an elmo-hf output of another kind ({marker.get('kind')!r}), not {kind.description}; "
             "it is not deleted: choose another --output"
         )
-    foreign = kind.foreign_entries(path)
-    if foreign:
+    unproven = unproven_files(path, kind)
+    if unproven is None:
         raise OutputDirectoryError(
-            f"output {path} is {kind.description} but also holds what elmo-hf does not write: {', '.join(foreign[:10])}"
-            f"{' ...' if len(foreign) > 10 else ''}; it is not deleted. Move those away or choose another --output"
+            f"output {path} is {kind.description} written by an older elmo-hf that kept no list of the files it "
+            f"wrote ({MARKER_NAME} has no \"files\"), so --overwrite cannot prove what is its own; nothing was "
+            "deleted. Delete it yourself or choose another --output"
+        )
+    if unproven:
+        raise OutputDirectoryError(
+            f"output {path} is {kind.description} but also holds files no elmo-hf run recorded writing (or changed "
+            f"since): {', '.join(unproven[:10])}{' ...' if len(unproven) > 10 else ''}; --overwrite deletes only what "
+            "a run's record lists, so nothing was deleted and these are kept. Move them away or choose another --output"
         )
 
 
@@ -214,7 +291,17 @@ def _holder_is_gone(holder: dict[str, Any]) -> bool:
 
 
 class OutputLock:
-    """The exclusive lock of one output directory (see the module docstring)."""
+    """The exclusive lock of one output directory (see the module docstring).
+
+    Held as an ``flock`` on the lock file, so the kernel (or, on NFS, the lock server: Linux emulates ``flock`` there
+    with a whole-file POSIX lock) decides who holds it: exactly one open file at a time, and the lock goes when its
+    holder dies, however it dies. Taking over a lock left by a dead run is therefore a plain ``flock`` that succeeds
+    for exactly one of any number of runs starting together; no staleness check decides who wins. The file's content
+    (pid, host, start time, command) is only for messages, and as a second guard: a lock file naming a holder that
+    is not provably gone (another host, or a live process of this one) is refused even when its ``flock`` is free,
+    since a file system may not share ``flock`` between hosts. Release unlinks the file only if the name still
+    points to the file this lock holds (same device and inode, checked while holding it), so it never removes a lock
+    another run took after this one's file was removed by hand."""
 
     def __init__(self, directory: Path):
         self.directory = directory
@@ -227,51 +314,80 @@ class OutputLock:
             "command": " ".join(sys.argv),
         }
         self.held = False
+        self._descriptor: int | None = None
 
     def acquire(self) -> None:
-        content = json.dumps(self.holder) + "\n"
-        for _ in range(2):
-            if self._create_with(content):
-                self.held = True
-                return
-            holder = self._read_holder()
-            if holder is not None and _holder_is_gone(holder):
-                logger.warning(
-                    "taking over the lock of %s left by pid %s (started %s), which is no longer running",
-                    self.directory, holder.get("pid"), holder.get("started"),
-                )
-                self.path.unlink(missing_ok=True)
-                continue
-            raise OutputDirectoryError(self._refusal(holder))
-        raise OutputDirectoryError(self._refusal(self._read_holder()))
-
-    def _create_with(self, content: str) -> bool:
-        """Create the lock file with ``content`` atomically: written under a temporary name, then hard-linked to the
-        lock's name, which fails if the name exists. False when another lock is there."""
+        while True:
+            descriptor = self._open()
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(descriptor)
+                raise OutputDirectoryError(self._refusal(self._read_holder())) from None
+            except OSError as error:  # ENOLCK, EOPNOTSUPP: a file system without locks
+                os.close(descriptor)
+                raise OutputDirectoryError(
+                    f"cannot lock output {self.directory}: its folder {self.path.parent} does not support file locks "
+                    f"({error.strerror}); choose another --output"
+                ) from None
+            if self._is_at_path(descriptor):
+                break
+            os.close(descriptor)  # the file was released (unlinked) between our open and our flock: open it again
         try:
-            descriptor, temporary = tempfile.mkstemp(prefix=f"{self.path.name}.", suffix=TEMPORARY_SUFFIX, dir=self.path.parent)
+            self._take(descriptor)
+        except BaseException:
+            os.close(descriptor)
+            raise
+        self._descriptor, self.held = descriptor, True
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         except OSError as error:  # a read-only file system, no permission, a full disk
             raise OutputDirectoryError(
                 f"cannot write output {self.directory}: its folder {self.path.parent} does not take new files "
                 f"({error.strerror}); choose another --output"
             ) from None
+
+    def _is_at_path(self, descriptor: int) -> bool:
         try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-                file.write(content)
-            try:
-                os.link(temporary, self.path)
-            except FileExistsError:
-                return False
-            return True
-        finally:
-            os.unlink(temporary)
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(descriptor)
+        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+    def _take(self, descriptor: int) -> None:
+        """Holding the flock: check what the file says about an earlier holder, then write ours into it."""
+        with open(descriptor, "rb", closefd=False) as file:
+            content = file.read()
+        if content.strip():
+            holder = self._parse(content)
+            if holder is not None and not _holder_is_gone(holder):
+                raise OutputDirectoryError(self._refusal(holder))
+            logger.warning(
+                "taking over the lock of %s left by %s, which is no longer running", self.directory,
+                f"pid {holder.get('pid')} (started {holder.get('started')})" if holder is not None
+                else "a run whose lock file cannot be read",
+            )
+        data = (json.dumps(self.holder) + "\n").encode("utf-8")
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, data, 0)
+        os.fsync(descriptor)
+
+    @staticmethod
+    def _parse(content: bytes) -> dict[str, Any] | None:
+        try:
+            holder = json.loads(content.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return holder if isinstance(holder, dict) else None
 
     def _read_holder(self) -> dict[str, Any] | None:
         try:
-            holder = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return self._parse(self.path.read_bytes())
+        except OSError:
             return None
-        return holder if isinstance(holder, dict) else None
 
     def _refusal(self, holder: dict[str, Any] | None) -> str:
         if holder is None:
@@ -287,9 +403,15 @@ class OutputLock:
         )
 
     def release(self) -> None:
-        if self.held and self._read_holder() == self.holder:
-            self.path.unlink(missing_ok=True)
-        self.held = False
+        """Remove the lock file if it is still the one this lock holds, then let go of the flock."""
+        descriptor, self._descriptor, self.held = self._descriptor, None, False
+        if descriptor is None:
+            return
+        try:
+            if self._is_at_path(descriptor):
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(descriptor)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -326,6 +448,7 @@ def _locked(path: Path) -> Iterator[Path | None]:
     try:
         lock.acquire()
         try:
+            recover_interrupted_replacement(path)
             yield created_parent
         finally:
             lock.release()
@@ -345,7 +468,7 @@ def open_output_directory(
     inputs: Iterable[str | Path] = (),
     worth_keeping: Callable[[Path], bool] = lambda path: False,
     describe_existing: Callable[[Path], str] | None = None,
-    resumable: bool = True,
+    resumable: bool | Callable[[Path], bool] = True,
 ) -> Iterator[OutputDirectory]:
     """Open ``path`` for a run that writes ``kind`` in place, holding its lock (see the module docstring).
 
@@ -356,7 +479,8 @@ def open_output_directory(
 
     If the block raises, a directory this run created or found empty is removed again (with the parents it created)
     unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
-    the message refusing to write over it (which mentions --resume only when the command is ``resumable``).
+    the message refusing to write over it (which mentions --resume only when the command is ``resumable``, or
+``resumable(path)`` says the existing output can be continued).
     """
     if resume and overwrite:
         raise ValueError("pass either resume or overwrite, not both")
@@ -368,7 +492,7 @@ def open_output_directory(
         resumed = False
         if existing and overwrite:
             check_deletable(path, kind, inputs)
-            shutil.rmtree(path)
+            _replace(path, None)
         elif existing and resume:
             _check_resumable(path, kind)
             resumed = True
@@ -378,12 +502,18 @@ def open_output_directory(
         path.mkdir(exist_ok=True)
         if not resumed:
             write_marker(path, kind)
+        unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
+        output = OutputDirectory(path, kind, resumed, unrecorded)
         try:
-            yield OutputDirectory(path, kind, resumed)
+            yield output
         except BaseException:
             if not resumed and not worth_keeping(path):
                 shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
+            else:
+                with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
+                    output.record()
             raise
+        output.record()
 
 
 def _check_resumable(path: Path, kind: OutputKind) -> None:
@@ -402,10 +532,11 @@ def _check_resumable(path: Path, kind: OutputKind) -> None:
 
 
 def _existing_output_message(
-    path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None, resumable: bool
+    path: Path, kind: OutputKind, describe_existing: Callable[[Path], str] | None, resumable: bool | Callable[[Path], bool]
 ) -> str:
     marker = read_marker(path)
     if marker is not None and marker.get("kind") == kind.name:
+        resumable = resumable(path) if callable(resumable) else resumable
         what = describe_existing(path) if describe_existing is not None else kind.description
         options = "--resume to continue it or --overwrite to start over" if resumable else "--overwrite to replace it"
         return f"output {path} already holds {what}; pass {options}"
@@ -421,8 +552,9 @@ def staged_output_directory(
 ) -> Iterator[Path]:
     """Yield an empty staging directory beside ``path`` to write ``kind`` into, holding ``path``'s lock. When the
     block succeeds the staging directory replaces ``path`` (an existing ``path`` only with ``overwrite`` and if
-    deletable); when it raises, the staging directory and any parents this run created are removed and ``path`` is
-    left as it was."""
+    deletable) by ``_replace``, so a kill at any instant leaves the whole old or the whole new output at ``path``;
+    when it raises, the staging directory and any parents this run created are removed and ``path`` is left as it
+    was."""
     path = Path(path)
     with _locked(path):
         if path.exists() and not path.is_dir():
@@ -433,13 +565,186 @@ def staged_output_directory(
             check_deletable(path, kind, inputs)
         staging = make_staging_directory(path)
         try:
-            write_marker(staging, kind)
+            write_marker(staging, kind, run=_token_of(staging))
             yield staging
-            if path.exists():
-                shutil.rmtree(path)
-            staging.rename(path)
+            record_files(staging, files_in(staging))
+            _crash_point("staging-written")
+            _replace(path, staging)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)  # gone already after the rename
+            shutil.rmtree(staging, ignore_errors=True)  # gone already after the swap
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Replacing an output: a journal, then renames, so that a kill at any instant loses nothing and mixes nothing
+# ----------------------------------------------------------------------------------------------------------------------
+#
+# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (``staging=None``: only
+# removes the old ``path``, for an in-place output written again with --overwrite):
+#   1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
+#      old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
+#   2. the old output goes aside and the new one into place: one ``renameat2(RENAME_EXCHANGE)`` where the kernel and
+#      file system have it (``path`` is never absent, it holds the whole old or the whole new output), else two
+#      renames (old to ``.replaced``, staging to ``path``; between them ``path`` is absent and the old output is
+#      whole under its recorded name);
+#   3. the old output is deleted under its recorded name, then the journal.
+# A run that finds the journal (``recover_interrupted_replacement``, under the lock, before anything else) finishes
+# the replacement: the new output is complete, so it is put in place if it is not, and the old one is deleted. A
+# staging folder without a journal was not finished: it is deleted. Each is logged, naming the folder.
+
+SWAP_JOURNAL_SUFFIX = ".elmo-hf.swap"
+REPLACED_SUFFIX = ".replaced"
+CRASH_ENVIRONMENT_VARIABLE = "ELMO_HF_TEST_CRASH_AT"  # tests only: "<step>" or "remove-old:<n>", see _crash_point
+
+
+def journal_path_of(directory: Path) -> Path:
+    return directory.parent / f".{directory.name}{SWAP_JOURNAL_SUFFIX}"
+
+
+def _token_of(staging: Path) -> str:
+    return staging.name[len(staging.name) - len(STAGING_SUFFIX) - 8 : -len(STAGING_SUFFIX)]
+
+
+def _crash_point(step: str) -> None:
+    """Tests kill the process here (SIGKILL, nothing cleaned up) when ``ELMO_HF_TEST_CRASH_AT`` names ``step``."""
+    if os.environ.get(CRASH_ENVIRONMENT_VARIABLE) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _replace(path: Path, staging: Path | None) -> None:
+    from .files import fsync_directory, write_atomically
+
+    token = _token_of(staging) if staging is not None else secrets.token_hex(4)
+    replaced = path.parent / f".{path.name}.{token}{REPLACED_SUFFIX}"
+    journal = {
+        "target": path.name,
+        "staging": staging.name if staging is not None else None,
+        "replaced": replaced.name,
+        "run": token,
+        "pid": os.getpid(),
+        "command": " ".join(sys.argv),
+    }
+    if staging is not None:
+        fsync_directory(staging)
+    content = json.dumps(journal, indent=2) + "\n"
+    write_atomically(journal_path_of(path), lambda temporary: temporary.write_text(content, encoding="utf-8"))
+    _crash_point("journal-written")
+    _swap_in(path, staging, replaced)
+    _crash_point("swapped")
+    _remove_tree(replaced)
+    journal_path_of(path).unlink()
+    fsync_directory(path.parent)
+
+
+def _swap_in(path: Path, staging: Path | None, replaced: Path) -> None:
+    from .files import fsync_directory
+
+    if staging is None:
+        os.rename(path, replaced)
+    elif path.exists() and _exchange(staging, path):
+        _crash_point("exchanged")
+        os.rename(staging, replaced)  # the old output, now under the staging name
+    else:
+        if path.exists():
+            os.rename(path, replaced)
+            _crash_point("moved-aside")
+        os.rename(staging, path)
+    fsync_directory(path.parent)
+
+
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the platform, kernel or file
+    system cannot (then the caller uses two renames)."""
+    if os.environ.get("ELMO_HF_TEST_NO_RENAME_EXCHANGE") or not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):  # glibc before 2.28, musl
+        return False
+    at_current_directory = -100
+    result = renameat2(at_current_directory, os.fsencode(first), at_current_directory, os.fsencode(second), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(error, f"cannot swap {first} and {second}: {os.strerror(error)}")
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete ``path`` bottom-up (a test may kill the run after any number of deletions)."""
+    if not path.exists():
+        return
+    removed = 0
+    for directory, folders, files in os.walk(path, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(directory, name))
+            removed += 1
+            _crash_point(f"remove-old:{removed}")
+        for name in folders:
+            folder = os.path.join(directory, name)
+            os.unlink(folder) if os.path.islink(folder) else os.rmdir(folder)
+    os.rmdir(path)
+
+
+def recover_interrupted_replacement(path: Path) -> list[str]:
+    """Finish a replacement of ``path`` that a killed run left (its journal), and delete staging folders an earlier
+    run left unfinished; returns (and logs) what was done, naming each folder. Call it holding ``path``'s lock."""
+    done = []
+    journal_path = journal_path_of(path)
+    known: set[str] = set()
+    if journal_path.exists():
+        try:
+            journal = json.loads(journal_path.read_text(encoding="utf-8"))
+            staging_name, replaced_name, run = journal["staging"], journal["replaced"], journal["run"]
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            raise OutputDirectoryError(
+                f"output {path}: the journal of an interrupted replacement, {journal_path}, cannot be read; look at "
+                f"{path} and the hidden folders beside it named .{path.name}.*, keep the one you want, then remove "
+                f"{journal_path}"
+            ) from None
+        replaced = path.parent / replaced_name
+        staging = path.parent / staging_name if staging_name else None
+        known = {replaced_name, staging_name or ""}
+        who = f"pid {journal.get('pid')}, `{journal.get('command')}`"
+        new_in_place = staging is None or (read_marker(path) or {}).get("run") == run
+        if not new_in_place and staging is not None and (read_marker(staging) or {}).get("run") == run:
+            _swap_in(path, staging, replaced)
+            done.append(
+                f"an earlier run ({who}) was killed while replacing {path}; its new output ({staging}) was complete, "
+                "so it is now in place"
+            )
+        elif not new_in_place and not path.exists() and replaced.is_dir():
+            os.rename(replaced, path)
+            done.append(f"an earlier run ({who}) was killed while replacing {path}; the previous output was put back")
+        elif staging is None:
+            done.append(f"an earlier run ({who}) was killed while deleting the previous output of {path} (--overwrite)")
+        else:
+            done.append(f"an earlier run ({who}) was killed while replacing {path}; its new output was in place")
+        for leftover in (staging, replaced):
+            if leftover is not None and leftover.exists():
+                _remove_tree(leftover)
+                done.append(f"deleted {leftover}, the previous output of {path} that it had set aside")
+        journal_path.unlink()
+    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
+    # run may be writing under its own lock, is not one of this output's.
+    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
+    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
+        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
+            continue
+        if any(leftover.iterdir()) and read_marker(leftover) is None:
+            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
+            continue
+        shutil.rmtree(leftover)
+        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
+    for message in done:
+        logger.warning("%s", message)
+    return done
 
 
 def make_staging_directory(path: Path) -> Path:
@@ -464,5 +769,7 @@ __all__ = [
     "open_output_directory",
     "protection_of",
     "read_marker",
+    "record_files",
+    "recover_interrupted_replacement",
     "staged_output_directory",
 ]

@@ -266,3 +266,53 @@ def test_the_conversion_scripts_run_the_command_with_its_flags(monkeypatch):
         ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
         ["convert", "--checkpoint", "save_dir", "--vocab", "vocab.txt", "--output", "out"],
     ]
+
+
+def test_convert_overwrite_killed_at_any_step_of_the_swap_leaves_the_whole_old_or_the_whole_new_model(tmp_path, caplog):
+    """`convert --overwrite` killed (SIGKILL) at every step of replacing the model directory, and after each file of
+    the old model deleted: the target is always one whole conversion (sha256 of every file), never a mix, and the
+    next run names the folders it finished or deleted."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    old_options, old_weights = write_random_original_model(tiny_options(), tmp_path / "old", seed=1)
+    new_options, new_weights = write_random_original_model(tiny_options(), tmp_path / "new", seed=2)
+    convert(new_options, new_weights, tmp_path / "reference" / "converted")  # the model card names the folder
+    new = tree_of(tmp_path / "reference" / "converted")
+    target = tmp_path / "models" / "converted"
+    convert(old_options, old_weights, target)
+    old = tree_of(target)
+    steps = ["staging-written", "journal-written", "exchanged", "swapped"]
+    steps += [f"remove-old:{n}" for n in range(1, len(old) + 2)]  # every file of the old model, and its marker
+    assert len(steps) >= 12 and old != new
+    for step in steps:
+        assert run_killed_at(step, lambda: convert(new_options, new_weights, target, overwrite=True)), step
+        assert tree_of(target) in (old, new), f"killed at {step}: the target is a mix"
+        leftovers = [path for path in target.parent.iterdir() if path.name.endswith((".staging", ".replaced"))]
+        caplog.clear()
+        convert(old_options, old_weights, target, overwrite=True)  # the next run
+        assert all(str(leftover) in caplog.text for leftover in leftovers), (step, caplog.text)
+        assert tree_of(target) == old and [path.name for path in target.parent.iterdir()] == ["converted"]
+
+
+def test_convert_overwrite_keeps_a_file_it_did_not_write_even_with_a_name_it_writes(tmp_path):
+    """`my_finetune.py` matches the `*.py` the converter writes, but no conversion's record lists it: --overwrite
+    deletes nothing and names it."""
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    convert(options_file, weight_file, tmp_path / "converted")
+    (tmp_path / "converted" / "my_finetune.py").write_text("years of work")
+    with pytest.raises(OutputDirectoryError, match="recorded writing .*: my_finetune.py; .*these are kept"):
+        convert(options_file, weight_file, tmp_path / "converted", overwrite=True)
+    assert (tmp_path / "converted" / "my_finetune.py").read_text() == "years of work"
+
+
+def test_a_converted_model_missing_a_file_it_names_fails_loudly(tmp_path):
+    """A model directory without its tokenizer_config.json or a remote-code module used to load with defaults."""
+    options_file, weight_file = write_random_original_model(tiny_options(), tmp_path / "original")
+    convert(options_file, weight_file, tmp_path / "converted")
+    ELMoModel.from_pretrained(tmp_path / "converted")
+    for name in ["tokenizer_config.json", "validation_elmo.py"]:
+        damaged = tmp_path / f"without-{name}"
+        shutil.copytree(tmp_path / "converted", damaged)
+        (damaged / name).unlink()
+        with pytest.raises(OSError, match=f"model directory {damaged} is incomplete: {name} is missing"):
+            ELMoModel.from_pretrained(damaged)

@@ -187,3 +187,15 @@ def test_a_member_compressed_with_an_unsupported_method_is_named(allennlp_fixtur
     assert "the member 'model.hdf5' (compression method 9, deflate64) cannot be read" in str(error.value)
     assert "encrypted" not in str(error.value)
     assert not (tmp_path / "out").exists() and nothing_extracted_stays(extraction_dir)
+
+
+def test_a_gzipped_vocabulary_that_expands_without_bound_is_refused(allennlp_fixture_dir, extraction_dir, tmp_path):
+    """A 200 KB vocab.txt.gz of zeros (about 1,000x) used to be written out whole (an 80 MB member, ~80 GB): the
+    expansion is read with a cap and refused, naming the member and the limit; nothing stays."""
+    members = fixture_members(allennlp_fixture_dir)
+    del members["vocab.txt"]
+    members["vocab.txt.gz"] = gzip.compress(b"\0" * (200 << 20), compresslevel=9)
+    archive = write_zip(tmp_path / "999.zip", members)
+    with pytest.raises(ConversionError, match=r"the member 'vocab.txt.gz' \(.* bytes gzipped\) expands past [\d,]+ bytes \(the least of 100x"):
+        convert_nlpl_zip(archive, tmp_path / "out")
+    assert nothing_extracted_stays(extraction_dir) and not (tmp_path / "out").exists()

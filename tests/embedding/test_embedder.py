@@ -336,3 +336,28 @@ def test_non_finite_vectors_are_refused_naming_the_sentence(fixture_model, token
         embed_texts(ELMoEmbedder(broken, tokenizer), ["The bank raised rates ."])
     vectors = embed_texts(ELMoEmbedder(broken, tokenizer, check_finite=False), ["The bank raised rates ."])
     assert np.isnan(vectors[0]).any()
+
+
+def test_float16_overflow_is_refused_naming_the_sentence(fixture_model, tokenizer):
+    """The finite check looks at the stored dtype: vectors beyond 65,504 are finite in float32 but infinite in
+    float16, so a float16 output refuses them (it used to store inf and exit 0)."""
+    loud = copy.deepcopy(fixture_model)
+    with torch.no_grad():
+        loud.scalar_mixes[0].gamma.fill_(1e7)
+    (vectors,) = embed_texts(ELMoEmbedder(loud, tokenizer), ["The bank raised rates ."])
+    assert np.isfinite(vectors).all() and np.abs(vectors).max() > 65504
+    with pytest.raises(NonFiniteVectorsError, match=r"vectors too large for float16 for the sentence 'The bank raised rates \.' "
+                       r"\(representation 'mix': \|value\| up to .*float16 holds at most 65,504"):
+        embed_texts(ELMoEmbedder(loud, tokenizer, dtype="float16"), ["The bank raised rates ."])
+
+
+def test_a_non_finite_vector_in_any_row_of_a_batch_is_found(fixture_model, tokenizer):
+    """Only sentences with a 'Z' get NaN (its character embedding is NaN); each position in a batch of three."""
+    broken = copy.deepcopy(fixture_model)
+    with torch.no_grad():
+        broken.char_embeddings.embedding.weight[ord("Z") + 1] = float("nan")  # the +1 shift of every character id
+    for position in range(3):
+        texts = ["a b .", "c d .", "e f ."]
+        texts[position] = "Zebra crossing ."
+        with pytest.raises(NonFiniteVectorsError, match="for the sentence 'Zebra crossing .'"):
+            embed_texts(ELMoEmbedder(broken, tokenizer, batch_size=3), texts)

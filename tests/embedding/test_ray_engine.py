@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from datasets import Dataset, load_dataset
 
-from elmo_hf.embedding.ray_engine import check_actor_pool_fits, vectors_to_arrow
+from elmo_hf.embedding.ray_engine import check_actor_pool_fits, text_file_rows, vectors_to_arrow
 from elmo_hf_cli import main
 
 # Ray reads these when it is imported, so they are set before: token authentication as Ray 2.60 does by default on a
@@ -70,13 +70,27 @@ def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_pa
     ray_files = sorted(glob(str(tmp_path / "ray-engine" / "part-*.parquet")))
     ray_table = pa.concat_tables([pq.read_table(path) for path in ray_files])
     # Rows come back in input order, with the input's columns and the same words.
-    assert ray_table["id"].to_pylist() == list(range(len(texts)))
+    assert ray_table["id"].to_pylist() == ray_table["input_row"].to_pylist() == list(range(len(texts)))
     assert ray_table["words"].to_pylist() == reference["words"][:]
     assert ray_table["num_words"].to_pylist() == reference["num_words"][:]
     ray_vectors = ray_table["elmo"].to_pylist()
     for index, expected in enumerate(reference.with_format("numpy")["elmo"][:]):
         got = np.asarray(ray_vectors[index], dtype=np.float32).reshape(expected.shape)
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+    # A text file: the datasets engine's lines (`\n` only; str.splitlines would make 19 rows of these 14) and its
+    # input_row, empty lines included.
+    text = b"".join(f"line {i} .".encode() + separator + b"\n" for i, separator in enumerate(
+        [b"", b"\xe2\x80\xa8x", b"\xc2\x85x", b"\x0bx", b"\x0cx", b"\rx", b"", b"\r"] + [b""] * 6))
+    (tmp_path / "lines.txt").write_bytes(b"\xef\xbb\xbf" + text.replace(b"line 6 .", b""))
+    text_options = [str(tmp_path / "lines.txt"), "--model", str(converted_fixture_dir), "--no-progress"]
+    assert main(["embed", *text_options, "--output", str(tmp_path / "text-datasets")]) == 0
+    assert main(["embed", *text_options, "--output", str(tmp_path / "text-ray"), *ray_options]) == 0
+    text_reference = load_dataset("parquet", data_files=sorted(glob(str(tmp_path / "text-datasets" / "shard-*.parquet"))), split="train")
+    text_table = pa.concat_tables([pq.read_table(path) for path in sorted(glob(str(tmp_path / "text-ray" / "part-*.parquet")))])
+    assert text_table["input_row"].to_pylist() == text_reference["input_row"][:] == list(range(14))
+    assert text_table["text"].to_pylist() == text_reference["text"][:] and text_table["words"].to_pylist() == text_reference["words"][:]
+    capsys.readouterr()
 
     # A second run refuses the non-empty output unless told to overwrite; a pool the cluster cannot hold is refused.
     assert main(["embed", *common, "--output", str(tmp_path / "ray-engine"), *ray_options]) == 2
@@ -111,3 +125,34 @@ def test_vectors_to_arrow_layouts():
     # An empty batch keeps the column type, so blocks concatenate.
     assert vectors_to_arrow([], (3, 2), pooled=True, dtype="float16").type == pa.list_(pa.list_(pa.float16(), 2), 3)
     assert vectors_to_arrow([], (4,), pooled=False, dtype="float32").type == pa.list_(pa.list_(pa.float32(), 4))
+
+
+def test_text_file_rows_follow_the_datasets_engine(tmp_path):
+    """Ray's text rows come from `text_file_rows`: the same lines and numbers as `read_lines` for line breaks of
+    every kind, a byte order mark, a missing final line break and an empty file."""
+    from elmo_hf.corpus.readers import read_lines
+
+    for content in [b"", b"\n", b"a\nb", b"\xef\xbb\xbfa\r\n\r\nb\rc\xe2\x80\xa8d\x0be\x0cf\xc2\x85g\n", b"x\n\n\n"]:
+        (tmp_path / "file.txt").write_bytes(content)
+        expected = [{"text": line, "input_row": row} for row, line in read_lines(tmp_path / "file.txt")]
+        assert text_file_rows({"bytes": content}) == expected, content
+
+
+def test_every_format_is_read_as_the_datasets_engine_reads_it(tmp_path):
+    """`file_table` (one Ray task per file) gives the rows and input_row numbers of the datasets engine's reader
+    (`CorpusSource.rows`): blank CSV lines are rows, a byte order mark is no text, only `\\n` ends a text line."""
+    from elmo_hf.corpus.readers import CorpusSource
+    from elmo_hf.embedding.ray_engine import file_table
+
+    Dataset.from_dict({"id": [3, 4], "text": ["a .", "b ."]}).to_parquet(str(tmp_path / "data.parquet"))
+    files = {
+        "data.txt": b"\xef\xbb\xbfone .\n\ntwo\xe2\x80\xa8three .\r\nlast",
+        "data.jsonl": b'{"id": 1, "text": "x ."}\n{"id": 2, "text": "y ."}\n',
+        "data.csv": b"\xef\xbb\xbfid,text\n1,hello .\n2,   \n\n3,NA\n",
+        "data.parquet": (tmp_path / "data.parquet").read_bytes(),
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        input_format = name.rsplit(".", 1)[1]
+        expected = [{**record, "input_row": row} for row, record in CorpusSource(tmp_path / name, input_format).rows()]
+        assert file_table(pa.table({"bytes": [content]}), input_format).to_pylist() == expected, name

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -325,7 +326,7 @@ def test_null_text_in_jsonl_is_named_or_skipped(tmp_path, model_dir, capsys):
 def test_unreadable_and_misnamed_inputs(tmp_path, model_dir, capsys):
     (tmp_path / "broken.jsonl").write_text('{"text": "fine ."}\nnot json at all\n')
     assert run_embed(tmp_path / "broken.jsonl", "--model", model_dir, "--output", tmp_path / "a") == 2
-    assert "broken.jsonl as jsonl" in capsys.readouterr().err
+    assert "broken.jsonl row 1: (line 2) is not a valid JSON object" in capsys.readouterr().err  # one row, named
     (tmp_path / "corpus.doc").write_text("x")
     assert run_embed(tmp_path / "corpus.doc", "--model", model_dir, "--output", tmp_path / "b") == 2
     assert "cannot tell the format" in capsys.readouterr().err
@@ -562,3 +563,136 @@ def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):
         output_dir = tmp_path / f"out-{expected}"
         assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *flag) == 0
         assert json.loads((output_dir / "manifest.json").read_text())["options"]["allow_tf32"] is expected
+
+
+def test_embed_overwrite_killed_while_removing_the_old_output_never_leaves_it_half_deleted(tmp_path, model_dir, caplog):
+    """`embed --overwrite` sets the old output aside in one rename (with a journal) before deleting it: killed at any
+    step, the target holds the whole old output or none (the old one whole aside), and the next run names the folder
+    it deletes. The new output is then written in place, resumable as any run."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6))
+    output_dir = tmp_path / "runs" / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2") == 0
+    old = tree_of(output_dir)
+    steps = ["journal-written", "swapped", *(f"remove-old:{n}" for n in range(1, len(old) + 2))]
+    for step in steps:
+        overwrite = lambda: run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "3")
+        assert run_killed_at(step, overwrite), step
+        found = tree_of(output_dir)
+        aside = list(output_dir.parent.glob(".out.*.replaced"))
+        assert found in (old, None), step  # never half-deleted in place
+        if step == "swapped":  # set aside, not yet deleted: whole
+            assert [tree_of(path) for path in aside] == [old]
+        caplog.clear()
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "2") == 0
+        assert all(str(path) in caplog.text for path in aside), step
+        assert tree_of(output_dir) == old and [path.name for path in output_dir.parent.iterdir()] == ["out"]
+
+
+def test_embed_overwrite_keeps_files_no_run_recorded_inside_folders_it_writes(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--output-format", "dataset") == 0
+    for mine in ["dataset/my_annotations.arrow", ".cache/keep.txt", "shard-99999.parquet"]:
+        (output_dir / mine).parent.mkdir(exist_ok=True)
+        (output_dir / mine).write_text("mine")
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 2
+        assert f"recorded writing (or changed since): {mine}; " in capsys.readouterr().err
+        assert (output_dir / mine).read_text() == "mine"
+        (output_dir / mine).unlink()
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 0
+
+
+def test_verify_finds_infinite_values_stored_in_float16_shards(tmp_path, model_dir, fixture_model, capsys):
+    """A model whose vectors exceed float16's 65,504: `embed --dtype float16` refuses (naming the sentence); with
+    --allow-non-finite it stores inf, and --verify reports the shard, the count and the first row."""
+    import copy
+
+    loud_dir = tmp_path / "loud-model"
+    shutil.copytree(model_dir, loud_dir)
+    loud = copy.deepcopy(fixture_model)
+    with torch.no_grad():
+        loud.scalar_mixes[0].gamma.fill_(1e7)
+    loud.save_pretrained(loud_dir)
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two .", "three ."])
+    arguments = [corpus, "--model", loud_dir, "--dtype", "float16"]
+    assert run_embed(*arguments, "--output", tmp_path / "refused") == 2
+    assert "vectors too large for float16 for the sentence 'one .'" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    assert run_embed(*arguments, "--output", tmp_path / "stored", "--allow-non-finite") == 0
+    problems = verify_embedding_output(tmp_path / "stored")
+    assert len(problems) == 1 and "shard-00000.parquet holds " in problems[0] and "the first in its row 0" in problems[0]
+    assert run_embed("--verify", tmp_path / "stored") == 1
+    assert verify_embedding_output(tmp_path / "refused-never-made") != []
+
+
+def test_the_model_fingerprint_covers_buffers_too(fixture_model):
+    """A warm initial LSTM state is a buffer, not a parameter: a model differing only there is another model, and a
+    resumed run must not mix the two."""
+    import copy
+
+    from elmo_hf.embedding.shards import model_fingerprint
+
+    warm = copy.deepcopy(fixture_model)
+    buffers = dict(warm.named_buffers())
+    assert "encoder.initial_hidden_state" in buffers
+    with torch.no_grad():
+        buffers["encoder.initial_hidden_state"].add_(0.5)
+    assert model_fingerprint(warm) != model_fingerprint(fixture_model)
+
+
+def test_rows_are_counted_with_the_skipped_ones_and_verify_checks_their_continuity(tmp_path, model_dir, capsys):
+    """A shard's `input_rows` counts every input row it covers, skipped ones too, so the next shard's `first_row`
+    follows on; --verify reports a shard that does not start where the one before ended."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"one .\nbad \xff .\ntwo .\nthree .\nbad \xfe again .\nfour .\n")
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--skip-invalid") == 0
+    manifest = json.loads((output_dir / "manifest.json").read_text())
+    assert [(shard["first_row"], shard["input_rows"], shard["rows"]) for shard in manifest["shards"]] == [(0, 2, 1), (2, 2, 2), (4, 2, 1)]
+    assert load_shards(output_dir)["input_row"][:] == [0, 2, 3, 5]
+    assert verify_embedding_output(output_dir) == []
+    manifest["shards"][2]["first_row"] = 5
+    (output_dir / "manifest.json").write_text(json.dumps(manifest))
+    assert verify_embedding_output(output_dir) == ["shard-00002.parquet starts at input row 5, expected 4"]
+
+
+def test_every_input_row_is_numbered_blank_csv_rows_and_a_byte_order_mark_included(tmp_path, model_dir):
+    """One row rule for every format: a whitespace-only or empty CSV line is a row (an empty sentence, as an empty
+    text line), not dropped unnumbered; a UTF-8 byte order mark is not a word; only `\\n` ends a text line."""
+    (tmp_path / "one-column.csv").write_text("text\nhello there .\n   \n\nworld .\n", encoding="utf-8")
+    assert run_embed(tmp_path / "one-column.csv", "--model", model_dir, "--output", tmp_path / "csv") == 0
+    output = load_shards(tmp_path / "csv")
+    assert output["input_row"][:] == [0, 1, 2, 3] and output["num_words"][:] == [3, 0, 0, 2]
+
+    (tmp_path / "marked.txt").write_bytes(b"\xef\xbb\xbfFirst words .\nbreak\x0bhere\x0cand\xe2\x80\xa8there\rtoo .\n")
+    assert run_embed(tmp_path / "marked.txt", "--model", model_dir, "--output", tmp_path / "txt") == 0
+    output = load_shards(tmp_path / "txt")
+    assert output["input_row"][:] == [0, 1] and output["words"][0] == ["First", "words", "."]
+
+
+def test_resume_names_a_symbolic_link_in_the_output(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two .", "three ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "1") == 0
+    (tmp_path / "elsewhere").mkdir()
+    (output_dir / "shard-00009.parquet").symlink_to(tmp_path / "elsewhere")
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "1", "--resume") == 2
+    error = capsys.readouterr().err
+    assert f"{output_dir / 'shard-00009.parquet'} is a symbolic link (to {tmp_path / 'elsewhere'})" in error
+    assert (tmp_path / "elsewhere").is_dir()
+
+
+def test_a_lone_surrogate_escape_in_json_lines_is_one_row_named_in_the_file_or_skipped(tmp_path, model_dir, capsys):
+    """pyarrow refuses the whole block for one `\\ud800` escape, naming a row within the block; the file used to be
+    unreadable even with --skip-invalid."""
+    lines = [json.dumps({"text": f"line {index} ."}) for index in range(1500)]
+    lines[1200] = '{"text": "bad \\ud800 ."}'
+    (tmp_path / "data.jsonl").write_text("\n".join(lines) + "\n")
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "strict") == 2
+    assert "data.jsonl row 1200: (line 1201) holds the escape of a lone surrogate (\\ud800)" in capsys.readouterr().err
+    assert run_embed(tmp_path / "data.jsonl", "--model", model_dir, "--output", tmp_path / "skipping", "--skip-invalid") == 0
+    output = load_shards(tmp_path / "skipping")
+    assert output["input_row"][:] == [row for row in range(1500) if row != 1200]
+    assert output["text"][:3] == ["line 0 .", "line 1 .", "line 2 ."]

@@ -305,3 +305,47 @@ def test_structured_corpora_train_like_text(tmp_path, corpus):
     assert main(arguments) == 0
     assert main(pretrain_args(corpus, tmp_path / "text-run", "--max-steps", 1, "--eval-steps", 0)) == 0
     assert ELMoWordVocabulary.load(tmp_path / "json-run") == ELMoWordVocabulary.load(tmp_path / "text-run")
+
+
+def test_overwrite_keeps_what_no_run_recorded_even_inside_its_own_folders(corpus, tmp_path, capsys):
+    """Names prove nothing: `my_analysis.py` matches `*.py`, `checkpoint-best-by-hand/` matches `checkpoint-*`, but
+    no run's record lists them, so --overwrite deletes nothing and names each."""
+    output = tmp_path / "run"
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--save-steps", 1)) == 0
+    for mine in ["my_analysis.py", "checkpoint-best-by-hand/MY_NOTES.txt", "checkpoint-1/MY_NOTES.txt"]:
+        (output / mine).parent.mkdir(exist_ok=True)
+        (output / mine).write_text("mine")
+        assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == EXIT_USAGE_ERROR
+        assert f"recorded writing (or changed since): {mine}; " in capsys.readouterr().err
+        assert (output / mine).read_text() == "mine"
+        (output / mine).unlink()
+    (output / "checkpoint-best-by-hand").rmdir()
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == 0
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_started_again_with_overwrite(corpus, tmp_path, capsys):
+    """Killed (SIGKILL) as training starts: a plain run and --resume both point to --overwrite (they used to send
+    the user from one to the other), and --overwrite deletes what the killed run recorded and starts again."""
+    import os
+    import signal
+
+    from elmo_hf.pretraining.trainer import ELMoPreTrainingTrainer
+
+    output = tmp_path / "run"
+    child = os.fork()
+    if child == 0:
+        try:
+            ELMoPreTrainingTrainer.train = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+            main(pretrain_args(corpus, output, "--max-steps", 2))
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status), status
+    assert (output / OPTIONS_FILE_NAME).is_file() and not list(output.glob("checkpoint-*"))
+    capsys.readouterr()
+    assert main(pretrain_args(corpus, output, "--max-steps", 2)) == EXIT_USAGE_ERROR
+    error = capsys.readouterr().err
+    assert "stopped before its first checkpoint (nothing to resume); pass --overwrite to replace it" in error
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--resume")) == EXIT_USAGE_ERROR
+    assert "start it again with --overwrite" in capsys.readouterr().err
+    assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == 0

@@ -33,3 +33,20 @@ def test_temporary_names_are_unique_per_call_hidden_and_marked(tmp_path):
     assert all(path.name.startswith(".manifest.json.") and path.name.endswith(TEMPORARY_SUFFIX) for path in (first, second))
     target.write_bytes(b"abc")
     assert sha256_of_file(target) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_a_file_written_atomically_gets_the_mode_of_any_new_file(tmp_path):
+    """0666 less the umask, as `open` gives: mkstemp's 0600 made shards, manifests and markers owner-only."""
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "shared.json", lambda temporary: temporary.write_text("{}"))
+        (tmp_path / "plain.json").write_text("{}")
+        os.umask(0o027)
+        write_atomically(tmp_path / "group.json", lambda temporary: temporary.write_text("{}"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "group.json").stat().st_mode) == 0o640

@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,7 +49,8 @@ def test_overwrite_deletes_only_its_own_kind_with_nothing_foreign_inside(tmp_pat
     with open_output_directory(output_dir, KIND, overwrite=True) as output:
         assert not (output.path / "part-0.txt").exists()  # the earlier output is gone
     (output_dir / "notes.txt").write_text("mine")
-    with pytest.raises(OutputDirectoryError, match=r"also holds what elmo-hf does not write: notes.txt.*not deleted"):
+    with pytest.raises(OutputDirectoryError, match=r"holds files no elmo-hf run recorded writing .*: notes.txt; .*nothing "
+                       "was deleted and these are kept"):
         with open_output_directory(output_dir, KIND, overwrite=True):
             pass
     assert (output_dir / "notes.txt").read_text() == "mine"
@@ -66,10 +66,41 @@ def test_overwrite_deletes_only_its_own_kind_with_nothing_foreign_inside(tmp_pat
     assert (stranger / "manifest.json").exists()
 
 
+def test_overwrite_deletes_by_the_record_of_what_was_written_never_by_name(tmp_path):
+    """A file named like the kind's own (``part-9.txt`` matches ``part-*.txt``), one inside a folder the kind
+    writes, or one of its own files changed by hand: none is in a run's record with that size, so nothing is
+    deleted and the message names each."""
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND) as output:
+        (output.path / "part-0.txt").write_text("ours")
+        (output.path / "part-1.txt").mkdir()
+        (output.path / "part-1.txt" / "inner.txt").write_text("ours too")
+    assert read_marker(output_dir)["files"] == {"part-0.txt": 4, "part-1.txt/inner.txt": 8}
+    for mine, content in [("part-9.txt", "my analysis"), ("part-1.txt/MY_NOTES.txt", "mine"), ("part-0.txt", "edited!")]:
+        before = (output_dir / mine).read_text() if (output_dir / mine).exists() else None
+        (output_dir / mine).write_text(content)
+        with pytest.raises(OutputDirectoryError, match=f"recorded writing \\(or changed since\\): {mine}; .*these are kept"):
+            with open_output_directory(output_dir, KIND, overwrite=True):
+                pass
+        assert (output_dir / mine).read_text() == content and (output_dir / "part-1.txt" / "inner.txt").exists()
+        (output_dir / mine).unlink() if before is None else (output_dir / mine).write_text(before)
+    with staged_output_directory(output_dir, KIND, overwrite=True) as staging:  # all its own again: replaced
+        (staging / "part-2.txt").write_text("new")
+    assert sorted(read_marker(output_dir)["files"]) == ["part-2.txt"]
+
+    legacy = make_output(tmp_path / "legacy")
+    marker = read_marker(legacy)
+    del marker["files"]
+    (legacy / MARKER_NAME).write_text(json.dumps(marker))
+    with pytest.raises(OutputDirectoryError, match="kept no list of the files it wrote.*nothing was deleted"):
+        check_deletable(legacy, KIND)
+
+
 def test_overwrite_never_deletes_the_working_directory_its_parents_home_root_or_an_input(tmp_path, monkeypatch):
-    output_dir = make_output(tmp_path / "out")
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND) as output:
+        (output.path / "part-1.txt").write_text("input")
     inner = output_dir / "part-1.txt"
-    inner.write_text("input")
     monkeypatch.chdir(output_dir)
     with pytest.raises(OutputDirectoryError, match="is the current directory: it is never deleted"):
         check_deletable(output_dir, KIND)
@@ -114,7 +145,8 @@ def test_a_folder_that_takes_no_new_files_is_named_with_the_reason(tmp_path, mon
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args: read_only() if str(path).endswith(".lock") else real_open(path, *args))
     with pytest.raises(OutputDirectoryError, match=f"cannot write output {tmp_path / 'out'}: its folder {tmp_path} does not "
                        "take new files \\(Read-only file system\\)"):
         with open_output_directory(tmp_path / "out", KIND):
@@ -179,9 +211,91 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(t
     with pytest.raises(OutputDirectoryError, match="host another-machine.*rm "):
         with open_output_directory(output_dir, KIND, resume=True):
             pass
-    lock_path_of(output_dir).write_text("garbage")
-    with pytest.raises(OutputDirectoryError, match="its lock file cannot be read"):
+    lock_path_of(output_dir).write_text("garbage")  # no run holds its flock: a run killed while writing its lock
+    lock = OutputLock(output_dir)
+    lock.acquire()
+    assert "left by a run whose lock file cannot be read" in caplog.text
+    lock.release()
+
+
+def _try_the_lock(directory, start, results, done):
+    """One of the racing runs: a 50 ms pause inside the staleness check widens any window between checking a stale
+    lock and taking it (the pause made the old check-then-unlink takeover give two holders in 5 of 5 trials)."""
+    import time
+
+    from elmo_hf.storage import output_directory
+
+    check = output_directory._holder_is_gone
+    output_directory._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
+    lock = OutputLock(Path(directory))
+    start.wait()
+    try:
+        lock.acquire()
+        results.put(True)
+    except OutputDirectoryError:
+        results.put(False)
+    done.wait()  # every run has tried before the winner lets go
+    lock.release()
+
+
+def _stale_holder():
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return {"pid": int(dead.stdout), "host": socket.gethostname(), "process_start": None, "started": "then", "command": "x"}
+
+
+@pytest.mark.parametrize("trials", [pytest.param(20, id="20-trials"), pytest.param(200, id="200-trials", marks=pytest.mark.slow)])
+def test_a_stale_lock_is_taken_over_by_exactly_one_of_eight_runs_starting_together(tmp_path, trials):
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    stale = json.dumps(_stale_holder())
+    for trial in range(trials):
+        output_dir = tmp_path / f"out-{trial}"
+        lock_path_of(output_dir).write_text(stale)
+        start, done, results = context.Barrier(8), context.Barrier(8), context.Queue()
+        runs = [context.Process(target=_try_the_lock, args=(str(output_dir), start, results, done)) for _ in range(8)]
+        for run in runs:
+            run.start()
+        holders = sum(results.get(timeout=60) for _ in runs)
+        for run in runs:
+            run.join(timeout=60)
+        assert holders == 1, f"trial {trial}: {holders} runs hold the lock"
+        assert not lock_path_of(output_dir).exists()  # the winner released it
+
+
+def test_release_never_removes_a_lock_another_run_holds(tmp_path):
+    """The first run's lock file is removed by hand (as the refusal message suggests) and a second run takes a new
+    one; when the first run ends it must leave the second run's lock alone."""
+    output_dir = tmp_path / "out"
+    first = OutputLock(output_dir)
+    first.acquire()
+    lock_path_of(output_dir).unlink()
+    second = OutputLock(output_dir)
+    second.acquire()
+    first.release()
+    assert json.loads(lock_path_of(output_dir).read_text())["pid"] == os.getpid()
+    with pytest.raises(OutputDirectoryError, match="is locked by"):  # still held
         OutputLock(output_dir).acquire()
+    second.release()
+    assert not lock_path_of(output_dir).exists()
+
+
+def test_a_lock_held_by_a_killed_run_is_free_at_once(tmp_path):
+    """The kernel lets go of a dead run's flock: killed with SIGKILL, its lock is taken over without waiting."""
+    output_dir = tmp_path / "out"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from elmo_hf.storage.output_directory "
+         "import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
+         str(output_dir)], stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(OutputDirectoryError, match=f"pid {holder.pid}"):
+        OutputLock(output_dir).acquire()
+    holder.kill()
+    holder.wait()
+    lock = OutputLock(output_dir)
+    lock.acquire()
+    lock.release()
 
 
 def test_a_reused_pid_is_not_its_old_holder(tmp_path):
@@ -231,3 +345,125 @@ def test_staged_output_appears_only_complete(tmp_path):
         with staged_output_directory(target, KIND, overwrite=True):
             pass
     assert (target / "mine.txt").exists()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Killed while replacing an output
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def tree_of(directory):
+    """Every file under ``directory`` (the marker aside) with its sha256; None when ``directory`` is absent."""
+    import hashlib
+
+    if not directory.exists():
+        return None
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*")) if path.is_file() and path.name != MARKER_NAME
+    }
+
+
+def run_killed_at(step, work, environment=()):
+    """Run ``work()`` in a forked child with ``ELMO_HF_TEST_CRASH_AT=step``; return whether the child was killed there."""
+    child = os.fork()
+    if child == 0:  # the child: never returns into pytest
+        try:
+            os.environ["ELMO_HF_TEST_CRASH_AT"] = step
+            os.environ.update(dict(environment))
+            work()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
+
+
+OLD_FILES = {f"part-{index}.txt": f"old {index}" for index in range(5)}
+NEW_FILES = {"part-0.txt": "new 0", "part-1.txt": "new 1", "summary.json": "{}"}
+
+
+def write_files(directory, files):
+    for name, content in files.items():
+        (directory / name).write_text(content)
+
+
+def replace_with_new(target):
+    with staged_output_directory(target, KIND, overwrite=True) as staging:
+        write_files(staging, NEW_FILES)
+
+
+SWAP_STEPS = ["staging-written", "journal-written", "exchanged", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+FALLBACK_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+
+
+@pytest.mark.parametrize(
+    "step, environment",
+    [*((step, ()) for step in SWAP_STEPS), *((step, (("ELMO_HF_TEST_NO_RENAME_EXCHANGE", "1"),)) for step in FALLBACK_STEPS)],
+)
+def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step, environment):
+    """20 instants (every step of the swap, and after each file of the old output deleted), with the atomic exchange
+    and with the two-rename fallback: the target holds the whole old or the whole new output, and the next run
+    names what it finished or deleted and leaves no hidden folder behind."""
+    from elmo_hf.storage.output_directory import recover_interrupted_replacement
+
+    target = tmp_path / "converted"
+    with staged_output_directory(target, KIND) as staging:
+        write_files(staging, OLD_FILES)
+    old, new = tree_of(target), {name: __import__("hashlib").sha256(text.encode()).hexdigest() for name, text in NEW_FILES.items()}
+    assert run_killed_at(step, lambda: replace_with_new(target), environment), f"the run never reached {step}"
+    found = tree_of(target)
+    if step == "moved-aside":  # two renames: between them the target is absent and the old output whole aside
+        assert found is None and tree_of(next(tmp_path.glob(".converted.*.replaced"))) == old
+    else:
+        assert found in (old, new) and read_marker(target) is not None, f"killed at {step}: a mix {found}"
+    leftovers = sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".converted."))
+
+    lock = OutputLock(target)
+    lock.acquire()
+    try:
+        messages = recover_interrupted_replacement(target)
+    finally:
+        lock.release()
+    after = tree_of(target)
+    if step == "staging-written":  # killed before the journal: the old output stays, the staging folder is deleted
+        assert after == old and any("unfinished staging folder" in message for message in messages)
+    else:  # the journal was written with a complete new output: the replacement is finished
+        assert after == new and any("killed while replacing" in message for message in messages)
+    named = " ".join(messages)
+    assert all(str(tmp_path / name) in named for name in leftovers if not name.endswith((".lock", ".swap")))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["converted"]  # no hidden folder, journal or lock left
+
+
+def test_an_output_overwritten_in_place_is_never_half_deleted(tmp_path):
+    """``open_output_directory(overwrite=True)`` (embed, pretrain): the old output goes aside in one rename, so a kill
+    leaves it whole at the target or whole aside, and the next run finishes deleting it and says so."""
+    target = tmp_path / "out"
+    with open_output_directory(target, KIND) as output:
+        write_files(output.path, OLD_FILES)
+    old = tree_of(target)
+
+    def overwrite():
+        with open_output_directory(target, KIND, overwrite=True) as output:
+            write_files(output.path, NEW_FILES)
+
+    for step in ["journal-written", "swapped", "remove-old:1", "remove-old:4"]:
+        assert run_killed_at(step, overwrite)
+        assert tree_of(target) in (old, None)
+        with open_output_directory(target, KIND, overwrite=True) as output:  # the next run finishes the removal
+            write_files(output.path, OLD_FILES)
+        assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_next_run_deletes_only_its_own_unfinished_staging_folders(tmp_path):
+    """`out`'s run deletes `.out.<8 hex>.staging` left unfinished, never the staging folder of `out.v2`
+    (`.out.v2.<hex>.staging`), which another run may be writing under its own lock."""
+    from elmo_hf.storage.output_directory import recover_interrupted_replacement
+
+    own, other = tmp_path / ".out.0123abcd.staging", tmp_path / ".out.v2.0123abcd.staging"
+    for folder in (own, other):
+        folder.mkdir()
+        (folder / MARKER_NAME).write_text(json.dumps({"format": "elmo-hf-output", "version": 1, "kind": KIND.name}))
+    messages = recover_interrupted_replacement(tmp_path / "out")
+    assert not own.exists() and other.exists() and messages == [
+        f"deleted {own}, an unfinished staging folder left by an earlier run that was killed or failed"
+    ]
