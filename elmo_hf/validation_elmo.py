@@ -137,6 +137,9 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
+# The ownership marker every elmo-hf output directory holds (its policy: storage/output_directory.py, which takes the
+# name from here: this file is the one the remote-code modules can read it from).
+OUTPUT_MARKER_NAME = ".elmo-hf-output.json"
 _LOADED_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -153,7 +156,7 @@ def check_model_directory_complete(directory: Any) -> None:
     if not isinstance(directory, (str, os.PathLike)) or not os.path.isdir(directory):
         return
     try:
-        with open(os.path.join(directory, ".elmo-hf-output.json"), encoding="utf-8") as file:
+        with open(os.path.join(directory, OUTPUT_MARKER_NAME), encoding="utf-8") as file:
             recorded = json.load(file).get("files") or {}
     except (OSError, ValueError, AttributeError):
         return  # no elmo-hf record (saved by save_pretrained, or by an older elmo-hf): nothing to check against
@@ -173,6 +176,6 @@ def check_model_directory_complete(directory: Any) -> None:
 
 
 __all__ = [
-    "ELMoHFError", "check_bool", "check_choice", "check_int", "check_model_directory_complete", "check_number", "is_close", "is_int",
+    "ELMoHFError", "OUTPUT_MARKER_NAME", "check_bool", "check_choice", "check_int", "check_model_directory_complete", "check_number", "is_close", "is_int",
     "largest", "max_abs_difference",
 ]

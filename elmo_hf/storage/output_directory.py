@@ -53,12 +53,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..validation_elmo import ELMoHFError
+from ..validation_elmo import OUTPUT_MARKER_NAME, ELMoHFError
 from .files import TEMPORARY_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-MARKER_NAME = ".elmo-hf-output.json"
+MARKER_NAME = OUTPUT_MARKER_NAME
 MARKER_FORMAT = "elmo-hf-output"
 MARKER_VERSION = 1
 LOCK_SUFFIX = ".elmo-hf.lock"

@@ -341,7 +341,7 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_with_overwrit
             os._exit(0)
     _, status = os.waitpid(child, 0)
     assert os.WIFSIGNALED(status), status
-    assert (output / OPTIONS_FILE_NAME).is_file() and not list(output.glob("checkpoint-*"))
+    assert (output / PRETRAINING_OPTIONS_FILE_NAME).is_file() and not list(output.glob("checkpoint-*"))
     capsys.readouterr()
     assert main(pretrain_args(corpus, output, "--max-steps", 2)) == EXIT_USAGE_ERROR
     error = capsys.readouterr().err
