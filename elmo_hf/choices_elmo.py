@@ -32,6 +32,10 @@ OUTPUT_FORMATS = ("parquet", "dataset")
 # FAISS index kinds of `elmo-hf neighbours build` (elmo_hf.search.index).
 INDEX_KINDS = ("flat", "ivf", "ivfpq")
 
+# How text is split into words (word_splitters_elmo.build_word_splitter): Penn Treebank or Moses rules, white space,
+# BERT's basic pre-tokenizer, or Korean morphemes by an analyser (kiwipiepy, python-mecab-ko).
+WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
+
 # Pre-training (elmo_hf.pretraining.run): the batching regime, the optimizer name -> (transformers `optim`, default
 # learning rate; see docs/guide/pretraining.md for the comparison) and the learning-rate schedule after warm-up.
 REGIMES = ("windowed", "sentence")
@@ -50,4 +54,5 @@ __all__ = [
     "REGIMES",
     "REPRESENTATIONS",
     "STORAGE_DTYPES",
+    "WORD_SPLITTERS",
 ]

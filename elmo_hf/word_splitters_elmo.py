@@ -10,7 +10,7 @@
 - `"kiwi"` / `"mecab"`: Korean morphemes (`은행에` -> `은행 에`) from the kiwipiepy / python-mecab-ko analyser,
   optional extras (`pip install 'elmo-hf[kiwi]'`); see `MorphemeWordSplitter` and docs/guide/korean.md.
 
-A remote-code file (copied next to a checkpoint for `trust_remote_code=True`): it imports only `tokenizers` and
+A remote-code file (copied next to a checkpoint for `trust_remote_code=True`): it imports only `tokenizers`, `choices_elmo.py` and
 `validation_elmo.py`; the Korean analysers are imported with `importlib` when a splitter uses them (transformers'
 remote-code check does not ask for optional packages).
 """
@@ -25,6 +25,7 @@ from typing import Any
 
 from tokenizers import Regex, pre_tokenizers
 
+from .choices_elmo import WORD_SPLITTERS
 from .validation_elmo import check_choice
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -98,7 +99,6 @@ def _treebank_word_pattern(contraction_style: str) -> str:
 
 PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
 MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
-WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
 DEFAULT_WORD_SPLITTER = "moses"  # the tokenisation of the released models' training data (approximated)
 
 # Korean morphological analysers behind the "kiwi" and "mecab" splitters (optional): splitter name -> (module

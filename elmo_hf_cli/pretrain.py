@@ -54,7 +54,7 @@ def add_parsers(commands) -> None:
     held_out = parser.add_mutually_exclusive_group()
     held_out.add_argument("--held-out", nargs="+", metavar="FILE", type=existing_path, help="held-out corpora (default: a fraction of the corpus)")
     held_out.add_argument("--held-out-fraction", type=float, help="seeded random fraction of the corpus sentences held out (default 0.05)")
-    add("--word-splitter", help="how text is split into words: moses (default; with --init-from, the splitter its "
+    add("--word-splitter", choices=library.WORD_SPLITTERS, help="how text is split into words: moses (default; with --init-from, the splitter its "
         "tokenizer records), ptb, whitespace, bert; Korean morphemes: kiwi (needs elmo-hf[kiwi]) or mecab (needs "
         "elmo-hf[mecab]). Saved with the tokenizer")
     add("--max-characters-per-token", type=int, metavar="N", help="character slots per word of the new model (default: "

@@ -75,6 +75,14 @@ def test_argument_errors_come_before_torch_and_without_the_network(tmp_path, cor
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # nothing written
 
 
+def test_a_word_splitter_pretrain_does_not_know_fails_before_torch(tmp_path, corpus):
+    code, stderr, connections, heavy = first_contact(
+        tmp_path, "pretrain", "--corpus", corpus, "--output", "out", "--word-splitter", "kiwii"
+    )
+    assert code == 2 and "argument --word-splitter: invalid choice: 'kiwii'" in stderr, stderr
+    assert not connections and not heavy
+
+
 def test_a_missing_input_and_an_output_of_ones_own_files_fail_before_torch(tmp_path, corpus):
     code, stderr, _, heavy = first_contact(tmp_path, "embed", "missing.txt", "--output", "out")
     assert code == 2 and "argument input: no such file or directory: missing.txt" in stderr and not heavy
