@@ -611,8 +611,8 @@ def staged_output_directory(
 # Replacing an output: a journal, then renames, so that a kill at any instant loses nothing and mixes nothing
 # ----------------------------------------------------------------------------------------------------------------------
 #
-# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (``staging=None``: only
-# removes the old ``path``, for an in-place output written again with --overwrite):
+# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (an in-place output
+# written again with --overwrite keeps its old output aside until the new run completes: see ``_set_aside`` below):
 #   1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
 #      old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
 #   2. the old output goes aside and the new one into place: one ``renameat2(RENAME_EXCHANGE)`` where the kernel and
