@@ -756,7 +756,8 @@ def _after_a_failed_replacement(path: Path, kind: OutputKind, replacing: _InPlac
     journal_path = journal_path_of(path)
     unproven = unproven_files(path, kind) if path.is_dir() else []
     if not keep and unproven == [] and replacing.replaced.is_dir():
-        _discard(path)
+        if path.exists():
+            _discard(path)
         os.rename(replacing.replaced, path)
         fsync_directory(path.parent)
         _crash_point("put-back")
