@@ -49,7 +49,9 @@ from datasets.arrow_writer import OptimizedTypedSequence
 from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import CorpusSource, InvalidRowError
 from ..storage.files import sha256_of_file, write_atomically
-from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, OutputKind, open_output_directory, read_marker
+from ..storage.output_directory import (
+    MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
+)
 from .embedder import ELMoEmbedder, PreparedSentences
 
 logger = logging.getLogger(__name__)
@@ -704,6 +706,7 @@ def embed_corpus(
                     bar.update(entry["skipped_rows"])
                     manifest.shards.append(entry)
                     manifest.write(output_dir / MANIFEST_NAME)
+                    crash_point(f"shard-recorded:{len(manifest.shards)}")
 
                 write_shards_pipelined(
                     _chunks(source.rows(start=resumed_from_row), shard_size), writer, output_dir, len(manifest.shards), record

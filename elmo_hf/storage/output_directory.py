@@ -105,12 +105,15 @@ class OutputDirectory:
     kind: OutputKind
     resumed: bool
     unrecorded_at_start: frozenset[str] = frozenset()
+    records: int = 0
 
     def record(self) -> None:
         if read_marker(self.path) is None:
             return
         files = {name: size for name, size in files_in(self.path).items() if name not in self.unrecorded_at_start}
         record_files(self.path, files)
+        self.records += 1
+        _crash_point(f"recorded:{self.records}")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -129,9 +132,10 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
     return marker
 
 
-def write_marker(directory: Path, kind: OutputKind, run: str | None = None) -> None:
-    """Write ``directory``'s ownership marker; ``run`` (a staged output's token) tells a later run which side of an
-    interrupted swap holds the new output."""
+def write_marker(directory: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None) -> None:
+    """Write ``directory``'s ownership marker; ``run`` (the token of a staged output or of an in-place --overwrite)
+    tells a later run which side of an interrupted replacement holds the new output; ``files``: the record so far
+    (``{}`` for an in-place output, so that a killed run's files are proven by its kind's own record)."""
     from .. import __version__
 
     marker = {
@@ -143,6 +147,8 @@ def write_marker(directory: Path, kind: OutputKind, run: str | None = None) -> N
     }
     if run is not None:
         marker["run"] = run
+    if files is not None:
+        marker["files"] = files
     (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
 
 
@@ -475,7 +481,9 @@ def open_output_directory(
     - Neither ``resume`` nor ``overwrite``: ``path`` must be absent or empty.
     - ``resume``: an existing ``path`` must be an output of ``kind`` without foreign entries; it is continued
       (``resumed=True``). An absent or empty ``path`` starts a new output.
-    - ``overwrite``: an existing non-empty ``path`` must be deletable (``check_deletable``); it is deleted first.
+    - ``overwrite``: an existing non-empty ``path`` must be deletable (``check_deletable``); it is set aside whole
+      (``.<name>.<token>.replaced``, named in a journal) and deleted only when this run completes (see "An in-place
+      --overwrite" below).
 
     If the block raises, a directory this run created or found empty is removed again (with the parents it created)
     unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
@@ -488,11 +496,25 @@ def open_output_directory(
     if path.exists() and not path.is_dir():
         raise OutputDirectoryError(f"output {path} exists and is not a directory")
     with _locked(path):
+        replacing = _unfinished_in_place_replacement(path)
         existing = path.is_dir() and any(path.iterdir())
         resumed = False
-        if existing and overwrite:
+        if replacing is not None:  # an earlier --overwrite of this output was killed: its old output is kept aside
+            if resume:
+                _check_resumable(path, kind)
+                resumed = True
+            elif overwrite:  # start the new output over; the old one stays aside, the last complete output
+                check_deletable(path, kind, inputs)
+                _discard(path)
+                logger.warning(
+                    "deleted the unfinished output that an earlier --overwrite run (killed) left at %s (by its record); "
+                    "the previous output stays whole at %s until this run completes", path, replacing.replaced,
+                )
+            else:
+                raise OutputDirectoryError(_unfinished_replacement_message(path, replacing, resumable))
+        elif existing and overwrite:
             check_deletable(path, kind, inputs)
-            _replace(path, None)
+            replacing = _set_aside(path)
         elif existing and resume:
             _check_resumable(path, kind)
             resumed = True
@@ -501,19 +523,27 @@ def open_output_directory(
         created = not path.exists()
         path.mkdir(exist_ok=True)
         if not resumed:
-            write_marker(path, kind)
+            write_marker(path, kind, run=replacing.run if replacing is not None else None, files={})
+            _crash_point("new-marker-written")
         unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
         output = OutputDirectory(path, kind, resumed, unrecorded)
         try:
             yield output
         except BaseException:
-            if not resumed and not worth_keeping(path):
+            keep = worth_keeping(path)
+            if replacing is not None:
+                with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
+                    output.record()
+                _after_a_failed_replacement(path, kind, replacing, keep)
+            elif not resumed and not keep:
                 shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
             else:
-                with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
+                with contextlib.suppress(OSError):
                     output.record()
             raise
         output.record()
+        if replacing is not None:
+            _finish_in_place_replacement(path, replacing)
 
 
 def _check_resumable(path: Path, kind: OutputKind) -> None:
@@ -559,6 +589,9 @@ def staged_output_directory(
     with _locked(path):
         if path.exists() and not path.is_dir():
             raise OutputDirectoryError(f"output {path} exists and is not a directory")
+        replacing = _unfinished_in_place_replacement(path)
+        if replacing is not None:
+            raise OutputDirectoryError(_unfinished_replacement_message(path, replacing, False))
         if path.exists() and not overwrite:
             raise OutputDirectoryError(f"output {path} already exists; pass --overwrite to replace it")
         if path.exists():
@@ -578,8 +611,8 @@ def staged_output_directory(
 # Replacing an output: a journal, then renames, so that a kill at any instant loses nothing and mixes nothing
 # ----------------------------------------------------------------------------------------------------------------------
 #
-# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (``staging=None``: only
-# removes the old ``path``, for an in-place output written again with --overwrite):
+# ``_replace(path, staging)`` puts the complete output in ``staging`` in place of ``path`` (an in-place output
+# written again with --overwrite keeps its old output aside until the new run completes: see ``_set_aside`` below):
 #   1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
 #      old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
 #   2. the old output goes aside and the new one into place: one ``renameat2(RENAME_EXCHANGE)`` where the kernel and
@@ -610,6 +643,9 @@ def _crash_point(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+crash_point = _crash_point  # for the commands' own steps (embed: "shard-recorded:<n>")
+
+
 def _replace(path: Path, staging: Path | None) -> None:
     from .files import fsync_directory, write_atomically
 
@@ -633,6 +669,140 @@ def _replace(path: Path, staging: Path | None) -> None:
     _remove_tree(replaced)
     journal_path_of(path).unlink()
     fsync_directory(path.parent)
+
+
+# An in-place --overwrite (embed, pretrain, the Ray engine: written in place so that a killed run can be resumed)
+# keeps the old output, whole, until the new one is complete:
+#   1. the journal is written (``in_place``: no staging folder; the old output's name aside; the run's token, which
+#      the new output's marker carries too), then the old output is renamed aside (``.<name>.<token>.replaced``);
+#   2. the new run grows at ``path``; its marker (``run``: the token) and record say whose files these are;
+#   3. when the run completes, the journal is marked ``new_complete``, the old output deleted, then the journal.
+# A run that fails (an error, Ctrl-C) with nothing worth keeping at ``path`` moves its own files away (proven by
+# its record) and puts the old output back; with work worth keeping it keeps both and says how to go on. A kill
+# leaves the journal: the next run of this output (under its lock) continues the new run with --resume, starts it
+# over with --overwrite (the old output still aside), and is refused otherwise, naming both (see _recover_in_place
+# for what it settles by itself). So ``path`` holds the whole old output, nothing, or only the new run's own files,
+# and the whole old output exists, at ``path`` or under the journal's name, until the new one is complete.
+
+
+@dataclass(frozen=True)
+class _InPlaceReplacement:
+    run: str  # the token in the journal and in the new output's marker
+    replaced: Path  # where the old output is kept, whole, until the new one is complete
+
+
+def _read_journal(path: Path) -> dict[str, Any] | None:
+    try:
+        journal = json.loads(journal_path_of(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return journal if isinstance(journal, dict) else None
+
+
+def _unfinished_in_place_replacement(path: Path) -> _InPlaceReplacement | None:
+    """The in-place --overwrite of ``path`` that a killed run left unfinished (its old output aside), if any."""
+    journal = _read_journal(path)
+    if journal is None or not journal.get("in_place") or journal.get("new_complete"):
+        return None
+    return _InPlaceReplacement(str(journal["run"]), path.parent / str(journal["replaced"]))
+
+
+def _write_journal(path: Path, journal: dict[str, Any]) -> None:
+    from .files import write_atomically
+
+    content = json.dumps(journal, indent=2) + "\n"
+    write_atomically(journal_path_of(path), lambda temporary: temporary.write_text(content, encoding="utf-8"))
+
+
+def _set_aside(path: Path) -> _InPlaceReplacement:
+    """Step 1 of an in-place --overwrite: the journal, then the old output renamed aside, whole."""
+    from .files import fsync_directory
+
+    token = secrets.token_hex(4)
+    replacing = _InPlaceReplacement(token, path.parent / f".{path.name}.{token}{REPLACED_SUFFIX}")
+    _write_journal(path, {
+        "target": path.name, "staging": None, "in_place": True, "replaced": replacing.replaced.name, "run": token,
+        "new_complete": False, "pid": os.getpid(), "command": " ".join(sys.argv),
+    })
+    _crash_point("journal-written")
+    os.rename(path, replacing.replaced)
+    fsync_directory(path.parent)
+    _crash_point("set-aside")
+    logger.warning(
+        "--overwrite: the previous output of %s is kept whole at %s until this run completes, then deleted",
+        path, replacing.replaced,
+    )
+    return replacing
+
+
+def _discard(path: Path) -> None:
+    """Delete the new run's unfinished output at ``path`` (the caller proved it its own): renamed first to an
+    unfinished staging folder's name, so that a kill leaves ``path`` absent (the next run puts the old output back)
+    and a folder the next run deletes, never part of it at ``path``."""
+    from .files import fsync_directory
+
+    discarded = make_staging_directory(path)
+    os.rename(path, discarded)  # replaces the empty folder just made
+    fsync_directory(path.parent)
+    _crash_point("discarded")
+    _remove_tree(discarded)
+
+
+def _after_a_failed_replacement(path: Path, kind: OutputKind, replacing: _InPlaceReplacement, keep: bool) -> None:
+    """A run replacing ``path`` in place failed (an error or Ctrl-C, not a kill): put the old output back if the new
+    one holds nothing worth keeping and is provably the run's own, else keep both and say how to go on."""
+    from .files import fsync_directory
+
+    journal_path = journal_path_of(path)
+    unproven = unproven_files(path, kind) if path.is_dir() else []
+    if not keep and unproven == [] and replacing.replaced.is_dir():
+        if path.exists():
+            _discard(path)
+        os.rename(replacing.replaced, path)
+        fsync_directory(path.parent)
+        _crash_point("put-back")
+        journal_path.unlink(missing_ok=True)
+        logger.warning(
+            "the run failed before its new output of %s held anything worth keeping: deleted what it wrote and put "
+            "the previous output back (from %s)", path, replacing.replaced,
+        )
+        return
+    why = "its unfinished output is kept" if keep else f"it holds files no run recorded ({', '.join((unproven or [])[:10])})"
+    logger.warning(
+        "the run failed while replacing %s (--overwrite); %s, and the previous output is kept whole at %s. Run the "
+        "same command with --resume to finish the new output (%s is deleted when it completes), or to go back to the "
+        "previous output delete %s (rm -r %s): the next run of this output puts %s back",
+        path, why, replacing.replaced, replacing.replaced, path, path, replacing.replaced,
+    )
+
+
+def _finish_in_place_replacement(path: Path, replacing: _InPlaceReplacement) -> None:
+    """Step 3: the new output is complete; the old one is deleted, then the journal."""
+    from .files import fsync_directory
+
+    journal = _read_journal(path) or {}
+    _write_journal(path, {**journal, "new_complete": True})
+    _crash_point("new-complete")
+    _remove_tree(replacing.replaced)
+    journal_path_of(path).unlink()
+    fsync_directory(path.parent)
+    logger.warning("the new output at %s is complete: deleted the previous output (kept at %s until now)", path, replacing.replaced)
+
+
+def _unfinished_replacement_message(
+    path: Path, replacing: _InPlaceReplacement, resumable: bool | Callable[[Path], bool]
+) -> str:
+    resumable = resumable(path) if callable(resumable) else resumable
+    go_on = (
+        f"run that command again with --resume to finish it ({replacing.replaced} is deleted when it completes), or "
+        "with --overwrite to start it over" if resumable else "run that command again with --overwrite to start it over"
+    )
+    return (
+        f"output {path} holds the unfinished output of a run that replaced it (--overwrite) and was killed; the "
+        f"previous output is kept whole at {replacing.replaced}. To go on, {go_on} (the previous output stays aside "
+        f"until the new one is complete); to go back to the previous output, delete {path} (rm -r {path}): the next "
+        f"run of this output puts {replacing.replaced} back"
+    )
 
 
 def _swap_in(path: Path, staging: Path | None, replaced: Path) -> None:
@@ -677,12 +847,13 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def _remove_tree(path: Path) -> None:
-    """Delete ``path`` bottom-up (a test may kill the run after any number of deletions)."""
+    """Delete ``path`` bottom-up, its marker last, so that a folder whose deletion was killed still says whose it
+    is (a test may kill the run after any number of deletions)."""
     if not path.exists():
         return
     removed = 0
-    for directory, folders, files in os.walk(path, topdown=False):
-        for name in files:
+    for directory, folders, files in os.walk(path, topdown=False):  # the top folder, and so the marker, comes last
+        for name in sorted(files, key=lambda name: name == MARKER_NAME):
             os.unlink(os.path.join(directory, name))
             removed += 1
             _crash_point(f"remove-old:{removed}")
@@ -712,25 +883,10 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
         staging = path.parent / staging_name if staging_name else None
         known = {replaced_name, staging_name or ""}
         who = f"pid {journal.get('pid')}, `{journal.get('command')}`"
-        new_in_place = staging is None or (read_marker(path) or {}).get("run") == run
-        if not new_in_place and staging is not None and (read_marker(staging) or {}).get("run") == run:
-            _swap_in(path, staging, replaced)
-            done.append(
-                f"an earlier run ({who}) was killed while replacing {path}; its new output ({staging}) was complete, "
-                "so it is now in place"
-            )
-        elif not new_in_place and not path.exists() and replaced.is_dir():
-            os.rename(replaced, path)
-            done.append(f"an earlier run ({who}) was killed while replacing {path}; the previous output was put back")
-        elif staging is None:
-            done.append(f"an earlier run ({who}) was killed while deleting the previous output of {path} (--overwrite)")
+        if journal.get("in_place"):
+            done += _recover_in_place(path, journal_path, journal, replaced, who)
         else:
-            done.append(f"an earlier run ({who}) was killed while replacing {path}; its new output was in place")
-        for leftover in (staging, replaced):
-            if leftover is not None and leftover.exists():
-                _remove_tree(leftover)
-                done.append(f"deleted {leftover}, the previous output of {path} that it had set aside")
-        journal_path.unlink()
+            done += _recover_staged(path, journal_path, journal, staging, replaced, who)
     # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
     # run may be writing under its own lock, is not one of this output's.
     own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
@@ -745,6 +901,65 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
     for message in done:
         logger.warning("%s", message)
     return done
+
+
+def _recover_staged(path: Path, journal_path: Path, journal: dict, staging: Path | None, replaced: Path, who: str) -> list[str]:
+    """Finish a staged replacement (or, from an older elmo-hf, the deletion of an in-place output's old one)."""
+    done = []
+    run = journal["run"]
+    new_in_place = staging is None or (read_marker(path) or {}).get("run") == run
+    if not new_in_place and staging is not None and (read_marker(staging) or {}).get("run") == run:
+        _swap_in(path, staging, replaced)
+        done.append(
+            f"an earlier run ({who}) was killed while replacing {path}; its new output ({staging}) was complete, "
+            "so it is now in place"
+        )
+    elif not new_in_place and not path.exists() and replaced.is_dir():
+        os.rename(replaced, path)
+        done.append(f"an earlier run ({who}) was killed while replacing {path}; the previous output was put back")
+    elif staging is None:
+        done.append(f"an earlier run ({who}) was killed while deleting the previous output of {path} (--overwrite)")
+    else:
+        done.append(f"an earlier run ({who}) was killed while replacing {path}; its new output was in place")
+    for leftover in (staging, replaced):
+        if leftover is not None and leftover.exists():
+            _remove_tree(leftover)
+            done.append(f"deleted {leftover}, the previous output of {path} that it had set aside")
+    journal_path.unlink()
+    return done
+
+
+def _recover_in_place(path: Path, journal_path: Path, journal: dict, replaced: Path, who: str) -> list[str]:
+    """What a kill left of an in-place --overwrite: finished where the new output was complete (the old one deleted),
+    the journal dropped where the old output was never set aside, the old output put back where the new run left
+    nothing at the target; otherwise (the new run's unfinished output at the target, the old one aside) it is left
+    for ``open_output_directory`` to continue (--resume), start over (--overwrite) or refuse."""
+    from .files import fsync_directory
+
+    if journal.get("new_complete"):
+        _remove_tree(replaced)
+        message = (
+            f"an earlier run ({who}) was killed after its new output at {path} was complete; deleted {replaced}, the "
+            "previous output it had kept aside"
+        )
+    elif not replaced.exists():
+        message = (
+            f"an earlier run ({who}) was killed while replacing {path} (--overwrite) before it set the previous output "
+            f"aside ({replaced} does not exist): {path} is as that run left it"
+        )
+    elif not path.exists() or (path.is_dir() and not path.is_symlink() and not any(path.iterdir())):
+        if path.exists():
+            path.rmdir()
+        os.rename(replaced, path)
+        fsync_directory(path.parent)
+        message = (
+            f"an earlier run ({who}) was killed while replacing {path} (--overwrite) before its new output held "
+            f"anything; the previous output was put back from {replaced}"
+        )
+    else:
+        return []
+    journal_path.unlink()
+    return [message]
 
 
 def make_staging_directory(path: Path) -> Path:

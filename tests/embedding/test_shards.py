@@ -565,29 +565,115 @@ def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):
         assert json.loads((output_dir / "manifest.json").read_text())["options"]["allow_tf32"] is expected
 
 
-def test_embed_overwrite_killed_while_removing_the_old_output_never_leaves_it_half_deleted(tmp_path, model_dir, caplog):
-    """`embed --overwrite` sets the old output aside in one rename (with a journal) before deleting it: killed at any
-    step, the target holds the whole old output or none (the old one whole aside), and the next run names the folder
-    it deletes. The new output is then written in place, resumable as any run."""
-    from ..storage.test_output_directory import run_killed_at, tree_of
+EMBED_OVERWRITE_STEPS = [
+    "journal-written", "set-aside", "new-marker-written", "shard-recorded:1", "shard-recorded:3", "recorded:1",
+    "new-complete", "remove-old:1", "remove-old:5",
+]
 
-    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6))
+
+def test_embed_overwrite_killed_at_any_instant_keeps_the_old_output_whole_until_the_new_one_is_complete(
+    tmp_path, model_dir, capsys, caplog
+):
+    """`embed --overwrite` (in place) killed at each step, before the new run, after 1 and 3 of its 4 shards, and
+    while deleting the old output: by the sha256 of every file, the target holds the whole old output, nothing, or
+    only the new run's own shards (its manifest incomplete), and the old output is whole at the journal's name
+    until the new one is complete. `--resume` then ends byte-identical to an uninterrupted run and leaves no
+    `.replaced` folder; a plain run is refused naming both; `--overwrite` starts over, the old output kept aside."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+    from elmo_hf.storage.output_directory import journal_path_of
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(12))
     output_dir = tmp_path / "runs" / "out"
+    old_options, new_options = ("--shard-size", "2"), ("--shard-size", "3")
+    saved_old = tmp_path / "old"
+    assert run_embed(corpus, "--model", model_dir, "--output", saved_old, *old_options) == 0
+    reference = tmp_path / "reference"
+    assert run_embed(corpus, "--model", model_dir, "--output", reference, *new_options) == 0
+    old, new = tree_of(saved_old), tree_of(reference)
+    embed = lambda *flags: run_embed(corpus, "--model", model_dir, "--output", output_dir, *new_options, *flags)
+
+    def check_never_a_mix(step):
+        found = tree_of(output_dir)
+        if found == old:
+            return
+        shards = {  # the new run's shards (its manifest aside, and a shard it was writing under a temporary name)
+            name: digest for name, digest in (found or {}).items()
+            if name != "manifest.json" and not (name.startswith(".shard-") and name.endswith(".tmp"))
+        }
+        assert all(new.get(name) == digest for name, digest in shards.items()), f"{step}: a mix {found}"
+        journal = journal_path_of(output_dir)
+        if not journal.exists() or json.loads(journal.read_text()).get("new_complete"):
+            assert found == new, f"{step}: the new output is not complete"
+        else:
+            # Until the journal says the new output is complete, the old one is whole aside (even when the new
+            # manifest just said complete: killed at "recorded:1").
+            assert tree_of(output_dir.parent / json.loads(journal.read_text())["replaced"]) == old, step
+
+    for step in EMBED_OVERWRITE_STEPS:
+        shutil.rmtree(output_dir.parent, ignore_errors=True)
+        shutil.copytree(saved_old, output_dir)
+        assert run_killed_at(step, lambda: embed("--overwrite")), f"the run never reached {step}"
+        check_never_a_mix(step)
+        aside = sorted(output_dir.parent.glob(".out.*.replaced"))
+        capsys.readouterr()
+        if step == "shard-recorded:3":  # neither flag: refused, naming the unfinished new output and the old one
+            assert embed() == 2
+            error = capsys.readouterr().err
+            assert f"{output_dir} holds the unfinished output of a run that replaced it" in error
+            assert f"kept whole at {aside[0]}" in error and "--resume" in error
+            check_never_a_mix(step)
+        if step == "new-marker-written":  # --overwrite: starts over, the old output aside until it completes
+            caplog.clear()
+            assert embed("--overwrite") == 0
+            assert f"the previous output stays whole at {aside[0]}" in caplog.text
+        elif step in ("journal-written", "set-aside"):  # nothing new yet: the old output is at the target (put back)
+            assert embed("--resume") == 2 and tree_of(output_dir) == old
+            assert "started with different options" in capsys.readouterr().err
+            assert embed("--overwrite") == 0
+        else:
+            caplog.clear()
+            assert embed("--resume") == 0
+            assert all(str(path) in caplog.text for path in aside), step  # the old output's deletion is named
+        assert tree_of(output_dir) == new, step  # byte-identical to the uninterrupted run
+        assert [path.name for path in output_dir.parent.iterdir()] == ["out"], step  # no .replaced, journal, lock
+        assert verify_embedding_output(output_dir) == []
+
+
+def test_embed_overwrite_that_fails_puts_the_old_output_back_or_keeps_both(tmp_path, model_dir, monkeypatch, capsys, caplog):
+    """An error (not a kill): before the first shard, the old output is put back; after it, both are kept and the
+    message says where the old one is and how to finish; --resume then completes and deletes the old output."""
+    from ..storage.test_output_directory import tree_of
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(12))
+    output_dir = tmp_path / "out"
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2") == 0
     old = tree_of(output_dir)
-    steps = ["journal-written", "swapped", *(f"remove-old:{n}" for n in range(1, len(old) + 2))]
-    for step in steps:
-        overwrite = lambda: run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "3")
-        assert run_killed_at(step, overwrite), step
-        found = tree_of(output_dir)
-        aside = list(output_dir.parent.glob(".out.*.replaced"))
-        assert found in (old, None), step  # never half-deleted in place
-        if step == "swapped":  # set aside, not yet deleted: whole
-            assert [tree_of(path) for path in aside] == [old]
-        caplog.clear()
-        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite", "--shard-size", "2") == 0
-        assert all(str(path) in caplog.text for path in aside), step
-        assert tree_of(output_dir) == old and [path.name for path in output_dir.parent.iterdir()] == ["out"]
+    real = ELMoEmbedder.embed_prepared
+    calls = {"n": 0}
+
+    def fails_on_the_second_shard(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == limit:
+            raise RuntimeError("the model failed")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ELMoEmbedder, "embed_prepared", fails_on_the_second_shard)
+    limit = 1
+    with pytest.raises(RuntimeError):
+        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite")
+    assert tree_of(output_dir) == old and sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "out"]
+    assert "put the previous output back" in caplog.text
+
+    calls["n"], limit = 0, 2
+    caplog.clear()
+    with pytest.raises(RuntimeError):
+        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite")
+    aside = sorted(tmp_path.glob(".out.*.replaced"))
+    assert [tree_of(path) for path in aside] == [old] and len(json.loads((output_dir / "manifest.json").read_text())["shards"]) >= 1
+    assert f"the previous output is kept whole at {aside[0]}" in caplog.text and "--resume" in caplog.text
+    monkeypatch.setattr(ELMoEmbedder, "embed_prepared", real)
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--resume") == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "out"] and verify_embedding_output(output_dir) == []
 
 
 def test_embed_overwrite_keeps_files_no_run_recorded_inside_folders_it_writes(tmp_path, model_dir, capsys):

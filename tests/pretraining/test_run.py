@@ -349,3 +349,33 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_with_overwrit
     assert main(pretrain_args(corpus, output, "--max-steps", 2, "--resume")) == EXIT_USAGE_ERROR
     assert "start it again with --overwrite" in capsys.readouterr().err
     assert main(pretrain_args(corpus, output, "--max-steps", 2, "--overwrite")) == 0
+
+
+def test_overwrite_keeps_the_previous_run_whole_until_the_new_one_completes(corpus, tmp_path, capsys, caplog):
+    """`pretrain --overwrite` (in place): killed after its first checkpoint, the previous run is whole aside and a
+    plain run is refused naming both; --resume completes the new run and only then deletes the previous one. An
+    --overwrite that succeeds deletes the previous run at its end and says so."""
+    import os
+
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    output = tmp_path / "run"
+    assert main(pretrain_args(corpus, output, "--max-steps", 1)) == 0
+    old = tree_of(output)
+    new_run = ["--max-steps", 2, "--save-steps", 1]
+    # recorded:1 after the first files, recorded:2 after checkpoint-1
+    assert run_killed_at("recorded:2", lambda: main(pretrain_args(corpus, output, *new_run, "--overwrite")))
+    aside = sorted(tmp_path.glob(".run.*.replaced"))
+    assert [tree_of(path) for path in aside] == [old] and (output / "checkpoint-1").is_dir()
+    capsys.readouterr()
+    assert main(pretrain_args(corpus, output, *new_run)) == EXIT_USAGE_ERROR
+    error = capsys.readouterr().err
+    assert f"{output} holds the unfinished output of a run that replaced it" in error and str(aside[0]) in error
+    caplog.clear()
+    assert main(pretrain_args(corpus, output, *new_run, "--resume")) == 0
+    assert f"is complete: deleted the previous output (kept at {aside[0]}" in caplog.text
+    assert sorted(os.listdir(tmp_path)) == ["run"] and (output / REPORT_FILE_NAME).is_file()
+
+    caplog.clear()
+    assert main(pretrain_args(corpus, output, "--max-steps", 1, "--overwrite")) == 0
+    assert "is complete: deleted the previous output" in caplog.text and sorted(os.listdir(tmp_path)) == ["run"]

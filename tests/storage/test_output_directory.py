@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -434,24 +435,132 @@ def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_ne
     assert sorted(path.name for path in tmp_path.iterdir()) == ["converted"]  # no hidden folder, journal or lock left
 
 
-def test_an_output_overwritten_in_place_is_never_half_deleted(tmp_path):
-    """``open_output_directory(overwrite=True)`` (embed, pretrain): the old output goes aside in one rename, so a kill
-    leaves it whole at the target or whole aside, and the next run finishes deleting it and says so."""
+def sha256_of_files(files):
+    import hashlib
+
+    return {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}
+
+
+def overwrite_in_place(target, mode="overwrite", fail=None, keep=lambda path: False):
+    """The new output written in place, file by file, each recorded (``recorded:<n>`` steps) as a long run records
+    after each checkpoint; ``mode``: "overwrite", "resume" or "" (neither)."""
+    flags = {"overwrite": mode == "overwrite", "resume": mode == "resume"}
+    with open_output_directory(target, KIND, worth_keeping=keep, **flags) as output:
+        for name, content in NEW_FILES.items():
+            (output.path / name).write_text(content)
+            output.record()
+            if fail == name:
+                raise RuntimeError("failed")
+
+
+def replaced_folders(parent):
+    return sorted(parent.glob(".out.*.replaced"))
+
+
+def assert_never_a_mix(target, old, new, step):
+    """The target holds the whole old output, nothing, or only the new run's own files; until the new output is
+    complete (the journal says so), the whole old output is at the target or at the journal's ``replaced``."""
+    from elmo_hf.storage.output_directory import journal_path_of
+
+    found = tree_of(target)
+    if found == old:
+        return
+    assert found is None or all(new.get(name) == digest for name, digest in found.items()), f"{step}: a mix {found}"
+    if not journal_path_of(target).exists():  # no replacement under way: the new output is complete
+        assert found == new, f"{step}: {found}"
+        return
+    journal = json.loads(journal_path_of(target).read_text())
+    if not journal.get("new_complete"):
+        assert tree_of(target.parent / journal["replaced"]) == old, f"{step}: the old output is not whole aside"
+
+
+IN_PLACE_STEPS = [
+    "journal-written", "set-aside", "new-marker-written", "recorded:1", "recorded:2", "recorded:3", "recorded:4",
+    "new-complete", *(f"remove-old:{n}" for n in range(1, 6)),
+]
+
+
+@pytest.mark.parametrize("then", ["resume", "", "overwrite"])
+def test_an_output_overwritten_in_place_is_never_lost_before_the_new_one_is_complete(tmp_path, then, caplog):
+    """``open_output_directory(overwrite=True)`` (embed, pretrain): killed at every step, before, during and after
+    the new run, the target is never a mix and the whole old output exists until the new one is complete. The next
+    run then: continues the new run (--resume) and deletes the old one when complete; is refused naming both
+    (neither flag); starts the new run over, the old one still aside (--overwrite)."""
     target = tmp_path / "out"
     with open_output_directory(target, KIND) as output:
         write_files(output.path, OLD_FILES)
-    old = tree_of(target)
-
-    def overwrite():
-        with open_output_directory(target, KIND, overwrite=True) as output:
-            write_files(output.path, NEW_FILES)
-
-    for step in ["journal-written", "swapped", "remove-old:1", "remove-old:4"]:
-        assert run_killed_at(step, overwrite)
-        assert tree_of(target) in (old, None)
-        with open_output_directory(target, KIND, overwrite=True) as output:  # the next run finishes the removal
+    old, new = tree_of(target), sha256_of_files(NEW_FILES)
+    for step in IN_PLACE_STEPS:
+        for entry in tmp_path.iterdir():  # a fresh start: the old output only
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        with open_output_directory(target, KIND) as output:
             write_files(output.path, OLD_FILES)
-        assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+        assert run_killed_at(step, lambda: overwrite_in_place(target)), f"the run never reached {step}"
+        assert_never_a_mix(target, old, new, step)
+        aside = replaced_folders(tmp_path)
+        before = step in ("journal-written", "set-aside")  # nothing of the new run yet: the old is (put back) at the target
+        after = step == "new-complete" or step.startswith("remove-old")  # the new output was complete
+        caplog.clear()
+        if then == "":
+            with pytest.raises(OutputDirectoryError) as refused:
+                overwrite_in_place(target, mode="")
+            if before or after:
+                assert "already holds" in str(refused.value)
+            else:
+                assert f"{target} holds the unfinished output of a run that replaced it" in str(refused.value)
+                assert f"kept whole at {aside[0]}" in str(refused.value) and "--resume" in str(refused.value)
+                assert tree_of(aside[0]) == old
+            assert_never_a_mix(target, old, new, step)
+            continue
+        overwrite_in_place(target, mode=then)
+        expected = {**old, **new} if before and then == "resume" else new  # --resume of the old output put back
+        assert tree_of(target) == expected, step
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["out"], step  # no .replaced, journal, lock
+        assert all(str(path) in caplog.text for path in aside), step  # the old output's deletion is named
+
+
+def test_an_in_place_overwrite_that_fails_puts_the_old_output_back_or_keeps_both(tmp_path, caplog):
+    target = tmp_path / "out"
+    with open_output_directory(target, KIND) as output:
+        write_files(output.path, OLD_FILES)
+    old, new = tree_of(target), sha256_of_files(NEW_FILES)
+
+    # Nothing worth keeping: the new run's files are deleted (by its record) and the old output is put back.
+    with pytest.raises(RuntimeError):
+        overwrite_in_place(target, fail="part-1.txt")
+    assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+    assert "deleted what it wrote and put the previous output back" in caplog.text
+
+    # Worth keeping (a checkpoint, a finished shard): both are kept, and the message says how to go on.
+    caplog.clear()
+    with pytest.raises(RuntimeError):
+        overwrite_in_place(target, fail="part-0.txt", keep=lambda path: (path / "part-0.txt").exists())
+    aside = replaced_folders(tmp_path)
+    assert tree_of(aside[0]) == old and tree_of(target) == {"part-0.txt": new["part-0.txt"]}
+    assert f"previous output is kept whole at {aside[0]}" in caplog.text and "--resume" in caplog.text
+    with pytest.raises(OutputDirectoryError, match="holds the unfinished output of a run that replaced it"):
+        with staged_output_directory(target, KIND, overwrite=True):
+            pass
+    # A resumed run that fails with nothing worth keeping puts the old output back too.
+    with pytest.raises(RuntimeError):
+        overwrite_in_place(target, mode="resume", fail="part-0.txt")
+    assert tree_of(target) == old and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+    # Kept both, then --resume completes: the old output is deleted, and the message says so.
+    with pytest.raises(RuntimeError):
+        overwrite_in_place(target, fail="part-0.txt", keep=lambda path: True)
+    caplog.clear()
+    overwrite_in_place(target, mode="resume")
+    assert tree_of(target) == new and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+    assert "is complete: deleted the previous output" in caplog.text
+
+    # Going back instead: delete the unfinished new output; the next run puts the old one back.
+    with pytest.raises(RuntimeError):
+        overwrite_in_place(target, fail="part-0.txt", keep=lambda path: True)
+    shutil.rmtree(target)
+    with pytest.raises(OutputDirectoryError, match="already holds"):
+        overwrite_in_place(target, mode="")
+    assert tree_of(target) == new and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
 
 def test_the_next_run_deletes_only_its_own_unfinished_staging_folders(tmp_path):
