@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK, report_error
+from .common import EXIT_OK, report_error, set_torch_threads
 
 
 def add_parsers(commands) -> None:
@@ -14,6 +14,7 @@ def add_parsers(commands) -> None:
     similarity.add_argument("--model", required=True, help="an ELMo Hugging Face directory or Hub repo id")
     similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
     similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
+    similarity.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     similarity.set_defaults(run=run)
 
 
@@ -24,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from elmo_hf.embedding.word_vectors import contextual_word_vectors, representation_names
 
     try:
+        set_torch_threads(args.threads)
         model = ELMoModel.from_pretrained(args.model).eval()
         tokenizer = ELMoTokenizer.from_pretrained(args.model)
         words, vectors = contextual_word_vectors(model, tokenizer, args.sentences, args.word)
