@@ -93,11 +93,14 @@ def _worker_main(connection: Connection, threads: int) -> None:
         task, sentences = message
         started = time.perf_counter()
         try:
-            vectors = embedder.embed_words(sentences)
-        except BaseException as error:
-            _send_error(connection, task, error)
-            continue
-        connection.send(("done", task, vectors, time.perf_counter() - started))
+            try:
+                vectors = embedder.embed_words(sentences)
+            except BaseException as error:
+                _send_error(connection, task, error)
+                continue
+            connection.send(("done", task, vectors, time.perf_counter() - started))
+        except (BrokenPipeError, ConnectionResetError, EOFError):  # the main process is gone: nobody to answer
+            return
 
 
 def _send_error(connection: Connection, task: Any, error: BaseException) -> None:

@@ -83,6 +83,51 @@ def test_invalid_worker_counts_are_refused(tmp_path, model_dir):
     assert not (tmp_path / "out").exists()
 
 
+def test_workers_refuse_a_model_off_the_cpu(tmp_path, model_dir):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one ."])
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    embedder.model.to("meta")  # stands for a GPU here: anything but the CPU
+    with pytest.raises(ValueError, match="workers > 1 run on the CPU only"):
+        embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", workers=2, progress=False)
+    with pytest.raises(ValueError, match="workers > 1 run on the CPU only"):
+        EmbeddingWorkerPool(embedder, 2)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_that_outlives_the_main_process_exits(tmp_path, model_dir):
+    """The main process killed: its workers see their pipe closed and end (no orphan keeps a core)."""
+    code = (
+        "import os, sys, time\n"
+        "from elmo_hf.embedding.embedder import ELMoEmbedder\n"
+        "from elmo_hf.embedding.workers import EmbeddingWorkerPool\n"
+        "if __name__ == '__main__':\n"
+        f"    pool = EmbeddingWorkerPool(ELMoEmbedder.from_pretrained({str(model_dir)!r}), 2)\n"
+        "    print(' '.join(str(worker.process.pid) for worker in pool.workers), flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(code)
+    process = subprocess.Popen([sys.executable, str(script)], cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(pids) == 2
+    finally:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + 30
+    while any(running(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"workers {pids} outlived their main process"
+        time.sleep(0.1)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a zombie has ended; its parent has not reaped it yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 class PoisonedEmbedder(ELMoEmbedder):
     """Fails on a sentence holding the word ``poison`` (in the worker: this class is pickled and imported there)."""
 
