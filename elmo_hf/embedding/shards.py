@@ -579,7 +579,7 @@ def write_shards_with_workers(
     chunks: Iterable[list], writer: WorkerShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
 ) -> None:
     """``write_shards_pipelined`` with the model stage spread over ``writer.pool``'s worker processes: this thread
-    reads and splits a shard whenever a worker is idle and gives it to that worker; finished shards are written on a
+    reads and splits shards (one ahead of the idle workers) and gives each to an idle worker; finished shards are written on a
     writing thread strictly in shard order (a shard that finished early waits for the ones before it), and
     ``record(entry)`` is called on this thread for each, in order. At most one shard per worker is embedded at a time,
     plus those waiting for their turn to be written.
@@ -593,18 +593,33 @@ def write_shards_with_workers(
     embedded: dict[int, list[np.ndarray]] = {}  # vectors back, waiting for the shards before them
     writer_thread = ThreadPoolExecutor(1, thread_name_prefix="elmo-hf-write")
     writing: deque[Future] = deque()
-    next_read, next_write, exhausted = first_index, first_index, False
+    next_read, next_write = first_index, first_index
+    read_ahead: PreparedShard | None = None  # the next shard, read while the workers embed
+    exhausted = False
+    read_error: Exception | None = None  # raised once the shards before it are written, as the pipeline does
+
+    def read_next() -> PreparedShard | None:
+        nonlocal exhausted, read_error
+        try:
+            rows = None if exhausted else next(chunk_iterator, None)
+            exhausted = rows is None
+            return None if rows is None else writer.prepare(rows)
+        except Exception as error:  # e.g. an invalid row: stop reading, finish the shards before it
+            read_error, exhausted = error, True
+            return None
+
     try:
         while True:
-            while not exhausted and pool.has_idle_worker():
-                rows = next(chunk_iterator, None)
-                if rows is None:
-                    exhausted = True
+            while pool.has_idle_worker() and (read_ahead is not None or not exhausted):
+                shard = read_ahead if read_ahead is not None else read_next()
+                read_ahead = None
+                if shard is None:
                     break
-                shard = writer.prepare(rows)
                 embedding[next_read] = shard
                 pool.submit(next_read, shard.sentences.sentences, _describe_shard(next_read, shard))
                 next_read += 1
+            if read_ahead is None and not exhausted:
+                read_ahead = read_next()  # every worker is busy: read the next shard meanwhile
             if not pool.busy:
                 break
             index, vectors, seconds = pool.next_result()
@@ -618,6 +633,8 @@ def write_shards_with_workers(
                 _record_first(writing, record)
         while writing:
             _record_first(writing, record)
+        if read_error is not None:
+            raise read_error
     except BaseException:
         in_order = True  # shards are recorded up to the first one that failed; later ones are removed
         while writing:

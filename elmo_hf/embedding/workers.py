@@ -150,7 +150,6 @@ class EmbeddingWorkerPool:
                 try:
                     worker.connection.send_bytes(payload)
                 except (BrokenPipeError, ConnectionResetError, EOFError):
-                    worker.process.join(1.0)
                     raise self._died(worker) from None
             for worker in self.workers:  # a worker that cannot load the embedder fails the run now, naming why
                 message = self._receive(worker)
@@ -188,7 +187,6 @@ class EmbeddingWorkerPool:
         try:
             worker.connection.send((task, [list(words) for words in sentences]))
         except (BrokenPipeError, ConnectionResetError, EOFError):
-            worker.process.join(1.0)
             raise self._died(worker) from None
 
     def next_result(self) -> tuple[Any, list, float]:
@@ -216,7 +214,6 @@ class EmbeddingWorkerPool:
         try:
             return worker.connection.recv()
         except (EOFError, OSError):
-            worker.process.join(1.0)
             raise self._died(worker) from None
 
     def embed(self, sentences: Sequence[Sequence[str]], description: str) -> tuple[list, float]:
@@ -237,6 +234,8 @@ class EmbeddingWorkerPool:
         return task, vectors, seconds
 
     def _died(self, worker: _Worker) -> EmbeddingWorkerError:
+        # Its pipe or sentinel closes as the process ends, a moment before it can be reaped with its exit status.
+        worker.process.join(STOP_TIMEOUT_SECONDS)
         if worker.task is not None:
             doing = f"while embedding {worker.description}"
         else:

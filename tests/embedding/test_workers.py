@@ -150,6 +150,15 @@ def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, 
     assert sorted(path.name for path in (tmp_path / "out").glob("shard-*")) == listed
 
 
+def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_path, model_dir, capsys):
+    lines = synthetic_sentences(30, seed=7) + ["bad \udcff line"] + synthetic_sentences(9, seed=8)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape"))
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--shard-size", "10", "--workers", "2") == 2
+    assert "line 31" in capsys.readouterr().err
+    assert [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
+
+
 def test_a_worker_that_dies_while_starting_is_named(tmp_path, model_dir):
     class Unpicklable(ELMoEmbedder):  # a local class cannot be imported in the worker
         pass
