@@ -810,6 +810,7 @@ def embed_corpus(
                     _write_saved_dataset(output_dir, manifest)
                 manifest.complete = True
                 manifest.write(output_dir / MANIFEST_NAME)
+                finished_time = time.perf_counter()  # before the workers are stopped: their exit is not the run's
             finally:
                 bar.close()
     except KeyboardInterrupt:
@@ -817,7 +818,7 @@ def embed_corpus(
     totals = manifest.totals()
     return EmbeddingRunSummary(
         output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards),
-        time.perf_counter() - start_time, words_this_run, resumed_from_row, redone_shards=redone,
+        finished_time - start_time, words_this_run, resumed_from_row, redone_shards=redone,
         stage_seconds=dict(writer.stage_seconds), truncated_words=totals["truncated_words"],
         max_characters_per_token=embedder.tokenizer.max_characters_per_token,
     )

@@ -30,8 +30,11 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
 _WAITED_FOR = "embed"  # the task id of EmbeddingWorkerPool.embed (the driver's are shard indices)
-# A worker's clean exit after it was asked to stop; past this it is killed.
+# How long a worker that ended is waited for, to read its exit status.
 STOP_TIMEOUT_SECONDS = 10.0
+# A worker asked to stop has this long to exit by itself (an interpreter holding torch takes a moment to tear down;
+# it holds nothing that needs it), then it is killed.
+CLOSE_TIMEOUT_SECONDS = 2.0
 
 
 class EmbeddingWorkerError(RuntimeError):
@@ -245,13 +248,13 @@ class EmbeddingWorkerPool:
         )
 
     def close(self) -> None:
-        """Ask every worker to stop; kill those that do not within ``STOP_TIMEOUT_SECONDS``."""
+        """Ask every worker to stop; kill those that have not ended within ``CLOSE_TIMEOUT_SECONDS``."""
         for worker in self.workers:
             try:
                 worker.connection.send(None)
             except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
                 pass
-        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        deadline = time.monotonic() + CLOSE_TIMEOUT_SECONDS
         for worker in self.workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
         self.terminate()
