@@ -18,7 +18,7 @@ import pytest
 from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.embedding.shards import embed_corpus
-from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers
+from elmo_hf.embedding.workers import EmbeddingWorkerPool, default_workers
 
 from ..conftest import REPOSITORY_ROOT
 from .test_shards import run_embed, shard_hashes, synthetic_sentences, wait_for_shards, write_lines
