@@ -1,13 +1,18 @@
 """The README's main job idle and beside busy processes: how much of its speed a shared machine leaves it.
 
-    python benchmarks/contention.py [--input FILE] [--lines 8000] [--busy 0 1 2] [--settings default one-thread passive]
+    python benchmarks/contention.py [--input FILE] [--lines 8000] [--busy 0 1 2] [--settings default one-thread workers-2]
         [--rounds 2] [--model DIR]
 
 For each round, for each number of busy processes (bounded CPU loops this script starts and stops itself), each
 setting runs ``elmo-hf embed`` on the first ``--lines`` lines of the input, in a fresh process, as a user runs it.
-Settings are environments: ``default`` (none of the variables below: torch's own thread count and OpenMP's
-spinning waits), ``one-thread`` (``OMP_NUM_THREADS=1``), ``passive`` (``OMP_WAIT_POLICY=PASSIVE``: idle OpenMP
-threads sleep). Runs alternate within a round so that a machine whose speed drifts shifts every setting alike.
+Settings are environments, some with extra command-line arguments: ``default`` (none of the variables below: what a
+user gets, i.e. torch's own thread count, ``default_workers()`` processes, and the passive waits the command sets
+itself since issue 28), ``one-thread`` (``OMP_NUM_THREADS=1``), ``passive`` (``OMP_WAIT_POLICY=PASSIVE`` set
+explicitly), ``spinning`` (``OMP_WAIT_POLICY`` set but empty, so that the command leaves it alone and libgomp keeps
+its own default, spinning before it sleeps: the command before issue 28; libgomp prints a warning about the empty
+value), ``workers-2`` (``--workers 2``: two processes of one thread each), ``workers-2-threads-2`` (``--workers 2
+--threads 2``: oversubscribed on 2 cores, for comparison). Runs alternate within a round so that a machine whose speed
+drifts shifts every setting alike.
 
 Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: the
 embedding, start-up excluded), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
@@ -37,6 +42,14 @@ SETTINGS = {
     "default": {},
     "one-thread": {"OMP_NUM_THREADS": "1"},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "spinning": {"OMP_WAIT_POLICY": ""},
+    "workers-2": {},
+    "workers-2-threads-2": {},
+}
+# Command-line arguments a setting adds to `elmo-hf embed`.
+SETTING_ARGUMENTS = {
+    "workers-2": ["--workers", "2"],
+    "workers-2-threads-2": ["--workers", "2", "--threads", "2"],
 }
 BUSY_LOOP_LIMIT_S = 1800  # a busy process ends by itself after this long, whatever happens to this script
 WORDS_PER_SECOND = re.compile(r"= ([\d,]+) words/s")
@@ -65,6 +78,7 @@ def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) ->
     command = ["elmo-hf", "embed", str(corpus), "--output", str(work_dir / "out"), "--overwrite", "--no-progress"]
     if model:
         command += ["--model", model]
+    command += SETTING_ARGUMENTS.get(setting, [])
     started = time.perf_counter()
     process = subprocess.Popen(command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stdout, stderr = process.communicate()
@@ -115,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
     parser.add_argument("--lines", type=int, default=8000)
     parser.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-thread", "passive"])
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-thread", "spinning", "workers-2"])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", help="a model directory or repo id (default: the model shipped in the package)")
     args = parser.parse_args(argv)

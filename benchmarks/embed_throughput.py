@@ -2,7 +2,7 @@
 
     python benchmarks/embed_throughput.py [--model DIR] [--input FILE] [--lines 8000] [--device cpu]
         [--threads 2] [--batch-size N] [--max-words-per-batch N] [--token-cache-words N] [--dtype float16]
-        [--representation mix] [--shard-size 1000]
+        [--representation mix] [--shard-size 1000] [--workers 1 2]
 
 ``model_alone``: the sentences cut into the embedder's own model batches (``ELMoEmbedder.prepare``, per shard, as a
 run does), character ids made before the clock starts, then only the model's forward calls are timed.
@@ -11,6 +11,10 @@ sha256, manifest) into a temporary directory; start-up (loading the model, finge
 apart. ``ratio`` = end-to-end words/s / model-alone words/s. ``stage_seconds``: busy time of each pipeline stage
 (read = split + batch + character ids, model, write = table + Parquet + sha256); they overlap, so their sum may exceed
 the wall time. Both measurements start with an empty token-layer cache.
+
+``workers`` (with ``--workers 1 2``): end to end again with 1 and 2 worker processes of one thread each (1: this
+process at one thread), and ``scaling``: words/s over the first count's (issue 28's target: >= 1.8 for 2 workers on 2
+idle cores). Worker start-up is not in the words/s, as model loading is not.
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
 Prints one JSON object; check ``load_average``: other processes on the machine change the figures.
@@ -71,10 +75,13 @@ def model_alone(embedder: ELMoEmbedder, sentences: list[list[str]], shard_size: 
     return {"words": words, "batches": len(batches), "seconds": round(seconds, 3), "words_per_second": round(words / seconds, 1)}
 
 
-def end_to_end(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size: int, token_cache_words: int) -> dict:
+def end_to_end(
+    embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size: int, token_cache_words: int, workers: int = 1
+) -> dict:
     fresh_token_cache(embedder, token_cache_words)
     summary = embed_corpus(
-        CorpusSource.open(corpus), embedder, work_dir / "out", model_name="benchmark", shard_size=shard_size, progress=False
+        CorpusSource.open(corpus), embedder, work_dir / "out", model_name="benchmark", shard_size=shard_size,
+        progress=False, workers=workers, overwrite=True,
     )
     seconds = summary.seconds
     return {
@@ -115,6 +122,7 @@ def run(args: argparse.Namespace) -> dict:
         sentences = [embedder.words_of(text) for text in texts]
         alone = model_alone(embedder, sentences, args.shard_size, args.token_cache_words)
         whole = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words)
+        scaling = worker_scaling(embedder, corpus, work_dir, args) if args.workers else None
     return {
         "device": str(embedder.model.device),
         "torch": torch.__version__,
@@ -127,6 +135,27 @@ def run(args: argparse.Namespace) -> dict:
         "model_alone": alone,
         "end_to_end": whole,
         "ratio": round(whole["words_per_second"] / alone["words_per_second"], 3),
+        **({"workers": scaling} if scaling else {}),
+    }
+
+
+def worker_scaling(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, args: argparse.Namespace) -> dict:
+    """End to end with each of ``args.workers`` processes of one thread each (1: this process at one thread), and
+    ``scaling``: each one's words/s over one worker's (issue 28's target for 2 workers on 2 idle cores: >= 1.8)."""
+    threads = torch.get_num_threads()
+    runs = {}
+    for workers in args.workers:
+        torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
+        try:
+            runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+        finally:
+            torch.set_num_threads(threads)
+    first = runs[args.workers[0]]["words_per_second"]
+    return {
+        "threads_per_worker": 1,
+        "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "end_to_end": {str(workers): run for workers, run in runs.items()},
+        "scaling": {str(workers): round(run["words_per_second"] / first, 3) for workers, run in runs.items()},
     }
 
 
@@ -144,10 +173,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--representation")
     parser.add_argument("--compute-dtype", help="dtype the model runs in (float32, bfloat16, float16; default: the model's)")
     parser.add_argument("--shard-size", type=int, default=1000)
+    parser.add_argument(
+        "--workers", type=int, nargs="+",
+        help="also run end to end with each of these worker counts at one thread per worker and print the scaling "
+        "over the first (e.g. --workers 1 2)",
+    )
     report = run(parser.parse_args(argv))
     print(json.dumps(report, indent=2))
     return report
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the guard matters: --workers spawns processes that import this module
     main()

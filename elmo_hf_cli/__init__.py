@@ -16,7 +16,11 @@ command module imports the library only when it runs; the values the library acc
 optimizers, ...) are checked by the library itself, which names the allowed ones in its error.
 
 Exit codes: 0 success, 2 a problem with the input, the options or the output directory (the message says which),
-130 interrupted (Ctrl-C), 1 a verification that found problems.
+130 interrupted (Ctrl-C), 1 a verification that found problems or an embedding worker process that died.
+
+Threads: ``main`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch,
+so that idle OpenMP threads sleep instead of spinning on a shared machine (``common.wait_passively``); the CPU-heavy
+commands take ``--threads``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import importlib.metadata
 import sys
 
 from . import convert, embed, neighbours, pretrain, similarity
-from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR
+from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, wait_passively
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
@@ -52,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit code (argument errors, ``--help`` and ``--version`` too: argparse's exit
     becomes the return value). Ctrl-C at any point (start-up included) exits 130 without a traceback; commands that
     can resume say how."""
+    wait_passively()  # before any command imports torch
     try:
         try:
             args = build_parser().parse_args(argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 EXIT_OK = 0
@@ -22,6 +23,27 @@ def report_error(error: BaseException) -> int:
     return EXIT_USAGE_ERROR
 
 
+def wait_passively() -> None:
+    """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose otherwise.
+
+    Must run before torch is first imported: OpenMP reads it once, when torch loads it. Beside other busy processes,
+    spinning threads made every small op of the LSTM's recurrence wait for a partner thread the scheduler had taken
+    away: the main job at 2 threads fell to 0.10x of its idle speed (issue 28's table); with passive waits it ran as
+    fast as one thread. Idle, the choice is measured by ``benchmarks/contention.py`` (docs/results/)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """``torch.set_num_threads(threads)`` when given (a ``ValueError`` below 1); None keeps torch's default."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def quiet_progress_bars() -> None:
     """No progress bars from transformers, datasets or huggingface_hub (loading weights, reading data)."""
     import datasets
@@ -33,4 +55,7 @@ def quiet_progress_bars() -> None:
     disable_progress_bars()
 
 
-__all__ = ["DEFAULT_MODEL_NOTE", "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "quiet_progress_bars", "report_error"]
+__all__ = [
+    "DEFAULT_MODEL_NOTE", "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "quiet_progress_bars",
+    "report_error", "set_torch_threads", "wait_passively",
+]

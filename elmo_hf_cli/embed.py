@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .arguments import choices, existing_directory, existing_path, model_argument, output_directory, representation_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
+from .common import DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error, set_torch_threads
 
 ENGINES = ("datasets", "ray")
 
@@ -72,6 +73,16 @@ def add_parsers(commands) -> None:
         help="run the model in float32 (the model's own, default, exact), bfloat16 or float16: not exact (per-word "
         "cosine >= 0.999 to float32); faster only on a GPU or, for bfloat16, a CPU with AMX or AVX512-BF16",
     )
+    embed.add_argument(
+        "--workers", type=int,
+        help="processes embedding shards in parallel on the CPU, each with its own copy of the model at --threads "
+        "threads (default 1); the output is byte-identical to one process at one thread. Not with a GPU --device",
+    )
+    embed.add_argument(
+        "--threads", type=int,
+        help="torch CPU threads of the process running the model (default: torch's, one per core); with --workers N, "
+        "of each worker (default 1)",
+    )
     embed.add_argument("--no-progress", action="store_true", help="no progress bars")
     embed.add_argument("--engine", default="datasets", choices=ENGINES, help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
     embed.add_argument("--ray-address", help="address of an existing Ray cluster (default: start a local Ray)")
@@ -87,7 +98,7 @@ EMBEDDER_OPTIONS = {
     "window_context": "window_context", "output_column": "output_column", "token_cache_words": "token_cache_words",
     "compute_dtype": "compute_dtype",
 }
-CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format"}
+CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format", "workers": "workers"}
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}
 
 
@@ -102,13 +113,16 @@ def run(args: argparse.Namespace) -> int:
         return verify(args.verify)
     if args.input is None or args.output is None:
         return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
+    if args.engine == "ray" and (hasattr(args, "workers") or hasattr(args, "threads")):
+        return report_error(ValueError("--workers and --threads are for the datasets engine; with --engine ray use --ray-workers"))
     progress = not getattr(args, "no_progress", False)
     if not progress:
         quiet_progress_bars()
     from elmo_hf import DEFAULT_MODEL_DIR
     from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
-    from elmo_hf.embedding.shards import EmbeddingInterrupted, embed_corpus
+    from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus
+    from elmo_hf.embedding.workers import default_workers
 
     model = getattr(args, "model", None)
     revision = getattr(args, "revision", None)
@@ -130,10 +144,18 @@ def run(args: argparse.Namespace) -> int:
                 **given(args, RAY_OPTIONS), **options,
             )
         else:
+            run_options = given(args, CORPUS_RUN_OPTIONS)
+            run_options.setdefault("workers", default_workers())
+            threads = getattr(args, "threads", None)
+            if run_options["workers"] > 1:
+                if threads is not None:
+                    run_options["worker_threads"] = threads
+            else:
+                set_torch_threads(threads)
             embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
             summary = embed_corpus(
                 source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
-                overwrite=getattr(args, "overwrite", False), progress=progress, **given(args, CORPUS_RUN_OPTIONS),
+                overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,
             )
     except EmbeddingInterrupted as interruption:
         if interruption.shards:
@@ -145,12 +167,27 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except EmbeddingWorkerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if _has_finished_shards(args.output):
+            print(f"the finished shards are kept in {args.output}; run the same command with --resume to continue", file=sys.stderr)
+        return EXIT_FAILED_CHECK
     # ValueError: every ELMoHFError (CorpusError, InvalidRowError, OutputDirectoryError, ...), the argument checks
     # and datasets' and transformers' own; KeyError: a column the data does not have.
     except (ValueError, KeyError, OSError, ImportError) as error:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK
+
+
+def _has_finished_shards(output_dir: str) -> bool:
+    from elmo_hf.embedding.shards import MANIFEST_NAME, Manifest
+    from elmo_hf.storage import OutputDirectoryError
+
+    try:
+        return bool(Manifest.read(Path(output_dir) / MANIFEST_NAME).shards)
+    except OutputDirectoryError:
+        return False
 
 
 def sentence_columns(args: argparse.Namespace, source) -> dict:

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from .arguments import choices, existing_directory, model_argument, output_directory
-from .common import EXIT_OK, quiet_progress_bars, report_error
+from .common import EXIT_OK, quiet_progress_bars, report_error, set_torch_threads
 
 # Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
 BUILD_OPTIONS = {
@@ -71,6 +71,7 @@ def add_parsers(commands) -> None:
     query.add_argument("--embeddings", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="where the indexed embed outputs are now, if they moved (in order)")
     query.add_argument("--device", help="torch device for the model, e.g. cuda (default: cpu)")
     query.add_argument("--verify", action="store_true", help="also re-hash every shard of the embed outputs")
+    query.add_argument("--threads", type=int, help="torch CPU threads for the model (default: torch's)")
     query.add_argument("--json", action="store_true", help="print the results as JSON")
     query.set_defaults(run=run_query)
 
@@ -102,6 +103,7 @@ def run_query(args: argparse.Namespace) -> int:
     if not hasattr(args, "word") and not hasattr(args, "position"):
         return report_error(ValueError("name the query word: --word WORD (its first occurrence) or --position N (0-based)"))
     try:
+        set_torch_threads(getattr(args, "threads", None))
         index = ContextualIndex.load(args.index_dir, verify=getattr(args, "verify", False), **given(args, LOAD_OPTIONS))
         results = [
             index.query(

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .arguments import model_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_OK, report_error
+from .common import DEFAULT_MODEL_NOTE, EXIT_OK, report_error, set_torch_threads
 
 
 def add_parsers(commands) -> None:
@@ -19,6 +19,7 @@ def add_parsers(commands) -> None:
     )
     similarity.add_argument("--word", required=True, help="the word to compare (as the tokenizer splits it)")
     similarity.add_argument("sentences", nargs="+", help="two or more sentences containing the word")
+    similarity.add_argument("--threads", type=int, help="torch CPU threads (default: torch's)")
     similarity.set_defaults(run=run)
 
 
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
     model_name = args.model or DEFAULT_MODEL_DIR
     try:
+        set_torch_threads(args.threads)
         model = ELMoModel.from_pretrained(model_name).eval()
         tokenizer = ELMoTokenizer.from_pretrained(model_name)
         words, vectors = contextual_word_vectors(model, tokenizer, args.sentences, args.word)

@@ -34,6 +34,7 @@ import shutil
 import time
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -53,6 +54,7 @@ from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
 from .embedder import ELMoEmbedder, PreparedSentences
+from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers
 
 logger = logging.getLogger(__name__)
 
@@ -469,6 +471,14 @@ class ShardWriter:
         """Split each row into words (invalid rows raise or are skipped, as the embedder says) and prepare the model
         batches."""
         started = time.perf_counter()
+        kept_rows, sentences, skipped, truncated = self.split_rows(rows)
+        shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences), truncated)
+        self.stage_seconds["read"] += time.perf_counter() - started
+        return shard
+
+    def split_rows(self, rows: list[tuple[int, dict | InvalidRowError]]) -> tuple[list, list, list, int]:
+        """``(kept_rows, sentences, skipped, truncated_words)``: each row split into words; invalid rows raise or are
+        skipped, as the embedder says."""
         kept_rows, sentences, skipped = [], [], []
         for input_row, record in rows:
             try:
@@ -482,9 +492,7 @@ class ShardWriter:
                     raise InvalidRowError(f"{message} (pass --skip-invalid to skip such rows)") from None
                 skipped.append({"row": input_row, "reason": str(error)})
         truncated = sum(self.embedder.tokenizer.truncated_word_count(words) for words in sentences)
-        shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences), truncated)
-        self.stage_seconds["read"] += time.perf_counter() - started
-        return shard
+        return kept_rows, sentences, skipped, truncated
 
     def embed(self, shard: PreparedShard) -> list[np.ndarray]:
         """The vectors of the shard's sentences (the model's stage)."""
@@ -573,6 +581,126 @@ def write_shards_pipelined(
         writer_thread.shutdown(wait=True)
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# Data-parallel workers (embed_corpus(workers=N)): the main process reads and writes, worker processes embed
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+class WorkerShardWriter(ShardWriter):
+    """A ``ShardWriter`` whose model stage runs in an ``EmbeddingWorkerPool``: ``prepare`` only splits the rows into
+    words (the worker makes the windows, batches and character ids, so the main process keeps its CPU for reading and
+    writing), ``embed`` waits for one worker. ``write_shards_with_workers`` keeps every worker busy instead."""
+
+    def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress, pool: EmbeddingWorkerPool):
+        super().__init__(source, embedder, on_progress)
+        self.pool = pool
+
+    def prepare(self, rows: list[tuple[int, dict | InvalidRowError]]) -> PreparedShard:
+        """The rows split into words; its ``sentences`` have no batches yet (the worker makes them)."""
+        started = time.perf_counter()
+        kept_rows, sentences, skipped, truncated = self.split_rows(rows)
+        shard = PreparedShard(rows, kept_rows, skipped, PreparedSentences(sentences, [], []), truncated)
+        self.stage_seconds["read"] += time.perf_counter() - started
+        return shard
+
+    def embed(self, shard: PreparedShard) -> list[np.ndarray]:
+        if not shard.sentences.sentences:
+            return []
+        vectors, seconds = self.pool.embed(shard.sentences.sentences, _describe_shard(None, shard))
+        self.record_embedded(shard, seconds)
+        return vectors
+
+    def record_embedded(self, shard: PreparedShard, seconds: float) -> None:
+        """Count a shard a worker embedded in ``seconds``: the model stage's busy time (summed over the workers) and
+        the progress."""
+        self.stage_seconds["model"] += seconds
+        if self.on_progress is not None:
+            sentences = shard.sentences.sentences
+            self.on_progress(len(sentences), sum(len(words) for words in sentences))
+
+
+def _describe_shard(index: int | None, shard: PreparedShard) -> str:
+    """How errors name a shard: ``shard-00003.parquet (input rows 60-79)``."""
+    name = "a shard" if index is None else shard_file_name(index)
+    if not shard.rows:
+        return name
+    return f"{name} (input rows {shard.rows[0][0]}-{shard.rows[-1][0]})"
+
+
+def write_shards_with_workers(
+    chunks: Iterable[list], writer: WorkerShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
+) -> None:
+    """``write_shards_pipelined`` with the model stage spread over ``writer.pool``'s worker processes: this thread
+    reads and splits shards (one ahead of the idle workers) and gives each to an idle worker; finished shards are written on a
+    writing thread strictly in shard order (a shard that finished early waits for the ones before it), and
+    ``record(entry)`` is called on this thread for each, in order. At most one shard per worker is embedded at a time,
+    plus those waiting for their turn to be written.
+
+    On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the shards being written
+    are finished and recorded in order up to the first that failed and later ones removed, as in
+    ``write_shards_pipelined``; shards still in the workers are dropped (the caller stops the pool)."""
+    chunk_iterator = iter(chunks)
+    pool = writer.pool
+    embedding: dict[int, PreparedShard] = {}  # read and given to a worker, not yet written
+    embedded: dict[int, list[np.ndarray]] = {}  # vectors back, waiting for the shards before them
+    writer_thread = ThreadPoolExecutor(1, thread_name_prefix="elmo-hf-write")
+    writing: deque[Future] = deque()
+    next_read, next_write = first_index, first_index
+    read_ahead: PreparedShard | None = None  # the next shard, read while the workers embed
+    exhausted = False
+    read_error: Exception | None = None  # raised once the shards before it are written, as the pipeline does
+
+    def read_next() -> PreparedShard | None:
+        nonlocal exhausted, read_error
+        try:
+            rows = None if exhausted else next(chunk_iterator, None)
+            exhausted = rows is None
+            return None if rows is None else writer.prepare(rows)
+        except Exception as error:  # e.g. an invalid row: stop reading, finish the shards before it
+            read_error, exhausted = error, True
+            return None
+
+    try:
+        while True:
+            while pool.has_idle_worker() and (read_ahead is not None or not exhausted):
+                shard = read_ahead if read_ahead is not None else read_next()
+                read_ahead = None
+                if shard is None:
+                    break
+                embedding[next_read] = shard
+                pool.submit(next_read, shard.sentences.sentences, _describe_shard(next_read, shard))
+                next_read += 1
+            if read_ahead is None and not exhausted:
+                read_ahead = read_next()  # every worker is busy: read the next shard meanwhile
+            if not pool.busy:
+                break
+            index, vectors, seconds = pool.next_result()
+            writer.record_embedded(embedding[index], seconds)
+            embedded[index] = vectors
+            while next_write in embedded:
+                path = output_dir / shard_file_name(next_write)
+                writing.append(writer_thread.submit(writer.finish, embedding.pop(next_write), embedded.pop(next_write), path))
+                next_write += 1
+            while writing and (writing[0].done() or len(writing) > 1):  # at most one shard waits to be written
+                _record_first(writing, record)
+        while writing:
+            _record_first(writing, record)
+        if read_error is not None:
+            raise read_error
+    except BaseException:
+        in_order = True  # shards are recorded up to the first one that failed; later ones are removed
+        while writing:
+            future = writing.popleft()
+            in_order = in_order and future.exception() is None
+            if in_order:
+                record(future.result())
+            elif future.exception() is None:
+                (output_dir / future.result()["file"]).unlink(missing_ok=True)
+        raise
+    finally:
+        writer_thread.shutdown(wait=True)
+
+
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
     list (a shard renamed after the last manifest update, temporary files, a saved dataset) are removed."""
@@ -639,11 +767,28 @@ def embed_corpus(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    workers: int | None = None,
+    worker_threads: int = 1,
 ) -> EmbeddingRunSummary:
     """Embed every row of ``source`` into ``output_dir`` (see the module docstring). ``model_name`` is recorded in
-    the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``."""
+    the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``.
+
+    ``workers`` (default ``default_workers()``): with N > 1, N processes (``worker_threads`` torch threads each) embed
+    whole shards in parallel, each with a copy of ``embedder``, while this process reads and writes; the output is
+    byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU is refused). A worker
+    that dies raises ``EmbeddingWorkerError`` naming it and its shard; the finished shards stay, for ``resume``."""
     from tqdm.auto import tqdm
 
+    workers = default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+    if isinstance(worker_threads, bool) or not isinstance(worker_threads, int) or worker_threads < 1:
+        raise ValueError(f"worker_threads must be an int >= 1, got {worker_threads!r}")
+    if workers > 1 and embedder.model.device.type != "cpu":
+        raise ValueError(
+            f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "
+            "for several GPUs use --engine ray with --ray-gpus-per-worker"
+        )
     if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
     if output_format not in OUTPUT_FORMATS:
@@ -661,7 +806,7 @@ def embed_corpus(
         with open_output_directory(
             output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
             worth_keeping=_has_finished_shards, describe_existing=_describe_run,
-        ) as output:
+        ) as output, ExitStack() as stack:  # the stack holds the worker pool: stopped before the directory is released
             bar = None
             last_refresh = time.monotonic()
 
@@ -679,7 +824,12 @@ def embed_corpus(
                         bar.refresh()
                         last_refresh = time.monotonic()
 
-            writer = ShardWriter(source, embedder, on_progress)
+            pool = None
+            if workers > 1:
+                pool = stack.enter_context(EmbeddingWorkerPool(embedder, workers, worker_threads))
+                writer = WorkerShardWriter(source, embedder, on_progress, pool)
+            else:
+                writer = ShardWriter(source, embedder, on_progress)
             redone = 0
             if output.resumed:
                 manifest = _continue_from(output_dir, fresh)
@@ -708,7 +858,8 @@ def embed_corpus(
                     manifest.write(output_dir / MANIFEST_NAME)
                     crash_point(f"shard-recorded:{len(manifest.shards)}")
 
-                write_shards_pipelined(
+                write_shards = write_shards_pipelined if pool is None else write_shards_with_workers
+                write_shards(
                     _chunks(source.rows(start=resumed_from_row), shard_size), writer, output_dir, len(manifest.shards), record
                 )
                 if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
@@ -717,6 +868,7 @@ def embed_corpus(
                     _write_saved_dataset(output_dir, manifest)
                 manifest.complete = True
                 manifest.write(output_dir / MANIFEST_NAME)
+                finished_time = time.perf_counter()  # before the workers are stopped: their exit is not the run's
             finally:
                 bar.close()
     except KeyboardInterrupt:
@@ -724,7 +876,7 @@ def embed_corpus(
     totals = manifest.totals()
     return EmbeddingRunSummary(
         output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards),
-        time.perf_counter() - start_time, words_this_run, resumed_from_row, redone_shards=redone,
+        finished_time - start_time, words_this_run, resumed_from_row, redone_shards=redone,
         stage_seconds=dict(writer.stage_seconds), truncated_words=totals["truncated_words"],
         max_characters_per_token=embedder.tokenizer.max_characters_per_token,
     )
@@ -760,6 +912,7 @@ __all__ = [
     "EMBEDDINGS_OUTPUT",
     "EmbeddingInterrupted",
     "EmbeddingRunSummary",
+    "EmbeddingWorkerError",
     "MANIFEST_NAME",
     "Manifest",
     "embed_corpus",
@@ -771,4 +924,5 @@ __all__ = [
     "verify_embedding_output",
     "write_parquet",
     "write_shards_pipelined",
+    "write_shards_with_workers",
 ]

@@ -20,6 +20,27 @@ def test_every_setting_is_measured_idle_and_beside_a_busy_process(tmp_path, caps
     assert report["idle_vs_one_thread"]["one-thread"] == 1.0
 
 
+def test_worker_settings_add_their_arguments(monkeypatch, tmp_path):
+    script = load_benchmark("contention")
+    commands = []
+
+    class Finished:
+        returncode = 0
+
+        def __init__(self, command, **kwargs):
+            commands.append(command)
+
+        def communicate(self):
+            return "this run: 10 words in 1.0 s = 1,234 words/s", ""
+
+    monkeypatch.setattr(script.subprocess, "Popen", Finished)
+    assert script.embed_once(tmp_path / "c.txt", None, "workers-2", tmp_path)["words_per_second"] == 1234
+    assert commands[-1][-2:] == ["--workers", "2"]
+    script.embed_once(tmp_path / "c.txt", None, "default", tmp_path)
+    assert "--workers" not in commands[-1] and "--threads" not in commands[-1]
+    assert script.setting_environment("spinning")["OMP_WAIT_POLICY"] == ""  # set, so the command leaves it alone
+
+
 def test_a_setting_only_changes_the_thread_variables(monkeypatch):
     script = load_benchmark("contention")
     monkeypatch.setenv("OMP_NUM_THREADS", "7")

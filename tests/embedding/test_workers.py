@@ -1,0 +1,231 @@
+"""`embed_corpus(workers=N)` / `elmo-hf embed --workers N`: byte-identical to one process at one thread, shards in
+input order, a worker's error or death fails the run naming the worker and the shard (no hang), Ctrl-C and a dead
+worker leave a run that `--resume` completes byte-identically."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from elmo_hf.corpus.readers import CorpusSource
+from elmo_hf.embedding.embedder import ELMoEmbedder
+from elmo_hf.embedding.shards import embed_corpus
+from elmo_hf.embedding.workers import EmbeddingWorkerPool, default_workers
+
+from ..conftest import REPOSITORY_ROOT
+from .test_shards import run_embed, shard_hashes, synthetic_sentences, wait_for_shards, write_lines
+
+CORPUS_LINES = 600
+SHARD_SIZE = 20
+
+
+@pytest.fixture(scope="module")
+def model_dir(converted_fixture_dir) -> Path:
+    return converted_fixture_dir
+
+
+def corpus_lines() -> list[str]:
+    # Long lines first: the first shard takes longest, so later shards finish before it and must wait their turn.
+    long_lines = [" ".join(["the bank raised rates quickly ,"] * 12)] * SHARD_SIZE
+    return long_lines + synthetic_sentences(CORPUS_LINES - SHARD_SIZE, seed=3)
+
+
+@pytest.fixture(scope="module")
+def one_thread_run(tmp_path_factory, model_dir):
+    """The reference: one process at one thread (the CLI's arguments, the output directory)."""
+    directory = tmp_path_factory.mktemp("one-thread")
+    corpus = write_lines(directory / "corpus.txt", corpus_lines())
+    common = [corpus, "--model", model_dir, "--shard-size", str(SHARD_SIZE)]
+    assert run_embed(*common, "--output", directory / "out", "--threads", "1", "--workers", "1") == 0
+    return common, directory / "out"
+
+
+def manifest_of(output_dir: Path) -> dict:
+    return json.loads((output_dir / "manifest.json").read_text())
+
+
+def assert_same_output(output_dir: Path, reference_dir: Path) -> None:
+    assert shard_hashes(output_dir) == shard_hashes(reference_dir)
+    output, reference = manifest_of(output_dir), manifest_of(reference_dir)
+    for part in ("shards", "totals", "options", "model", "complete", "format", "version"):
+        assert output[part] == reference[part], part
+
+
+def test_default_is_one_process():
+    assert default_workers() == 1
+
+
+def test_workers_give_the_bytes_of_one_thread_in_input_order(tmp_path, one_thread_run):
+    common, reference_dir = one_thread_run
+    assert run_embed(*common, "--output", tmp_path / "out", "--workers", "2") == 0
+    assert_same_output(tmp_path / "out", reference_dir)
+    rows = [row for path in sorted((tmp_path / "out").glob("shard-*.parquet")) for row in pq.read_table(path)["input_row"].to_pylist()]
+    assert rows == list(range(CORPUS_LINES))
+    assert run_embed("--verify", tmp_path / "out") == 0
+
+
+def test_invalid_worker_counts_are_refused(tmp_path, model_dir):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one ."])
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    for workers in (0, True, 1.5):
+        with pytest.raises(ValueError, match="workers must be an int >= 1"):
+            embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", workers=workers, progress=False)
+    with pytest.raises(ValueError, match="worker_threads must be an int >= 1"):
+        embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", workers=2, worker_threads=0, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_workers_refuse_a_model_off_the_cpu(tmp_path, model_dir):
+    corpus = write_lines(tmp_path / "corpus.txt", ["one ."])
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    embedder.model.to("meta")  # stands for a GPU here: anything but the CPU
+    with pytest.raises(ValueError, match="workers > 1 run on the CPU only"):
+        embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", workers=2, progress=False)
+    with pytest.raises(ValueError, match="workers > 1 run on the CPU only"):
+        EmbeddingWorkerPool(embedder, 2)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_that_outlives_the_main_process_exits(tmp_path, model_dir):
+    """The main process killed: its workers see their pipe closed and end (no orphan keeps a core)."""
+    code = (
+        "import os, sys, time\n"
+        "from elmo_hf.embedding.embedder import ELMoEmbedder\n"
+        "from elmo_hf.embedding.workers import EmbeddingWorkerPool\n"
+        "if __name__ == '__main__':\n"
+        f"    pool = EmbeddingWorkerPool(ELMoEmbedder.from_pretrained({str(model_dir)!r}), 2)\n"
+        "    print(' '.join(str(worker.process.pid) for worker in pool.workers), flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(code)
+    process = subprocess.Popen([sys.executable, str(script)], cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(pid) for pid in process.stdout.readline().split()]
+        assert len(pids) == 2
+    finally:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + 30
+    while any(running(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"workers {pids} outlived their main process"
+        time.sleep(0.1)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a zombie has ended; its parent has not reaped it yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class PoisonedEmbedder(ELMoEmbedder):
+    """Fails on a sentence holding the word ``poison`` (in the worker: this class is pickled and imported there)."""
+
+    def embed_words(self, sentences, on_progress=None):
+        if any("poison" in words for words in sentences):
+            raise ValueError("poisoned sentence")
+        return super().embed_words(sentences, on_progress)
+
+
+def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, model_dir):
+    lines = synthetic_sentences(100, seed=4)
+    lines[65] = "a poison word"
+    corpus = write_lines(tmp_path / "corpus.txt", lines)
+    embedder = PoisonedEmbedder.from_pretrained(model_dir)
+    with pytest.raises(ValueError, match="poisoned sentence") as raised:
+        embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", shard_size=10, workers=2, progress=False)
+    assert "in embedding worker" in "".join(raised.value.__notes__) and "shard-00006.parquet (input rows 60-69)" in "".join(raised.value.__notes__)
+    listed = [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]]
+    assert listed == [f"shard-0000{index}.parquet" for index in range(len(listed))] and 1 <= len(listed) <= 6
+    assert sorted(path.name for path in (tmp_path / "out").glob("shard-*")) == listed
+
+
+def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_path, model_dir, capsys):
+    lines = synthetic_sentences(30, seed=7) + ["bad \udcff line"] + synthetic_sentences(9, seed=8)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes("".join(f"{line}\n" for line in lines).encode("utf-8", "surrogateescape"))
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out", "--shard-size", "10", "--workers", "2") == 2
+    assert "line 31" in capsys.readouterr().err
+    assert [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
+
+
+def test_a_worker_that_dies_while_starting_is_named(tmp_path, model_dir):
+    class Unpicklable(ELMoEmbedder):  # a local class cannot be imported in the worker
+        pass
+
+    embedder = Unpicklable.__new__(Unpicklable)
+    embedder.__dict__.update(ELMoEmbedder.from_pretrained(model_dir).__dict__)
+    with pytest.raises(Exception, match="Unpicklable|local object"):
+        EmbeddingWorkerPool(embedder, 2)
+
+
+def cli_in_own_group(*args) -> subprocess.Popen:
+    """``elmo-hf embed`` in a process group of its own (so that a Ctrl-C can go to the whole group, as a terminal
+    sends it), with SIGINT at its default (see tests/embedding/test_shards.py)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "elmo_hf_cli", "embed", *map(str, args), "--no-progress"],
+        cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def worker_pids(parent: int) -> list[int]:
+    """The pids of ``parent``'s embedding workers (its children started by multiprocessing's spawn, not its resource
+    tracker)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and "spawn_main" in command:
+            pids.append(int(entry.name))
+    return sorted(pids)
+
+
+@pytest.mark.parametrize("interruption", ["worker-killed", "ctrl-c"])
+def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_identically(tmp_path, one_thread_run, interruption):
+    common, reference_dir = one_thread_run
+    output_dir = tmp_path / "out"
+    process = cli_in_own_group(*common, "--output", output_dir, "--workers", "2")
+    try:
+        wait_for_shards(process, output_dir, count=2)
+        if interruption == "worker-killed":
+            workers = worker_pids(process.pid)
+            assert len(workers) == 2, workers
+            os.kill(workers[0], signal.SIGKILL)
+        else:
+            os.killpg(process.pid, signal.SIGINT)
+        started = time.monotonic()
+        _, stderr = process.communicate(timeout=60)  # no hang
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert time.monotonic() - started < 60
+    if interruption == "worker-killed":
+        assert process.returncode == 1, stderr[-2000:]
+        assert f"embedding worker 0 (pid {workers[0]}) died (killed by SIGKILL) while embedding shard-" in stderr
+        assert "run the same command with --resume to continue" in stderr and "Traceback" not in stderr
+    else:
+        assert process.returncode == 130, stderr[-2000:]
+        assert "finished shard(s) are kept" in stderr and "Traceback" not in stderr
+    assert not worker_pids(process.pid)
+    manifest = manifest_of(output_dir)
+    assert not manifest["complete"] and 2 <= len(manifest["shards"]) < CORPUS_LINES // SHARD_SIZE
+
+    assert run_embed(*common, "--output", output_dir, "--resume", "--workers", "2") == 0
+    assert_same_output(output_dir, reference_dir)
