@@ -37,12 +37,18 @@ def test_commands_wait_passively_unless_the_user_chose_otherwise():
 
 
 @pytest.mark.parametrize("command", [["embed", "x", "--output", "y"], ["similarity", "--model", "m", "--word", "w", "s"], ["neighbours", "query", "i", "--sentence", "s"]])
-def test_cpu_heavy_commands_take_threads(command):
+def test_cpu_heavy_commands_take_threads(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the inputs the arguments name exist (they are checked before torch)
+    (tmp_path / "x").write_text("a sentence .\n")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "i").mkdir()
     assert build_parser().parse_args([*command, "--threads", "3"]).threads == 3
 
 
-def test_threads_below_one_are_refused(capsys):
+def test_threads_below_one_are_refused(capsys, tmp_path, monkeypatch):
     from elmo_hf_cli import main
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m").mkdir()
     assert main(["similarity", "--model", "m", "--word", "w", "a", "b", "--threads", "0"]) == 2
     assert "--threads must be >= 1" in capsys.readouterr().err
