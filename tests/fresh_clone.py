@@ -1,23 +1,30 @@
 """The README's quick start in a fresh clone and a fresh virtual environment, run beside the rest of the test run.
 
 Installing torch and the `test` extra into a new environment takes a minute or two of mostly waiting (pip's reads
-and unpacking), so ``tests/conftest.py`` starts `QuickStartRun` on a thread when the run begins, when
+and unpacking), so ``tests/conftest.py`` starts `QuickStartRun` when the run begins, when
 ``tests/test_fresh_clone.py`` is among the selected tests, and orders that test last: by then the run has usually
-finished and the test only reads its results. What it checks, and why the subset: ``tests/test_fresh_clone.py``.
+finished and the test only reads its results. The work runs in a process of its own (``python -m
+tests.fresh_clone FOLDER``), in a session of its own, never on a thread of the test process: tests fork that
+process, and a fork beside a busy thread can inherit a lock that thread holds. What the test checks, and why the
+subset: ``tests/test_fresh_clone.py``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
-import threading
+import sys
+import traceback
 import venv
-from dataclasses import dataclass
 from pathlib import Path
 
-from .doc_blocks import marked_block
+if __package__:
+    from .doc_blocks import marked_block
+else:  # python tests/fresh_clone.py
+    from doc_blocks import marked_block
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 SUBSET = [
@@ -32,6 +39,7 @@ SUBSET = [
 # (PYTHONPATH), at another environment (VIRTUAL_ENV, PYTHONHOME) or change what pytest runs (PYTEST_ADDOPTS, CI).
 NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "ELMO_HF_SHARED_DIR", "CI")
 BLOCK_TIMEOUT_S = 1200
+RESULT_FILE = "quick-start.json"
 
 
 def working_tree_files() -> list[str]:
@@ -71,68 +79,71 @@ def activated_environment(environment_dir: Path) -> dict:
     return variables
 
 
-@dataclass
-class BlockResult:
-    returncode: int
-    stdout: str
-    stderr: str
+def run_block(clone: Path, marker: str, variables: dict) -> dict:
+    """The README block marked ``marker``, verbatim, with ``bash -euo pipefail`` in the clone."""
+    code = marked_block(clone / "README.md", marker).code
+    try:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", code], cwd=clone, env=variables, capture_output=True, text=True,
+            timeout=BLOCK_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as expired:
+        return {"returncode": None, "stdout": str(expired.stdout or ""), "stderr": f"timed out after {BLOCK_TIMEOUT_S} s"}
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
+def quick_start(folder: Path) -> dict:
+    """Clone, venv, the main job, then the test block on ``SUBSET``; what each left."""
+    result: dict = {"main_job": None, "tests": None, "report": str(folder / "subset.xml"), "error": None}
+    try:
+        clone = make_clone(folder)
+        variables = activated_environment(clone / ".venv")
+        result.update(clone=str(clone), variables=variables)
+        result["main_job"] = run_block(clone, "quickstart-main", variables)
+        if result["main_job"]["returncode"] == 0:
+            selected = {**variables, "PYTEST_ADDOPTS": f"-p no:cacheprovider --junitxml={result['report']} {' '.join(SUBSET)}"}
+            result["tests"] = run_block(clone, "quickstart-test", selected)
+    except Exception:  # reported by the test, with the rest
+        result["error"] = traceback.format_exc()
+    return result
 
 
 class QuickStartRun:
-    """Clone, venv, the main job, then the test block on ``SUBSET`` (results in `main_job`, `tests`, `report`)."""
+    """``python -m tests.fresh_clone FOLDER`` in a session of its own: `start`, then `wait` for its result."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.clone: Path | None = None
-        self.variables: dict = {}
-        self.main_job: BlockResult | None = None
-        self.tests: BlockResult | None = None
-        self.report = folder / "subset.xml"
-        self.error: BaseException | None = None
-        self._process: subprocess.Popen | None = None
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="fresh-clone quick start", daemon=True)
+        self.process: subprocess.Popen | None = None
 
     def start(self) -> "QuickStartRun":
-        self._thread.start()
+        with open(self.folder / "quick-start.stderr", "w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.fresh_clone", str(self.folder)], cwd=REPOSITORY_ROOT,
+                start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr,
+            )
         return self
 
-    def wait(self, timeout: float) -> None:
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            self.stop()
-            raise TimeoutError(f"the fresh-clone quick start did not finish in {timeout:.0f} s")
-        if self.error is not None:
-            raise self.error
-
-    def stop(self) -> None:
-        """Kill a block still running (the end of the test run, Ctrl-C): nothing is left behind in the background."""
-        self._stopped = True
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGKILL)
-
-    def _run(self) -> None:
+    def wait(self, timeout: float) -> dict:
         try:
-            self.clone = make_clone(self.folder)
-            self.variables = activated_environment(self.clone / ".venv")
-            self.main_job = self._block("quickstart-main", self.variables)
-            if self.main_job.returncode == 0:
-                selected = {**self.variables, "PYTEST_ADDOPTS": f"-p no:cacheprovider --junitxml={self.report} {' '.join(SUBSET)}"}
-                self.tests = self._block("quickstart-test", selected)
-        except BaseException as error:  # reported by wait(), in the test
-            self.error = error
-
-    def _block(self, marker: str, variables: dict) -> BlockResult:
-        if self._stopped:
-            raise RuntimeError("stopped before the block ran")
-        code = marked_block(self.clone / "README.md", marker).code
-        self._process = subprocess.Popen(
-            ["bash", "-euo", "pipefail", "-c", code], cwd=self.clone, env=variables, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        try:
-            stdout, stderr = self._process.communicate(timeout=BLOCK_TIMEOUT_S)
+            self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.stop()
-            stdout, stderr = self._process.communicate()
-        return BlockResult(self._process.returncode, stdout, stderr)
+            raise TimeoutError(f"the fresh-clone quick start did not finish in {timeout:.0f} s") from None
+        result_file = self.folder / RESULT_FILE
+        if not result_file.is_file():
+            stderr = (self.folder / "quick-start.stderr").read_text()[-3000:]
+            raise RuntimeError(f"the fresh-clone quick start exited {self.process.returncode} without a result:\n{stderr}")
+        return json.loads(result_file.read_text())
+
+    def stop(self) -> None:
+        """Kill it and every process it started (the end of the test run, Ctrl-C): nothing goes on in the background."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+if __name__ == "__main__":
+    work_folder = Path(sys.argv[1])
+    outcome = quick_start(work_folder)
+    (work_folder / f"{RESULT_FILE}.tmp").write_text(json.dumps(outcome))
+    (work_folder / f"{RESULT_FILE}.tmp").replace(work_folder / RESULT_FILE)

@@ -206,3 +206,20 @@ def stream_totals(model, stream, carried: CarriedLstmState | None = None) -> tup
             nll += output.negative_log_likelihood.double()
             counts += output.num_predictions
     return nll, counts
+
+
+def run_in_forked_child(work) -> int:
+    """``work()`` in a forked child of the test process (no interpreter start-up); its wait status. The child never
+    returns into pytest (``os._exit(0)`` after ``work``). It runs torch on one thread: a forked child cannot use the
+    parent's OpenMP thread pool (libgomp's threads are not copied, and its first parallel region waits for them
+    forever), and one thread runs every op on the calling thread."""
+    import os
+
+    child = os.fork()
+    if child == 0:
+        try:
+            torch.set_num_threads(1)
+            work()
+        finally:
+            os._exit(0)
+    return os.waitpid(child, 0)[1]

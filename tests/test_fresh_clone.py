@@ -7,37 +7,39 @@ of the suite, ``fresh_clone.SUBSET`` (the whole suite would run this test again 
 chosen because each of its files reads data that used to come from ``../shared`` (the original's parity fixture,
 the released options, the real corpora) or runs the commands end to end (every block of the README and the guides
 among them). It must end with no failure, no error and
-no skip at all. The run starts on a thread when the test run begins (``tests/fresh_clone.py``); this test, ordered
-last, waits for it and checks what it left.
+no skip at all. The run starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this
+test, ordered last, waits for it and checks what it left.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 import xml.etree.ElementTree as ElementTree
 
 from .fresh_clone import BLOCK_TIMEOUT_S
 
 
 def test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv(fresh_clone_quick_start):
-    run = fresh_clone_quick_start
-    run.wait(timeout=3 * BLOCK_TIMEOUT_S)
-    assert sorted(path.name for path in run.clone.parent.iterdir() if path != run.report) == ["elmo-hf"]
+    run = fresh_clone_quick_start.wait(timeout=3 * BLOCK_TIMEOUT_S)
+    assert run["error"] is None, run["error"]
+    clone = Path(run["clone"])
+    assert sorted(path.name for path in clone.parent.iterdir() if path.suffix not in (".xml", ".json", ".stderr")) == ["elmo-hf"]
 
-    main_job = run.main_job
-    assert main_job.returncode == 0, f"{main_job.stdout[-3000:]}\n{main_job.stderr[-5000:]}"
-    assert re.search(r"embedded [\d,]+ sentences \([\d,]+ words", main_job.stdout), main_job.stdout[-2000:]
-    assert (run.clone / "embeddings" / "tinyshakespeare" / "manifest.json").is_file()
+    main_job = run["main_job"]
+    assert main_job["returncode"] == 0, f"{main_job['stdout'][-3000:]}\n{main_job['stderr'][-5000:]}"
+    assert re.search(r"embedded [\d,]+ sentences \([\d,]+ words", main_job["stdout"]), main_job["stdout"][-2000:]
+    assert (clone / "embeddings" / "tinyshakespeare" / "manifest.json").is_file()
     located = subprocess.run(
-        ["python", "-c", "import elmo_hf; print(elmo_hf.__file__)"], cwd="/", env=run.variables,
+        ["python", "-c", "import elmo_hf; print(elmo_hf.__file__)"], cwd="/", env=run["variables"],
         capture_output=True, text=True, check=True,
     )
-    assert located.stdout.startswith(str(run.clone / "elmo_hf")), located.stdout  # the clone's code, from its venv
+    assert located.stdout.startswith(str(clone / "elmo_hf")), located.stdout  # the clone's code, from its venv
 
-    tests = run.tests
-    assert tests.returncode == 0, f"{tests.stdout[-5000:]}\n{tests.stderr[-3000:]}"
-    suite = ElementTree.parse(run.report).getroot().find("testsuite")
+    tests = run["tests"]
+    assert tests["returncode"] == 0, f"{tests['stdout'][-5000:]}\n{tests['stderr'][-3000:]}"
+    suite = ElementTree.parse(run["report"]).getroot().find("testsuite")
     counts = {name: int(suite.get(name)) for name in ("tests", "failures", "errors", "skipped")}
     assert counts["tests"] >= 40 and counts["failures"] == counts["errors"] == 0, counts
     skipped = [case.get("name") for case in suite.iter("testcase") if case.find("skipped") is not None]

@@ -36,7 +36,7 @@ from elmo_hf.storage.output_directory import MARKER_NAME
 from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
-from ..helpers import tiny_options, torch_threads
+from ..helpers import run_in_forked_child, tiny_options, torch_threads
 
 ROWS, WINDOW, STEPS = 8, 10, 40
 DIRECTIONS = ("forward", "backward")
@@ -332,14 +332,12 @@ def test_a_run_killed_before_its_first_checkpoint_is_started_again_with_overwrit
     from elmo_hf.pretraining.trainer import ELMoPreTrainingTrainer
 
     output = tmp_path / "run"
-    child = os.fork()
-    if child == 0:
-        try:
-            ELMoPreTrainingTrainer.train = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
-            main(pretrain_args(corpus, output, "--max-steps", 2))
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(child, 0)
+
+    def killed_before_training():
+        ELMoPreTrainingTrainer.train = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)
+        main(pretrain_args(corpus, output, "--max-steps", 2))
+
+    status = run_in_forked_child(killed_before_training)
     assert os.WIFSIGNALED(status), status
     assert (output / PRETRAINING_OPTIONS_FILE_NAME).is_file() and not list(output.glob("checkpoint-*"))
     capsys.readouterr()

@@ -27,6 +27,8 @@ from elmo_hf.storage.output_directory import (
     staged_output_directory,
 )
 
+from ..helpers import run_in_forked_child
+
 KIND = OutputKind(name="test-output", description="an elmo-hf test output", entries=("part-*.txt", "summary.json"))
 OTHER_KIND = OutputKind(name="other-output", description="another output", entries=("part-*.txt",))
 
@@ -367,15 +369,12 @@ def tree_of(directory):
 
 def run_killed_at(step, work, environment=()):
     """Run ``work()`` in a forked child with ``ELMO_HF_TEST_CRASH_AT=step``; return whether the child was killed there."""
-    child = os.fork()
-    if child == 0:  # the child: never returns into pytest
-        try:
-            os.environ["ELMO_HF_TEST_CRASH_AT"] = step
-            os.environ.update(dict(environment))
-            work()
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(child, 0)
+    def killed_work():
+        os.environ["ELMO_HF_TEST_CRASH_AT"] = step
+        os.environ.update(dict(environment))
+        work()
+
+    status = run_in_forked_child(killed_work)
     return os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9
 
 
