@@ -535,6 +535,19 @@ def _record_first(writing: deque[Future], record: Callable[[dict], None]) -> Non
     record(entry)
 
 
+def _settle_after_a_failure(writing: deque[Future], record: Callable[[dict], None], output_dir: Path) -> None:
+    """After a failure: the shards still being written are recorded up to the first one that failed; the written
+    ones after it are removed (a resume writes them again, in order)."""
+    in_order = True
+    while writing:
+        future = writing.popleft()
+        in_order = in_order and future.exception() is None
+        if in_order:
+            record(future.result())
+        elif future.exception() is None:
+            (output_dir / future.result()["file"]).unlink(missing_ok=True)
+
+
 def write_shards_pipelined(
     chunks: Iterable[list], writer: ShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
 ) -> None:
@@ -567,14 +580,7 @@ def write_shards_pipelined(
         while writing:
             _record_first(writing, record)
     except BaseException:
-        in_order = True  # shards are recorded up to the first one that failed; later ones are removed
-        while writing:
-            future = writing.popleft()
-            in_order = in_order and future.exception() is None
-            if in_order:
-                record(future.result())
-            elif future.exception() is None:
-                (output_dir / future.result()["file"]).unlink(missing_ok=True)
+        _settle_after_a_failure(writing, record, output_dir)
         raise
     finally:
         reader.shutdown(wait=True, cancel_futures=True)
@@ -688,14 +694,7 @@ def write_shards_with_workers(
         if read_error is not None:
             raise read_error
     except BaseException:
-        in_order = True  # shards are recorded up to the first one that failed; later ones are removed
-        while writing:
-            future = writing.popleft()
-            in_order = in_order and future.exception() is None
-            if in_order:
-                record(future.result())
-            elif future.exception() is None:
-                (output_dir / future.result()["file"]).unlink(missing_ok=True)
+        _settle_after_a_failure(writing, record, output_dir)
         raise
     finally:
         writer_thread.shutdown(wait=True)
