@@ -45,10 +45,11 @@ class EmbeddingWorkerError(RuntimeError):
 def default_workers() -> int:
     """How many worker processes ``elmo-hf embed`` and ``embed_corpus`` use when none is given.
 
-    To be chosen by measurement (idle and beside busy processes; ``benchmarks/contention.py --settings default
-    workers-2``, ``benchmarks/embed_throughput.py --workers 1 2``) and recorded in docs/results/embed-throughput.md.
-    Until then 1: one process, whose threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set by the command line),
-    measured on a busy 2-core machine as fast as one thread (issue 28's table), and nothing to start."""
+    1, chosen by measurement (docs/results/embed-throughput.md, "Workers and threads": ``benchmarks/contention.py``
+    idle and beside busy processes, and the README's main job): 2 workers embed 1.38x faster idle and 1.61x beside two
+    busy processes than one process with passive waits, but each spends about 5 s starting (spawn, torch, the model)
+    before its first shard, so the README's main job takes the same wall time and a small input a longer one. Worth
+    passing ``workers`` for large corpora; the default can follow once worker start-up overlaps the main process's."""
     return 1
 
 
