@@ -37,7 +37,7 @@ SUBSET = [
 ]
 # Variables of the session that runs the tests which must not reach the clone: they would point it at this checkout
 # (PYTHONPATH), at another environment (VIRTUAL_ENV, PYTHONHOME) or change what pytest runs (PYTEST_ADDOPTS, CI).
-NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "ELMO_HF_SHARED_DIR", "CI")
+NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "CI")
 BLOCK_TIMEOUT_S = 1200
 RESULT_FILE = "quick-start.json"
 
