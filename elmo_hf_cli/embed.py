@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .arguments import choices, existing_directory, existing_path, model_argument, output_directory, representation_argument
 from .common import DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error, set_torch_threads
@@ -121,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from elmo_hf import DEFAULT_MODEL_DIR
     from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
-    from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus
+    from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
     from elmo_hf.embedding.workers import default_workers
 
     model = getattr(args, "model", None)
@@ -169,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except EmbeddingWorkerError as error:
         print(f"error: {error}", file=sys.stderr)
-        if _has_finished_shards(args.output):
+        if has_finished_shards(args.output):
             print(f"the finished shards are kept in {args.output}; run the same command with --resume to continue", file=sys.stderr)
         return EXIT_FAILED_CHECK
     # ValueError: every ELMoHFError (CorpusError, InvalidRowError, OutputDirectoryError, ...), the argument checks
@@ -178,16 +177,6 @@ def run(args: argparse.Namespace) -> int:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK
-
-
-def _has_finished_shards(output_dir: str) -> bool:
-    from elmo_hf.embedding.shards import MANIFEST_NAME, Manifest
-    from elmo_hf.storage import OutputDirectoryError
-
-    try:
-        return bool(Manifest.read(Path(output_dir) / MANIFEST_NAME).shards)
-    except OutputDirectoryError:
-        return False
 
 
 def sentence_columns(args: argparse.Namespace, source) -> dict:

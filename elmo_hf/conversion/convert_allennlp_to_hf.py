@@ -16,7 +16,6 @@ verification) has succeeded, under elmo-hf's output policy (``elmo_hf.storage``:
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path

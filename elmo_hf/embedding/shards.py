@@ -220,10 +220,10 @@ def _manifest_if_any(output_dir: Path) -> Manifest | None:
     return Manifest.read(output_dir / MANIFEST_NAME) if (output_dir / MANIFEST_NAME).is_file() else None
 
 
-def _has_finished_shards(output_dir: Path) -> bool:
+def has_finished_shards(output_dir: str | Path) -> bool:
     """Worth keeping after a failure: at least one finished shard is listed."""
     try:
-        manifest = _manifest_if_any(output_dir)
+        manifest = _manifest_if_any(Path(output_dir))
     except OutputDirectoryError:
         return True  # not ours to judge: keep it
     return manifest is not None and bool(manifest.shards)
@@ -804,7 +804,7 @@ def embed_corpus(
     try:
         with open_output_directory(
             output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
-            worth_keeping=_has_finished_shards, describe_existing=_describe_run,
+            worth_keeping=has_finished_shards, describe_existing=_describe_run,
         ) as output, ExitStack() as stack:  # the stack holds the worker pool: stopped before the directory is released
             bar = None
             last_refresh = time.monotonic()
@@ -915,6 +915,7 @@ __all__ = [
     "MANIFEST_NAME",
     "Manifest",
     "embed_corpus",
+    "has_finished_shards",
     "model_fingerprint",
     "shard_table",
     "per_word_vectors_of_column",
