@@ -7,13 +7,19 @@ never holding the corpus in memory; ``record`` is a dict of column values, or an
 cannot be read (a text line that is not UTF-8); the caller decides whether that raises or is skipped. Text and
 CoNLL-U files are read here (so errors name the line); the other formats are streamed by `datasets`.
 
+Corpora of several files (``corpus_sources``): a glob pattern stands for the files it matches, and a directory that
+is not a saved dataset for its files: shards, as the 1B Word Benchmark ships its training data
+(``training-monolingual.tokenized.shuffled/news.en-000NN-of-00100``), read in name order. A shard whose extension
+names no format is text, one sentence per line.
+
 Lines (``read_lines``): a line ends at ``"\\n"``; a ``"\\r\\n"`` ending loses its ``"\\r"`` too; a last line without
 a line break is a line. This is the only line reader of the package (vocabulary files and CoNLL-U use it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import glob
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +176,55 @@ def infer_input_format(path: Path) -> str:
             f"{sorted(EXTENSION_FORMATS)} or a saved dataset directory; pass --input-format {{{','.join(INPUT_FORMATS)}}}"
         )
     return input_format
+
+
+# The files `Dataset.save_to_disk` writes beside its data: a directory holding one is a saved dataset (or DatasetDict).
+SAVED_DATASET_FILES = ("state.json", "dataset_dict.json")
+GLOB_CHARACTERS = "*?["
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """Whether ``path`` is a directory written by `Dataset.save_to_disk` (or `DatasetDict.save_to_disk`)."""
+    return path.is_dir() and any((path / name).is_file() for name in SAVED_DATASET_FILES)
+
+
+def corpus_sources(paths: str | Path | Sequence[str | Path], input_format: str | None = None) -> list["CorpusSource"]:
+    """
+    The corpus files of ``paths``, in order, opened: a file; a saved dataset; a directory of shards (its files that
+    are not hidden, in name order); or a glob pattern (``shards/news.en-*``, the files it matches in name order).
+    ``input_format`` is the format of every file; without it each file's extension tells, and a shard whose
+    extension names no format is text (the 1B Word Benchmark's ``news.en-00001-of-00100``).
+
+    Raises:
+        `CorpusError` naming the path: a path that does not exist, a pattern that matches no file, an empty
+        directory of shards, a format that cannot be told.
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise CorpusError("no corpus given: expected at least one file, directory of shards or glob pattern")
+    sources: list[CorpusSource] = []
+    for path in map(Path, paths):
+        if not path.exists() and any(character in str(path) for character in GLOB_CHARACTERS):
+            matches = sorted(Path(match) for match in glob.glob(str(path)) if Path(match).is_file())
+            if not matches:
+                raise CorpusError(f"the corpus pattern {path} matches no file")
+            sources.extend(_open_shard(match, input_format) for match in matches)
+        elif path.is_dir() and input_format != "dataset" and not is_saved_dataset(path):
+            shards = sorted(entry for entry in path.iterdir() if entry.is_file() and not entry.name.startswith("."))
+            if not shards:
+                raise CorpusError(
+                    f"the corpus directory {path} holds no file: expected shards (text, one sentence per line, or any "
+                    "format elmo-hf reads) or a directory written by Dataset.save_to_disk"
+                )
+            sources.extend(_open_shard(shard, input_format) for shard in shards)
+        else:
+            sources.append(CorpusSource.open(path, input_format))
+    return sources
+
+
+def _open_shard(path: Path, input_format: str | None) -> "CorpusSource":
+    """A shard of a directory or pattern: its extension tells its format, text when it names none."""
+    return CorpusSource.open(path, input_format or EXTENSION_FORMATS.get(path.suffix.lower(), "txt"))
 
 
 @dataclass(frozen=True)
@@ -346,6 +401,8 @@ __all__ = [
     "CorpusSource",
     "UTF8_BYTE_ORDER_MARK",
     "EXTENSION_FORMATS",
+    "corpus_sources",
+    "is_saved_dataset",
     "INPUT_FORMATS",
     "InvalidRowError",
     "count_lines",

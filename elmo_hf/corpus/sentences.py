@@ -6,7 +6,10 @@ CoNLL-U sentences are taken as they are, and sentences without words are left ou
 a treebank's ``sent_id`` and ``upos`` columns (POS tagging).
 
 Both are cached by `datasets` under the files' identities (path, size, modification time), so a changed file is
-read again.
+read again. ``stream_sentences`` yields the same sentences without building a dataset, in memory that does not grow
+with the corpus (what counting a vocabulary over a corpus larger than memory reads).
+
+Every function takes files of any format, directories of shards and glob patterns (``corpus_sources``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 from datasets import Dataset, Features, List, Value
 
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, build_word_splitter
-from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features
+from .progress import CorpusProgress
+from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features, corpus_sources
 
 WORDS_FEATURES = Features({"words": List(Value("string"))})
 
@@ -27,7 +31,21 @@ def _as_sources(paths: str | Path | Sequence[str | Path], input_format: str | No
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise ValueError("paths is empty: give at least one corpus file")
-    return [CorpusSource.open(path, input_format) for path in paths]
+    return corpus_sources(paths, input_format)
+
+
+def _words_of_rows(
+    sources: Sequence[CorpusSource], word_splitter: str, text_column: str | None, words_column: str | None
+) -> Iterator[list[str]]:
+    """The words of every row of ``sources``, in order (an empty list for a row without words)."""
+    splitter = build_word_splitter(word_splitter)
+    for source in sources:
+        default_text, default_words = source.default_columns
+        text, words_of = (text_column, words_column) if (text_column or words_column) else (default_text, default_words)
+        for row, record in source.rows():
+            if isinstance(record, InvalidRowError):
+                raise CorpusError(f"{source.row_name(row)}: {record}")
+            yield _words_of_record(source, row, record, splitter, text, words_of)
 
 
 def _sentence_rows(
@@ -35,15 +53,48 @@ def _sentence_rows(
 ) -> Iterator[dict[str, Any]]:
     """`Dataset.from_generator` generator of ``{"words": [...]}``; each source comes with its format, size and
     modification time, so a changed file is not served from a stale cache (datasets fingerprints the arguments)."""
-    splitter = build_word_splitter(word_splitter)
-    for path, input_format, _, _ in sources:
-        source = CorpusSource(Path(path), input_format)
-        default_text, default_words = source.default_columns
-        text, words_of = (text_column, words_column) if (text_column or words_column) else (default_text, default_words)
-        for row, record in source.rows():
-            if isinstance(record, InvalidRowError):
-                raise CorpusError(f"{source.row_name(row)}: {record}")
-            yield {"words": _words_of_record(source, row, record, splitter, text, words_of)}
+    opened = [CorpusSource(Path(path), input_format) for path, input_format, _, _ in sources]
+    for words in _words_of_rows(opened, word_splitter, text_column, words_column):
+        yield {"words": words}
+
+
+def stream_sentences(
+    paths: str | Path | Sequence[str | Path],
+    word_splitter: str = DEFAULT_WORD_SPLITTER,
+    *,
+    text_column: str | None = None,
+    words_column: str | None = None,
+    input_format: str | None = None,
+    progress: bool = False,
+    description: str = "reading the corpus",
+) -> Iterator[list[str]]:
+    """
+    The sentences of ``paths`` as ``load_sentences`` reads them (the same words, the same order, sentences without
+    words left out), streamed: nothing is cached and memory does not grow with the corpus. Arguments as in
+    ``load_sentences``; ``progress`` shows a bar of the rows read (of how many, where the formats tell: text files
+    are counted by their line breaks first) and the words.
+    """
+    build_word_splitter(word_splitter)
+    if text_column is not None and words_column is not None:
+        raise ValueError("give text_column or words_column, not both")
+    sources = _as_sources(paths, input_format)
+    total = _total_rows(sources) if progress else None
+    with CorpusProgress(description, total, enabled=progress) as bar:
+        for words in _words_of_rows(sources, word_splitter, text_column, words_column):
+            bar.update(1, len(words))
+            if words:
+                yield words
+
+
+def _total_rows(sources: Sequence[CorpusSource]) -> int | None:
+    """Rows of every source, or None when a format does not tell it cheaply (JSON lines, CSV, CoNLL-U)."""
+    total = 0
+    for source in sources:
+        rows = source.num_rows()
+        if rows is None:
+            return None
+        total += rows
+    return total
 
 
 def _words_of_record(source, row, record, splitter, text_column, words_column) -> list[str]:
@@ -154,4 +205,4 @@ def _corpus_error_in(error: BaseException) -> CorpusError | None:
     return None
 
 
-__all__ = ["CONLLU_WORDS_COLUMN", "load_conllu_sentences", "load_sentences"]
+__all__ = ["CONLLU_WORDS_COLUMN", "load_conllu_sentences", "load_sentences", "stream_sentences"]

@@ -48,7 +48,7 @@ from typing import Any
 from ..characters_elmo import BOS_TOKEN, EOS_TOKEN
 from ..modeling_elmo import IGNORE_INDEX
 from ..validation_elmo import check_choice, check_int, is_int
-from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, build_word_splitter
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS
 from .readers import read_text_lines
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
@@ -122,7 +122,8 @@ class ELMoWordVocabulary:
     by word. Keeps the corpus's unigram counts when it was built from a corpus (or loaded with its counts file).
     See the module docstring for the exact meaning of the counts and the file format.
 
-    Build one with [`~ELMoWordVocabulary.from_sentences`], [`~ELMoWordVocabulary.from_text_files`] or
+    Build one with [`~ELMoWordVocabulary.from_sentences`], [`~ELMoWordVocabulary.from_corpus`] (any corpus format,
+    streamed), [`~ELMoWordVocabulary.from_text_files`] or
     [`~ELMoWordVocabulary.from_word_counts`]; `save(directory)` / `load(directory)` round-trip it.
 
     Args:
@@ -221,14 +222,49 @@ class ELMoWordVocabulary:
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
             raise ValueError("paths is empty: give at least one text file")
-        splitter = build_word_splitter(word_splitter)
+        for path in map(Path, paths):
+            if not path.is_file():
+                raise FileNotFoundError(f"text file {path} does not exist or is not a file")
+        return cls.from_corpus(paths, word_splitter, input_format="txt", min_count=min_count, max_size=max_size)
 
-        def sentences() -> Iterator[list[str]]:
-            for path in paths:
-                for _, line in read_text_lines(path):
-                    yield [word for word, _ in splitter.pre_tokenize_str(line)]
+    @classmethod
+    def from_corpus(
+        cls,
+        paths: str | Path | Sequence[str | Path],
+        word_splitter: str = DEFAULT_WORD_SPLITTER,
+        *,
+        text_column: str | None = None,
+        words_column: str | None = None,
+        input_format: str | None = None,
+        min_count: int = 1,
+        max_size: int | None = None,
+        progress: bool = False,
+    ) -> "ELMoWordVocabulary":
+        """
+        Count the words of a corpus of any format elmo-hf reads, streamed: files (text, JSON lines, CSV, Parquet,
+        CoNLL-U), saved datasets, directories of shards (the 1B Word Benchmark's
+        `training-monolingual.tokenized.shuffled/`) and glob patterns, read as `elmo_hf.corpus.load_sentences`
+        reads them (the same sentences) but without building a dataset: memory grows with the distinct words, not
+        with the corpus.
 
-        return cls.from_sentences(sentences(), min_count=min_count, max_size=max_size)
+        Args:
+            paths, word_splitter, text_column, words_column, input_format: as in `elmo_hf.corpus.load_sentences`.
+            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
+            progress (`bool`, *optional*, defaults to `False`): a progress bar of the rows and words read (on a
+                terminal only).
+
+        Raises:
+            `CorpusError` naming the file and row that cannot be read; `ValueError` as `from_sentences`.
+        """
+        from .sentences import stream_sentences
+
+        _check_min_count(min_count)
+        _check_max_size(max_size)
+        sentences = stream_sentences(
+            paths, word_splitter, text_column=text_column, words_column=words_column, input_format=input_format,
+            progress=progress, description="counting the vocabulary",
+        )
+        return cls.from_sentences(sentences, min_count=min_count, max_size=max_size)
 
     @classmethod
     def from_word_counts(

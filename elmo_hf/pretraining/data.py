@@ -18,8 +18,12 @@ index) where there is nothing to predict.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,8 +31,10 @@ import torch
 from datasets import Dataset, IterableDataset
 
 from ..characters_elmo import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, word_to_character_ids
+from ..corpus.progress import CorpusProgress
 from ..corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_sentence_words, sentence_bilm_labels
 from ..modeling_elmo import IGNORE_INDEX
+from ..storage.files import TEMPORARY_SUFFIX
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_choice, check_int
 
@@ -166,41 +172,163 @@ class DataCollatorForBiLM:
 # ----------------------------------------------------------------------------------------------------------------
 # Entries of the stream's token table: the padding token, the two boundaries, then every distinct corpus word.
 _PADDING_ENTRY, _BOS_ENTRY, _EOS_ENTRY = 0, 1, 2
+_TOKEN_DTYPE = np.dtype(np.int32)  # token-table entries on disk: 2**31 distinct words is room enough
+_WRITE_CHUNK_TOKENS = 1 << 20  # entries gathered in memory before one write (4 MiB)
+TOKEN_FILE_PREFIX = ".elmo-hf-windowed-tokens."
+
+
+class _TokenFile:
+    """
+    The corpus's token-table entries (int32), sentence after sentence, in a temporary file that has no name: it is
+    unlinked as it is created (``tempfile.TemporaryFile``), so it never outlives the process, a crash included, and
+    no directory listing (no output directory's record) ever sees it. Written in chunks of `_WRITE_CHUNK_TOKENS`,
+    read with explicit reads (``os.pread``), never memory-mapped: what was read is the caller's array and nothing
+    else stays resident, so the process's memory does not grow with the file. Reads are positional, so a forked
+    DataLoader worker shares the file safely.
+    """
+
+    def __init__(self, directory: str | Path | None):
+        self._file = tempfile.TemporaryFile(dir=directory, prefix=TOKEN_FILE_PREFIX, suffix=TEMPORARY_SUFFIX)
+        self._pending = array("i")  # C int: 4 bytes on every platform torch supports
+        self.num_tokens = 0
+
+    def append(self, entries: Sequence[int]) -> None:
+        self._pending.extend(entries)
+        self.num_tokens += len(entries)
+        if len(self._pending) >= _WRITE_CHUNK_TOKENS:
+            self._write_pending()
+
+    def finish(self) -> None:
+        """Write what is still in memory; reads may start."""
+        self._write_pending()
+        self._file.flush()
+
+    def _write_pending(self) -> None:
+        self._file.write(np.asarray(self._pending, dtype=_TOKEN_DTYPE).tobytes())
+        self._pending = array("i")
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """(length,) int32 entries from entry `start` on."""
+        data = os.pread(self._file.fileno(), length * _TOKEN_DTYPE.itemsize, start * _TOKEN_DTYPE.itemsize)
+        if len(data) != length * _TOKEN_DTYPE.itemsize:
+            raise OSError(f"the windowed stream's token file ended early: entries {start}..{start + length} asked, "
+                          f"{len(data) // _TOKEN_DTYPE.itemsize} read")
+        return np.frombuffer(data, dtype=_TOKEN_DTYPE)
+
+    def close(self) -> None:
+        self._file.close()
 
 
 @dataclass(frozen=True)
 class _Corpus:
-    """The corpus as arrays: each sentence wrapped as `<S> w1 ... wn </S>`, words as entries of a token table."""
+    """The corpus on disk: each sentence wrapped as `<S> w1 ... wn </S>`, words as entries of a token table. Memory:
+    the token table (O(distinct words)) and two numbers per sentence; the tokens themselves are in `tokens`."""
 
-    wrapped_tokens: np.ndarray  # (sum of n_s + 2,) int64 token-table entries, sentences one after another
-    sentence_starts: np.ndarray  # (num_sentences,) offset of each sentence in wrapped_tokens
-    sentence_lengths: np.ndarray  # (num_sentences,) n_s + 2
+    tokens: _TokenFile  # (sum of n_s + 2,) token-table entries, sentences one after another
+    sentence_starts: np.ndarray  # (num_sentences,) int64 offset of each sentence in tokens
+    sentence_lengths: np.ndarray  # (num_sentences,) int64 n_s + 2
     token_words: list[str | None]  # token-table entry -> word: None (padding), <S>, </S>, then the corpus words
 
 
-def _read_corpus(sentences: Iterable[Any], words_column: str) -> _Corpus:
+def _read_corpus(
+    sentences: Iterable[Any], words_column: str, directory: str | Path | None = None, progress: bool = False
+) -> _Corpus:
+    """Read the corpus once, writing its tokens to a `_TokenFile` in ``directory`` (default: the system's
+    temporary directory); ``progress``: a bar of the sentences read (of how many, when ``sentences`` has a length)."""
     token_words: list[str | None] = [None, BOS_TOKEN, EOS_TOKEN]  # entries _PADDING_ENTRY, _BOS_ENTRY, _EOS_ENTRY
     token_entries: dict[str, int] = {}  # corpus word -> its entry (never <S> / </S>: check_sentence_words refuses them)
-    wrapped: list[int] = []
-    starts: list[int] = []
-    for index, sentence in enumerate(_iterate_sentences(sentences, words_column)):
-        words = check_sentence_words(sentence, f"sentence {index}")
-        if not words:
-            continue  # nothing to predict
-        starts.append(len(wrapped))
-        wrapped.append(_BOS_ENTRY)
-        for word in words:
-            entry = token_entries.get(word)
-            if entry is None:
-                entry = token_entries[word] = len(token_words)
-                token_words.append(word)
-            wrapped.append(entry)
-        wrapped.append(_EOS_ENTRY)
-    if not starts:
-        raise ValueError("the corpus is empty: it has no sentence with at least one word")
-    sentence_starts = np.asarray(starts, dtype=np.int64)
-    sentence_lengths = np.diff(np.append(sentence_starts, len(wrapped)))
-    return _Corpus(np.asarray(wrapped, dtype=np.int64), sentence_starts, sentence_lengths, token_words)
+    starts = array("q")
+    tokens = _TokenFile(directory)
+    try:
+        with CorpusProgress("building the windowed stream", _length_of(sentences), enabled=progress) as bar:
+            for index, sentence in enumerate(_iterate_sentences(sentences, words_column)):
+                words = check_sentence_words(sentence, f"sentence {index}")
+                bar.update(1, len(words))
+                if not words:
+                    continue  # nothing to predict
+                starts.append(tokens.num_tokens)
+                wrapped = [_BOS_ENTRY]
+                for word in words:
+                    entry = token_entries.get(word)
+                    if entry is None:
+                        entry = token_entries[word] = len(token_words)
+                        token_words.append(word)
+                    wrapped.append(entry)
+                wrapped.append(_EOS_ENTRY)
+                tokens.append(wrapped)
+        if not starts:
+            raise ValueError("the corpus is empty: it has no sentence with at least one word")
+        tokens.finish()
+    except BaseException:
+        tokens.close()
+        raise
+    sentence_starts = np.frombuffer(starts, dtype=np.int64).copy()
+    sentence_lengths = np.diff(np.append(sentence_starts, tokens.num_tokens))
+    return _Corpus(tokens, sentence_starts, sentence_lengths, token_words)
+
+
+def _length_of(sentences: Any) -> int | None:
+    try:
+        return len(sentences)
+    except TypeError:  # a generator, an IterableDataset
+        return None
+
+
+class _EpochPositions:
+    """
+    The N positions of an epoch (pairs of consecutive tokens of one sentence, in stream order), read from the token
+    file on demand: ``positions.left[p]`` / ``positions.right[p]`` are the left / right tokens (token-table entries)
+    at stream positions ``p`` (an int array of any shape). Memory: the epoch's sentence order and where each
+    sentence's positions start in the stream, (num_sentences,) int64 each; a lookup reads only the sentences it
+    touches (one read per run of sentences that lie one after another in the file).
+    """
+
+    def __init__(self, corpus: _Corpus, order: np.ndarray):
+        self._corpus = corpus
+        self._order = order  # (S,) sentences in stream order
+        positions_per_sentence = corpus.sentence_lengths[order] - 1  # n + 1 per sentence of n words
+        self._position_starts = np.cumsum(positions_per_sentence) - positions_per_sentence  # (S,)
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (positions, left, right) read last
+        self.left = _EpochTokens(self, 0)
+        self.right = _EpochTokens(self, 1)
+
+    def pairs(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(left tokens, right tokens) at ``positions``, each of its shape; the last lookup is kept, so reading
+        ``left[p]`` and then ``right[p]`` reads the file once."""
+        if self._last is not None and self._last[0] is positions:
+            return self._last[1], self._last[2]
+        flat = np.asarray(positions, dtype=np.int64).ravel()
+        sentence = np.searchsorted(self._position_starts, flat, side="right") - 1  # (P,) in stream order
+        needed, which = np.unique(sentence, return_inverse=True)
+        starts = self._corpus.sentence_starts[self._order[needed]]  # (U,) in the token file
+        lengths = self._corpus.sentence_lengths[self._order[needed]]
+        buffer = self._read_sentences(starts, lengths)
+        offsets = np.cumsum(lengths) - lengths  # (U,) where each needed sentence starts in buffer
+        left_at = offsets[which] + flat - self._position_starts[sentence]
+        left, right = buffer[left_at].reshape(np.shape(positions)), buffer[left_at + 1].reshape(np.shape(positions))
+        self._last = (positions, left, right)
+        return left, right
+
+    def _read_sentences(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The tokens of the sentences at ``starts`` (token file offsets) one after another: one read for each run
+        of sentences that follow each other in the file (the whole lookup, in corpus order)."""
+        run_breaks = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        run_firsts, run_ends = np.append(0, run_breaks), np.append(run_breaks, len(starts))
+        return np.concatenate([
+            self._corpus.tokens.read(int(starts[first]), int(starts[end - 1] + lengths[end - 1] - starts[first]))
+            for first, end in zip(run_firsts, run_ends)
+        ])
+
+
+class _EpochTokens:
+    """One side (left or right tokens) of `_EpochPositions`, indexed by stream positions."""
+
+    def __init__(self, positions: _EpochPositions, side: int):
+        self._positions = positions
+        self._side = side
+
+    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
+        return self._positions.pairs(positions)[self._side]
 
 
 def _iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[Any]:
@@ -284,6 +412,15 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         words_column (`str`, *optional*, defaults to `"words"`): the column of words in a dataset or in dict rows.
         max_characters_per_token (`int`, *optional*, defaults to 50), unicode_errors (`str`, *optional*, defaults
             to `"strict"`): as in `ELMoTokenizer`.
+        token_directory (*optional*): where the corpus's tokens are kept while the stream lives (4 bytes per word
+            and boundary, in a file without a name that nothing else sees and that goes with the process; default:
+            the system's temporary directory). `elmo-hf pretrain` uses its output directory's disk.
+        progress (`bool`, *optional*, defaults to `False`): a progress bar of the corpus read at construction.
+
+    **Memory.** The corpus is read once, as it streams by: its tokens go to the token file in chunks and are read
+    back a batch at a time with explicit reads; memory holds the token table (the distinct words, their character
+    ids and labels) and a few numbers per sentence (its place in the file and its length; per epoch its place in the
+    order), never the corpus itself. See docs/design/pretraining-data.md, "Corpora larger than memory".
     """
 
     def __init__(
@@ -298,6 +435,8 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         words_column: str = "words",
         max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
         unicode_errors: str = "strict",
+        token_directory: str | Path | None = None,
+        progress: bool = False,
     ):
         super().__init__()
         if not isinstance(vocabulary, ELMoWordVocabulary):
@@ -314,7 +453,7 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         self.remainder = remainder
         self.epoch = 0
 
-        self._corpus = _read_corpus(sentences, words_column)
+        self._corpus = _read_corpus(sentences, words_column, token_directory, progress)
         self._token_character_ids = self._build_token_character_ids(max_characters_per_token, unicode_errors)
         self._token_labels = self._build_token_labels()
 
@@ -337,8 +476,9 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
 
     # ---- construction helpers ----
     def _build_token_character_ids(self, max_characters_per_token: int, unicode_errors: str) -> np.ndarray:
-        """(token-table entries, max_characters_per_token) character ids; row 0 (padding) all zeros."""
-        character_ids = np.zeros((len(self._corpus.token_words), max_characters_per_token), dtype=np.int64)
+        """(token-table entries, max_characters_per_token) int16 character ids (every id is < 262; a quarter of
+        int64's memory, widened per batch); row 0 (padding) all zeros."""
+        character_ids = np.zeros((len(self._corpus.token_words), max_characters_per_token), dtype=np.int16)
         for entry, word in enumerate(self._corpus.token_words):
             if word is not None:
                 character_ids[entry] = word_to_character_ids(word, max_characters_per_token, unicode_errors)
@@ -392,15 +532,12 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             return np.arange(self.num_sentences)
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_sentences)
 
-    def _epoch_positions(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        """(left tokens, right tokens) of the epoch's N positions, in stream order: token-table entries, (N,) each."""
-        order = self.sentence_order(epoch)
-        lengths = self._corpus.sentence_lengths[order]  # (S,)
-        output_starts = np.cumsum(lengths) - lengths  # where each sentence lands in the epoch's token sequence
-        gather = np.arange(int(lengths.sum())) + np.repeat(self._corpus.sentence_starts[order] - output_starts, lengths)
-        tokens = self._corpus.wrapped_tokens[gather]  # (sum of n_s + 2,) the epoch's wrapped sentences
-        is_position = tokens[:-1] != _EOS_ENTRY  # no position from one sentence's </S> to the next one's <S>
-        return tokens[:-1][is_position], tokens[1:][is_position]
+    def _epoch_positions(self, epoch: int) -> tuple["_EpochTokens", "_EpochTokens"]:
+        """(left tokens, right tokens) of the epoch's N positions, in stream order, indexed by stream positions
+        (``left_tokens[p]``: token-table entries of p's shape), read from the token file as they are asked for:
+        no position from one sentence's </S> to the next one's <S>."""
+        positions = _EpochPositions(self._corpus, self.sentence_order(epoch))
+        return positions.left, positions.right
 
     # ---- iteration ----
     def batches(self, epoch: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
@@ -416,10 +553,10 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             forward = np.where(is_real, row_starts[:, None] + step[None, :], 0)  # (R, W)
             backward = np.where(is_real, row_starts[:, None] + kept_lengths[:, None] - 1 - step[None, :], 0)  # (R, W)
             batch = {
-                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)],
+                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)].astype(np.int64),
                 "attention_mask": is_real.astype(np.int64),
                 "next_word_labels": self._token_labels[np.where(is_real, right_tokens[forward], _PADDING_ENTRY)],
-                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)],
+                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)].astype(np.int64),
                 "previous_word_labels": self._token_labels[np.where(is_real, left_tokens[backward], _PADDING_ENTRY)],
                 "window_index": np.full(self.num_rows, window_index, dtype=np.int64),
                 "row_index": np.arange(self.num_rows, dtype=np.int64),
@@ -440,6 +577,10 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
     def __len__(self) -> int:
         """Examples per epoch (`num_batches * num_rows`), the same for every epoch."""
         return self.num_batches * self.num_rows
+
+    def close(self) -> None:
+        """Release the token file now (it is released when the stream is garbage-collected otherwise)."""
+        self._corpus.tokens.close()
 
 
 __all__ = ["DataCollatorForBiLM", "WindowedBiLMStream", "sentence_bilm_labels"]
