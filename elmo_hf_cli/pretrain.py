@@ -7,7 +7,7 @@ import os
 import sys
 
 from .arguments import choices, existing_path, output_directory
-from .common import EXIT_INTERRUPTED, EXIT_OK, report_error
+from .common import EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
 
@@ -48,7 +48,8 @@ def add_parsers(commands) -> None:
         "pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
     )
     add = parser.add_argument
-    add("--corpus", nargs="+", required=True, type=existing_path, metavar="FILE", help="training corpora, any format elmo-hf reads")
+    add("--corpus", nargs="+", required=True, type=existing_path, metavar="FILE", help="training corpora, any format elmo-hf reads; a directory of "
+        "shards (the 1B Word Benchmark's training-monolingual.tokenized.shuffled/) is read file by file in name order")
     add("--output", required=True, metavar="DIR", type=output_directory, help="output directory (must be empty or absent, unless --resume / --overwrite)")
     add("--config", help="architecture: tiny or small (default small), or a JSON file (config.json fields or an original options.json)")
     held_out = parser.add_mutually_exclusive_group()
@@ -105,8 +106,11 @@ def run(args: argparse.Namespace) -> int:
     from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
 
     options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
+    progress = not getattr(args, "no_progress", False)
+    if not progress:
+        quiet_progress_bars()
     try:
-        report = pretrain(PretrainingOptions(**options, progress=not getattr(args, "no_progress", False)))
+        report = pretrain(PretrainingOptions(**options, progress=progress))
     except PretrainingInterrupted as interruption:
         if interruption.checkpoint is None:
             where = "no checkpoint was saved yet, so nothing was kept" if not interruption.output_dir.exists() else "no checkpoint was saved yet"

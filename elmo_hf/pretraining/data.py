@@ -241,7 +241,7 @@ def _read_corpus(
     tokens = _TokenFile(directory)
     try:
         with CorpusProgress("building the windowed stream", _length_of(sentences), enabled=progress) as bar:
-            for index, sentence in enumerate(_iterate_sentences(sentences, words_column)):
+            for index, sentence in enumerate(iterate_sentences(sentences, words_column)):
                 words = check_sentence_words(sentence, f"sentence {index}")
                 bar.update(1, len(words))
                 if not words:
@@ -331,7 +331,7 @@ class _EpochTokens:
         return self._positions.pairs(positions)[self._side]
 
 
-def _iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[Any]:
+def iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[Any]:
     """The sentences of a `Dataset` (its `words_column`, read in batches), or of any iterable of word lists or of
     dict rows (`IterableDataset` included: its rows are dicts)."""
     if isinstance(sentences, Dataset):

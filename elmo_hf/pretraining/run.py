@@ -47,14 +47,15 @@ from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
 from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
-from ..corpus.readers import CorpusError
+from ..corpus.progress import CorpusProgress
+from ..corpus.readers import CorpusError, corpus_sources
 from ..corpus.sentences import load_sentences
 from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
-from .data import DataCollatorForBiLM, WindowedBiLMStream
+from .data import DataCollatorForBiLM, WindowedBiLMStream, iterate_sentences
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .options import (
     CHECKPOINT_PREFIX,
@@ -475,9 +476,10 @@ def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, E
             config.to_options_dict()  # the original format must have a place for every option
         except ValueError as error:
             raise PretrainingError(f"--export-hdf5: {error}") from None
-    for path in [*options.corpus, *(options.held_out or [])]:
-        if not Path(path).exists():
-            raise PretrainingError(f"corpus file {path} does not exist")
+    try:  # a missing file, an empty directory of shards, a pattern matching nothing fail here
+        corpus_sources([*options.corpus, *(options.held_out or [])])
+    except CorpusError as error:
+        raise PretrainingError(str(error)) from None
     return options, config, initial
 
 
@@ -524,20 +526,28 @@ def _prepare_data(options: PretrainingOptions, config: ELMoConfig, initial: Init
     else:
         train_sentences, held_out_sentences = split_held_out(sentences, options.held_out_fraction, options.seed)
     try:
-        if initial is not None:  # the model's words keep their softmax rows; the corpus gives the counts
-            vocabulary = initial.vocabulary.counted_on(
-                train_sentences["words"], add_words=options.add_words, min_count=options.min_count, max_size=options.max_vocab_size
-            )
-        else:
-            vocabulary = ELMoWordVocabulary.from_sentences(
-                train_sentences["words"], min_count=options.min_count, max_size=options.max_vocab_size
-            )
+        with CorpusProgress("counting the vocabulary", len(train_sentences), enabled=options.progress) as bar:
+            words = _counted(iterate_sentences(train_sentences, "words"), bar)  # read in batches, never one list
+            if initial is not None:  # the model's words keep their softmax rows; the corpus gives the counts
+                vocabulary = initial.vocabulary.counted_on(
+                    words, add_words=options.add_words, min_count=options.min_count, max_size=options.max_vocab_size
+                )
+            else:
+                vocabulary = ELMoWordVocabulary.from_sentences(
+                    words, min_count=options.min_count, max_size=options.max_vocab_size
+                )
     except ValueError as error:
         raise PretrainingError(f"vocabulary: {error}") from None
     train_sample = sample_sentences(train_sentences, options.train_eval_sentences, options.seed)
     tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token, word_splitter=options.word_splitter)
     warn_about_truncated_words(tokenizer, vocabulary)
     return _RunData(train_sentences, held_out_sentences, train_sample, vocabulary, tokenizer)
+
+
+def _counted(sentences: Iterator[list[str]], bar: CorpusProgress) -> Iterator[list[str]]:
+    for words in sentences:
+        bar.update(1, len(words))
+        yield words
 
 
 # Step 3: model ---------------------------------------------------------------------------------------------------
@@ -609,6 +619,7 @@ def _train(
             train_data = WindowedBiLMStream(
                 data.train, data.vocabulary, num_rows=options.batch_size, window_size=options.window_size,
                 shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
+                token_directory=output_dir, progress=options.progress,
             )
         except ValueError as error:
             raise PretrainingError(f"training data: {error}") from None

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import default_data_collator
 
+from elmo_hf.characters_elmo import word_to_character_ids
 from elmo_hf.modeling_elmo import IGNORE_INDEX
 from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream, sentence_bilm_labels
 from elmo_hf.modeling_elmo import add_sentence_boundaries
@@ -286,3 +287,94 @@ def test_stream_refuses_boundary_words_and_empty_corpora():
         WindowedBiLMStream([["a"], ["</S>"]], VOCABULARY, num_rows=1, window_size=1)
     with pytest.raises(ValueError, match="the corpus is empty"):
         WindowedBiLMStream([[], []], VOCABULARY, num_rows=1, window_size=1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Corpora larger than memory: the tokens on disk, the epoch read a batch at a time
+# ----------------------------------------------------------------------------------------------------------------
+def in_memory_batches(stream: WindowedBiLMStream, sentences, epoch: int) -> list[dict[str, np.ndarray]]:
+    """The batches as the stream made them before its tokens went to disk: the whole epoch gathered into two arrays
+    of (left, right) token ids, then every window cut from them. The definition the on-disk stream must equal."""
+    characters = lambda word: word_to_character_ids(word)  # <S> and </S> give the boundary rows
+    non_empty = [sentence for sentence in sentences if sentence]
+    left, right = [], []
+    for index in stream.sentence_order(epoch):
+        wrapped = ["<S>", *non_empty[index], "</S>"]
+        left += wrapped[:-1]
+        right += wrapped[1:]
+    row_lengths = np.asarray(stream.row_lengths)
+    row_starts = np.cumsum(row_lengths) - row_lengths
+    kept = row_lengths if stream.remainder == "pad" else np.full(stream.num_rows, stream.num_batches * stream.window_size)
+    label = lambda word: stream.vocabulary.word_to_id(word) if word not in ("<S>", "</S>") else ("<S>", "</S>").index(word)
+    batches = []
+    for window in range(stream.num_batches):
+        batch = {key: np.zeros((stream.num_rows, stream.window_size, 50), dtype=np.int64) for key in ("input_ids", "backward_input_ids")}
+        batch |= {key: np.full((stream.num_rows, stream.window_size), IGNORE_INDEX) for key in ("next_word_labels", "previous_word_labels")}
+        for row in range(stream.num_rows):
+            for step in range(stream.window_size):
+                position = window * stream.window_size + step
+                if position >= kept[row]:
+                    continue
+                forward, backward = row_starts[row] + position, row_starts[row] + kept[row] - 1 - position
+                batch["input_ids"][row, step] = characters(left[forward])
+                batch["next_word_labels"][row, step] = label(right[forward])
+                batch["backward_input_ids"][row, step] = characters(right[backward])
+                batch["previous_word_labels"][row, step] = label(left[backward])
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize(("num_rows", "window_size", "shuffle", "remainder"), [
+    (3, 4, True, "drop"), (3, 4, False, "pad"), (1, 7, True, "pad"), (5, 2, False, "drop"), (4, 3, True, "pad"),
+])
+def test_windows_read_from_disk_equal_the_whole_epoch_gathered_in_memory(num_rows, window_size, shuffle, remainder):
+    stream = WindowedBiLMStream(CORPUS, VOCABULARY, num_rows=num_rows, window_size=window_size, shuffle=shuffle, seed=7, remainder=remainder)
+    for epoch in (0, 3):
+        expected = in_memory_batches(stream, CORPUS, epoch)
+        batches = list(stream.batches(epoch))
+        assert len(batches) == len(expected) == stream.num_batches
+        for batch, wanted in zip(batches, expected):
+            for key, value in wanted.items():
+                assert batch[key].dtype == torch.int64 and torch.equal(batch[key], torch.from_numpy(value)), key
+
+
+def files_open_in(directory) -> list[str]:
+    """What this process holds open in ``directory`` (/proc links: the path, with '(deleted)' for a file without a
+    name; an O_TMPFILE file shows as 'directory/#inode (deleted)')."""
+    import os
+
+    links = []
+    for descriptor in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{descriptor}"))
+        except OSError:
+            pass
+    return [link for link in links if link.startswith(f"{directory}/")]
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
+def test_the_token_file_has_no_name_is_never_mapped_and_goes_with_the_stream(tmp_path):
+    stream = WindowedBiLMStream(CORPUS, VOCABULARY, num_rows=2, window_size=3, token_directory=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing in the directory: no name to record, keep or delete
+    opened = files_open_in(tmp_path)
+    assert len(opened) == 1 and opened[0].endswith("(deleted)")
+    assert str(tmp_path) not in open("/proc/self/maps").read()  # read with pread, never memory-mapped
+    list(stream.batches())
+    assert str(tmp_path) not in open("/proc/self/maps").read()
+    stream.close()
+    assert files_open_in(tmp_path) == []
+    with pytest.raises(ValueError, match="the corpus is empty"):  # a failed construction leaves no file open
+        WindowedBiLMStream([[], []], VOCABULARY, num_rows=1, token_directory=tmp_path)
+    with pytest.raises(ValueError, match="sentence 1, word 0 is '<S>'"):
+        WindowedBiLMStream([["a"], ["<S>"]], VOCABULARY, num_rows=1, token_directory=tmp_path)
+    assert files_open_in(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_stream_reads_a_generator_once_with_its_tokens_written_in_chunks(monkeypatch):
+    import elmo_hf.pretraining.data as data
+
+    monkeypatch.setattr(data, "_WRITE_CHUNK_TOKENS", 5)  # many chunks for a small corpus
+    from_generator = WindowedBiLMStream((sentence for sentence in CORPUS), VOCABULARY, num_rows=3, window_size=4, seed=2)
+    from_list = WindowedBiLMStream(CORPUS, VOCABULARY, num_rows=3, window_size=4, seed=2)
+    for first, second in zip(from_generator.batches(1), from_list.batches(1), strict=True):
+        assert all(torch.equal(first[key], second[key]) for key in first)
