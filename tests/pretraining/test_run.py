@@ -307,6 +307,30 @@ def test_structured_corpora_train_like_text(tmp_path, corpus):
     assert ELMoWordVocabulary.load(tmp_path / "json-run") == ELMoWordVocabulary.load(tmp_path / "text-run")
 
 
+def test_a_directory_of_shards_trains_like_its_text_and_a_bad_shard_is_named(tmp_path, corpus, capsys):
+    """--corpus DIR reads the 1B Word Benchmark's layout (shards without an extension, in name order): the same
+    sentences as one file give the same vocabulary and report; the run's directory holds only what it records."""
+    lines = corpus.read_text(encoding="utf-8").splitlines()
+    shards = tmp_path / "training-monolingual.tokenized.shuffled"
+    shards.mkdir()
+    for index, start in enumerate(range(0, len(lines), 500)):
+        (shards / f"news.en-{index + 1:05d}-of-00003").write_text("".join(f"{line}\n" for line in lines[start : start + 500]), encoding="utf-8")
+    assert main(pretrain_args(shards, tmp_path / "shard-run", "--max-steps", 1, "--eval-steps", 0)) == 0
+    assert main(pretrain_args(corpus, tmp_path / "text-run", "--max-steps", 1, "--eval-steps", 0)) == 0
+    assert ELMoWordVocabulary.load(tmp_path / "shard-run") == ELMoWordVocabulary.load(tmp_path / "text-run")
+    reports = [json.loads((tmp_path / run / REPORT_FILE_NAME).read_text()) for run in ("shard-run", "text-run")]
+    assert reports[0]["held_out"] == reports[1]["held_out"] and reports[0]["num_train_sentences"] == reports[1]["num_train_sentences"]
+    recorded = json.loads((tmp_path / "shard-run" / MARKER_NAME).read_text())["files"]
+    on_disk = {str(path.relative_to(tmp_path / "shard-run")) for path in (tmp_path / "shard-run").rglob("*") if path.is_file()}
+    assert on_disk - {MARKER_NAME} == set(recorded)  # no token file, no temporary file left
+
+    (shards / "news.en-00002-of-00003").write_bytes(b"fine words\nbad \xff byte\n")
+    capsys.readouterr()
+    assert main(pretrain_args(shards, tmp_path / "bad-run", "--max-steps", 1)) == EXIT_USAGE_ERROR
+    assert "news.en-00002-of-00003 line 2: not valid UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "bad-run").exists()
+
+
 def test_overwrite_keeps_what_no_run_recorded_even_inside_its_own_folders(corpus, tmp_path, capsys):
     """Names prove nothing: `my_analysis.py` matches `*.py`, `checkpoint-best-by-hand/` matches `checkpoint-*`, but
     no run's record lists them, so --overwrite deletes nothing and names each."""
