@@ -17,8 +17,12 @@ resident page, file-backed ones included). What is measured:
   a small held-out file, ``--max-vocab-size 10000``): sentences into a `datasets` cache, vocabulary, windowed
   stream, Trainer steps, the final evaluation, report.
 
-Prints one JSON object: every run's peak RSS (MB) and seconds, and per measurement the ratio of the largest corpus's
-peak to the smallest's (the target: <= 1.2).
+Beside the kernel's peak, a sampler polls ``/proc/PID/status`` of the measured processes every 0.1 s for the largest
+anonymous (RssAnon: the process's own objects and arrays) and file-backed (RssFile: mapped libraries and files, such
+as a memory-mapped `datasets` Arrow cache, pages the kernel may drop under pressure) resident memory.
+
+Prints one JSON object: every run's peak RSS (MB), sampled peaks and seconds, and per measurement the ratio of the
+largest corpus's peak to the smallest's (the target: <= 1.2).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -134,13 +139,52 @@ def measure_pretrain(corpus: Path, work: Path, steps: int) -> dict:
     return {"steps": report["steps"], "vocabulary_size": report["vocabulary_size"], "num_train_sentences": report["num_train_sentences"]}
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux /proc)."""
+    pids, index = [pid], 0
+    while index < len(pids):
+        try:
+            for task in os.listdir(f"/proc/{pids[index]}/task"):
+                pids += [int(child) for child in Path(f"/proc/{pids[index]}/task/{task}/children").read_text().split()]
+        except OSError:
+            pass
+        index += 1
+    return pids
+
+
+class ResidentSampler(threading.Thread):
+    """Polls /proc/PID/status of a process tree every 0.1 s: the largest RssAnon (memory of its own: Python
+    objects, arrays) and RssFile (pages of mapped files: libraries, memory-mapped Arrow files) any of them had. The
+    kernel may drop file pages under pressure, not anonymous ones; the peak RSS (ru_maxrss) counts both."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peaks, self.done = pid, {"RssAnon": 0, "RssFile": 0}, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            for pid in process_tree(self.pid):
+                try:
+                    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+                except OSError:
+                    continue
+                for line in lines:
+                    key, _, value = line.partition(":")
+                    if key in self.peaks:
+                        self.peaks[key] = max(self.peaks[key], int(value.split()[0]))
+
+
 def run_measurement(what: str, corpus: Path, work: Path, steps: int) -> dict:
     """Run ``--measure what`` in a fresh process (and, for ``pretrain``, its CLI child): peak RSS in MB, seconds."""
     work.mkdir(parents=True)
     command = [sys.executable, __file__, "--measure", what, "--corpus", str(corpus), "--work", str(work), "--steps", str(steps)]
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPOSITORY_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sampler = ResidentSampler(process.pid)
+    sampler.start()
     _, status, usage = os.wait4(process.pid, 0)
+    sampler.done.set()
+    sampler.join()
     seconds = time.perf_counter() - start
     stdout, stderr = process.stdout.read().decode(), process.stderr.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
@@ -148,7 +192,13 @@ def run_measurement(what: str, corpus: Path, work: Path, steps: int) -> dict:
     result = json.loads(stdout.strip().splitlines()[-1])
     # ru_maxrss (KiB on Linux) of the measured process; for `pretrain` the CLI is its child, whose peak is in RUSAGE_CHILDREN
     peak_kib = result.pop("child_peak_kib", None) if what == "pretrain" else usage.ru_maxrss
-    return {"peak_rss_mb": round(peak_kib / 1024, 1), "seconds": round(seconds, 1), **result}
+    return {
+        "peak_rss_mb": round(peak_kib / 1024, 1),
+        "sampled_peak_anonymous_mb": round(sampler.peaks["RssAnon"] / 1024, 1),
+        "sampled_peak_file_backed_mb": round(sampler.peaks["RssFile"] / 1024, 1),
+        "seconds": round(seconds, 1),
+        **result,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
             "runs": runs,
             "peak_rss_ratio_largest_to_smallest": {
                 what: round(runs[what][largest]["peak_rss_mb"] / runs[what][smallest]["peak_rss_mb"], 3) for what in args.what
+            },
+            "sampled_peak_anonymous_ratio_largest_to_smallest": {
+                what: round(runs[what][largest]["sampled_peak_anonymous_mb"] / runs[what][smallest]["sampled_peak_anonymous_mb"], 3)
+                for what in args.what
             },
         }
     print(json.dumps(report, indent=2))

@@ -55,7 +55,8 @@ def _sentence_rows(
     modification time, so a changed file is not served from a stale cache (datasets fingerprints the arguments)."""
     opened = [CorpusSource(Path(path), input_format) for path, input_format, _, _ in sources]
     for words in _words_of_rows(opened, word_splitter, text_column, words_column):
-        yield {"words": words}
+        if words:  # left out here, not by a later `filter`: that pass would read the whole cache once more
+            yield {"words": words}
 
 
 def stream_sentences(
@@ -111,10 +112,6 @@ def _words_of_record(source, row, record, splitter, text_column, words_column) -
     return [word for word, _ in splitter.pre_tokenize_str(value)]
 
 
-def _keep_sentences_with_words(batch: dict[str, list]) -> list[bool]:
-    return [bool(words) for words in batch["words"]]
-
-
 def load_sentences(
     paths: str | Path | Sequence[str | Path],
     word_splitter: str = DEFAULT_WORD_SPLITTER,
@@ -145,7 +142,7 @@ def load_sentences(
     if text_column is not None and words_column is not None:
         raise ValueError("give text_column or words_column, not both")
     opened = _as_sources(paths, input_format)
-    if not any(next(source.rows(), None) is not None for source in opened):
+    if not any(words for words in _words_of_rows(opened, word_splitter, text_column, words_column)):
         return Dataset.from_dict({"words": []}, features=WORDS_FEATURES)  # datasets cannot build from no rows at all
     sources = [(str(source.path.resolve()), source.input_format, *_size_and_mtime(source)) for source in opened]
     try:
@@ -160,7 +157,7 @@ def load_sentences(
         if cause is not None:
             raise cause from None
         raise
-    return dataset.filter(_keep_sentences_with_words, batched=True)
+    return dataset
 
 
 def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: str | Path | None = None) -> Dataset:
@@ -191,6 +188,59 @@ def _conllu_rows(files: list[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
             yield sentence
 
 
+def dataset_words(dataset: Dataset, column: str = "words", batch_size: int = 1000) -> Iterator[list[str]]:
+    """
+    The values of ``column`` of every row of ``dataset``, in order, read ``batch_size`` rows at a time, in memory
+    that does not grow with the dataset: a `datasets` cache is memory-mapped, and every page read would stay in the
+    process's resident memory (file-backed, droppable by the kernel, but counted) until the dataset is released; so
+    every `_RELEASE_EVERY_ROWS` rows the pages of its cache files are given back (`release_mapped_pages`).
+    """
+    if column not in dataset.column_names:
+        raise ValueError(f"the dataset has no {column!r} column (columns: {dataset.column_names})")
+    mapped = {str(Path(cache["filename"]).resolve()) for cache in dataset.cache_files}
+    rows_since_release = 0
+    for batch in dataset.select_columns([column]).iter(batch_size=batch_size):
+        yield from batch[column]
+        rows_since_release += batch_size
+        if mapped and rows_since_release >= _RELEASE_EVERY_ROWS:
+            release_mapped_pages(mapped)
+            rows_since_release = 0
+    if mapped:
+        release_mapped_pages(mapped)
+
+
+_RELEASE_EVERY_ROWS = 50_000  # about a million words: a few MB of a cache's pages resident at most
+_MADV_DONTNEED = 4  # Linux's madvise advice: drop these pages of the mapping (clean file pages are read again if touched)
+
+
+def release_mapped_pages(paths: set[str]) -> int:
+    """
+    Give back the resident pages of this process's memory mappings of the files ``paths`` (resolved paths), Linux
+    only (``/proc/self/maps`` and ``madvise(MADV_DONTNEED)``; elsewhere nothing happens): the mappings stay valid and
+    a page touched again is read back from the page cache or the disk. Safe for files mapped read-only, as
+    `datasets` maps its caches (nothing is written to them). Returns the bytes of mappings released.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            regions = [line.split(maxsplit=5) for line in maps]
+    except OSError:
+        return 0
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    released = 0
+    for fields in regions:
+        if len(fields) == 6 and fields[5].strip() in paths and "w" not in fields[1]:  # read-only mappings only
+            start, end = (int(address, 16) for address in fields[0].split("-"))
+            if madvise(start, end - start, _MADV_DONTNEED) == 0:
+                released += end - start
+    return released
+
+
 def _size_and_mtime(source: CorpusSource) -> tuple[int, int]:
     identity = source.identity()
     return identity["size"], identity["mtime_ns"]
@@ -205,4 +255,4 @@ def _corpus_error_in(error: BaseException) -> CorpusError | None:
     return None
 
 
-__all__ = ["CONLLU_WORDS_COLUMN", "load_conllu_sentences", "load_sentences", "stream_sentences"]
+__all__ = ["CONLLU_WORDS_COLUMN", "dataset_words", "load_conllu_sentences", "load_sentences", "release_mapped_pages", "stream_sentences"]

@@ -32,6 +32,7 @@ from datasets import Dataset, IterableDataset
 
 from ..characters_elmo import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, word_to_character_ids
 from ..corpus.progress import CorpusProgress
+from ..corpus.sentences import dataset_words
 from ..corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary, check_sentence_words, sentence_bilm_labels
 from ..modeling_elmo import IGNORE_INDEX
 from ..storage.files import TEMPORARY_SUFFIX
@@ -335,10 +336,7 @@ def iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[A
     """The sentences of a `Dataset` (its `words_column`, read in batches), or of any iterable of word lists or of
     dict rows (`IterableDataset` included: its rows are dicts)."""
     if isinstance(sentences, Dataset):
-        if words_column not in sentences.column_names:
-            raise ValueError(f"the dataset has no {words_column!r} column (columns: {sentences.column_names})")
-        for batch in sentences.select_columns([words_column]).iter(batch_size=1000):
-            yield from batch[words_column]
+        yield from dataset_words(sentences, words_column)  # its cache's pages do not stay resident
         return
     for index, sentence in enumerate(sentences):
         if isinstance(sentence, Mapping):

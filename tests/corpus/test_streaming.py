@@ -97,3 +97,57 @@ def test_the_progress_bar_counts_rows_and_words_and_is_quiet_off_a_terminal(caps
     assert bar.words == 7 and bar._bar.disable
     assert capsys.readouterr().err == ""
     assert CorpusProgress("counting", total=None, enabled=False)._bar.disable
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "openpty"), reason="needs a pseudo-terminal")
+def test_on_a_terminal_the_bar_shows_rows_of_the_total_and_words(tmp_path, monkeypatch):
+    import fcntl
+    import io
+    import os
+    import select
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))  # a terminal 160 columns wide
+    terminal = io.TextIOWrapper(os.fdopen(slave, "wb", buffering=0), write_through=True)
+    monkeypatch.setattr("sys.stderr", terminal)
+    path = write_corpus(tmp_path, "shards", LINES * 400)
+    ELMoWordVocabulary.from_corpus(path, "whitespace", progress=True)
+    shown = b""
+    while select.select([master], [], [], 0.2)[0]:
+        shown += os.read(master, 1 << 16)
+    terminal.close()
+    os.close(master)
+    last = [drawn for drawn in shown.decode().split("\r") if "counting" in drawn][-1]
+    assert "counting the vocabulary: 100%" in last and "2400/2400" in last and "8,800 words" in last  # rows (empty lines too) of the total, words
+
+
+def resident_kib_of(paths: set[str]) -> int:
+    """Resident KiB of this process's mappings of ``paths`` (/proc/self/smaps)."""
+    resident, inside = 0, False
+    for line in open("/proc/self/smaps", encoding="utf-8", errors="replace"):
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's header line
+            inside = len(fields) == 6 and fields[5] in paths
+        elif inside and fields[0] == "Rss:":
+            resident += int(fields[1])
+    return resident
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="Linux's /proc and madvise")
+def test_reading_a_dataset_gives_back_the_pages_of_its_memory_mapped_cache(tmp_path):
+    from pathlib import Path
+
+    from elmo_hf.corpus.sentences import dataset_words, release_mapped_pages
+
+    words = [[f"w{row % 997}", "the", f"x{row}", "and", "so", "on"] for row in range(60_000)]
+    Dataset.from_dict({"words": words}).save_to_disk(str(tmp_path / "saved"))
+    dataset = Dataset.load_from_disk(str(tmp_path / "saved"))
+    mapped = {str(Path(cache["filename"]).resolve()) for cache in dataset.cache_files}
+    assert sum(len(batch["words"]) for batch in dataset.iter(batch_size=1000)) == 60_000
+    assert resident_kib_of(mapped) > 1000  # what a plain read leaves resident: the whole cache
+    assert release_mapped_pages(mapped) > 0 and resident_kib_of(mapped) == 0
+    assert list(dataset_words(dataset, "words")) == words  # the same rows, and the pages given back
+    assert resident_kib_of(mapped) == 0
+    assert dataset[59_999]["words"] == words[-1]  # the mapping still reads
