@@ -474,9 +474,8 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
 
     # ---- construction helpers ----
     def _build_token_character_ids(self, max_characters_per_token: int, unicode_errors: str) -> np.ndarray:
-        """(token-table entries, max_characters_per_token) int16 character ids (every id is < 262; a quarter of
-        int64's memory, widened per batch); row 0 (padding) all zeros."""
-        character_ids = np.zeros((len(self._corpus.token_words), max_characters_per_token), dtype=np.int16)
+        """(token-table entries, max_characters_per_token) character ids; row 0 (padding) all zeros."""
+        character_ids = np.zeros((len(self._corpus.token_words), max_characters_per_token), dtype=np.int64)
         for entry, word in enumerate(self._corpus.token_words):
             if word is not None:
                 character_ids[entry] = word_to_character_ids(word, max_characters_per_token, unicode_errors)
@@ -551,10 +550,10 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             forward = np.where(is_real, row_starts[:, None] + step[None, :], 0)  # (R, W)
             backward = np.where(is_real, row_starts[:, None] + kept_lengths[:, None] - 1 - step[None, :], 0)  # (R, W)
             batch = {
-                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)].astype(np.int64),
+                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)],
                 "attention_mask": is_real.astype(np.int64),
                 "next_word_labels": self._token_labels[np.where(is_real, right_tokens[forward], _PADDING_ENTRY)],
-                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)].astype(np.int64),
+                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)],
                 "previous_word_labels": self._token_labels[np.where(is_real, left_tokens[backward], _PADDING_ENTRY)],
                 "window_index": np.full(self.num_rows, window_index, dtype=np.int64),
                 "row_index": np.arange(self.num_rows, dtype=np.int64),
