@@ -126,7 +126,8 @@ def load_sentences(
     left out.
 
     Args:
-        paths: corpus files of any ``INPUT_FORMATS`` (formats may be mixed: text, `.conllu`, `.jsonl`, ...).
+        paths: corpus files of any ``INPUT_FORMATS`` (formats may be mixed: text, `.conllu`, `.jsonl`, ...),
+            directories of shards and glob patterns (``corpus_sources``).
         word_splitter (`str`, defaults to `"moses"`): how text becomes words (`"moses"`, `"ptb"`, `"whitespace"`,
             `"bert"`, `"kiwi"`, `"mecab"`, see `ELMoTokenizer`).
         text_column / words_column: the column holding raw sentences / lists of words in structured input; by

@@ -91,7 +91,8 @@ class PretrainingOptions:
     Everything `pretrain` needs. Paths may be `str` or `Path`.
 
     Args:
-        corpus (`list`): training files: text (one sentence per line) and/or `.conllu`.
+        corpus (`list`): training files: text (one sentence per line), `.conllu`, JSON lines, CSV, Parquet, saved
+            datasets, directories of shards (the 1B Word Benchmark's layout, read in name order) or glob patterns.
         output_dir: where the model, tokenizer, vocabulary, checkpoints and report go. It must be empty or absent
             unless `resume` (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run
             there; a directory without `pretraining_options.json` is never deleted).

@@ -11,9 +11,10 @@ reports (``PretrainingOptions``, ``PretrainingReport``) is ``options.py``.
 1. Options (``_resolve_options``): the architecture (a preset, a config or ``options.json``, or the ``init_from``
    model, read once here with its weights); the output directory is opened under the output policy.
 2. Data (``_prepare_data``): sentences from text files (one sentence per line, split by the tokenizer's word
-   splitter) and/or ``.conllu`` files; the held-out sentences are the ``held_out`` files or a seeded random
-   ``held_out_fraction`` of the corpus. The word vocabulary of the LM softmax is built from the TRAINING sentences
-   only (``min_count``, ``max_vocab_size``) and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
+   splitter), ``.conllu`` files, structured files or directories of shards, into a `datasets` cache on disk; the
+   held-out sentences are the ``held_out`` files or a seeded random ``held_out_fraction`` of the corpus. The word
+   vocabulary of the LM softmax is counted on the TRAINING sentences only (``min_count``, ``max_vocab_size``), a
+   batch at a time, and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
 3. Model (``_build_model``): a new ``ELMoForPreTraining``, the initial model's weights, or a checkpoint's config.
 4. Train (``_train``): ``transformers.Trainer`` trains [`ELMoForPreTraining`] in bilm-tf's regime (``"windowed"``:
    fixed windows over one token stream per batch row, LSTM state carried between batches) or per sentence
