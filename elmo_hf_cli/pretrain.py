@@ -101,6 +101,8 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelerate import PartialState
+
     from elmo_hf import ELMoHFError
     from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
 
@@ -119,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except (ELMoHFError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
         return report_error(error)
-    print(report.describe())
+    if PartialState().is_main_process:  # under torchrun, every process returns the report: print it once
+        print(report.describe())
     return EXIT_OK
 
 
