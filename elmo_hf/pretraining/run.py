@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -418,6 +419,12 @@ def _training_arguments(options: PretrainingOptions, output_dir: Path, evaluate:
     return args
 
 
+def _several_processes_without_accelerator() -> bool:
+    """Launched by ``torchrun`` (``WORLD_SIZE`` > 1) on a machine without an accelerator: accelerate makes a
+    multi-CPU (gloo) process group only when told ``use_cpu``; with CUDA it picks NCCL by itself."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available()
+
+
 def _base_training_arguments(options: PretrainingOptions, output_dir: Path, evaluate: bool) -> TrainingArguments:
     optimizer_name = OPTIMIZERS[options.optimizer][0]
     return TrainingArguments(
@@ -444,6 +451,7 @@ def _base_training_arguments(options: PretrainingOptions, output_dir: Path, eval
         dataloader_num_workers=0,  # the windowed stream's batches must arrive in order
         dataloader_pin_memory=torch.cuda.is_available(),
         ddp_find_unused_parameters=False,  # every parameter gets a gradient in both regimes
+        use_cpu=_several_processes_without_accelerator(),
         remove_unused_columns=False,  # the sentence collator reads `words`
         report_to="none",
         disable_tqdm=not options.progress,
@@ -653,6 +661,9 @@ def _build_model(
     if initial is not None and checkpoint is None:
         model.load_state_dict(initial_state_for(initial, data.vocabulary))
         initial.state_dict = None  # the model holds the weights now
+    # The biLM loss does not read the scalar mix (a downstream task's weights); frozen, so that DDP does not wait for
+    # gradients that never come (an optimizer skips them either way: one process trains exactly as before).
+    model.elmo.scalar_mixes.requires_grad_(False)
     return config, model
 
 
@@ -735,6 +746,10 @@ class _RecordAfterEachCheckpoint(TrainerCallback):
         self.record = record
 
     def on_save(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every process has written its part of the checkpoint (rng_state_{rank}.pth)
+            import torch.distributed as dist
+
+            dist.barrier()
         self.record()
 
 

@@ -123,8 +123,8 @@ class CarriedLstmState:
 
         with safe_open(str(path), framework="pt") as file:
             metadata = file.metadata()
-        tensors = load_file(str(path), device=str(device))
-        hidden, cell = tensors["hidden"], tensors["cell"]
+        tensors = load_file(str(path))  # on the CPU (safetensors refuses torch's "cpu:0" of a multi-CPU run)
+        hidden, cell = tensors["hidden"].to(device), tensors["cell"].to(device)
         if rows is not None:
             if rows.stop > hidden.shape[2]:
                 raise ValueError(

@@ -1,0 +1,222 @@
+"""Data-parallel pre-training (torch.distributed through Trainer/accelerate): the row split of the windowed stream,
+the carried state of every process in one checkpoint file, and real `torchrun` launches on loopback (gloo):
+
+- a 2-process run's losses and weights equal a 1-process run's with the same global batch and streams;
+- a 2-process run stopped at a checkpoint (launched as two "nodes": two torchrun agents, c10d rendezvous on
+  127.0.0.1) and resumed ends bit-identical to an uninterrupted 2-process run, and the two-node run writes its output
+  once (the main process's record lists every file).
+
+Each launch has a timeout, so a hang fails the test instead of blocking the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
+from elmo_hf.pretraining.data import WindowedBiLMStream, rows_of_rank
+from elmo_hf.pretraining.run import REPORT_FILE_NAME
+from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, negative_sampling_seed
+from elmo_hf.storage.output_directory import MARKER_NAME
+from elmo_hf_cli import main
+
+from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
+from ..helpers import torch_threads
+
+LAUNCH_TIMEOUT_SECONDS = 240
+SENTENCES = [line.split() for line in TINYSHAKESPEARE.read_text(encoding="utf-8").splitlines()[:300] if line.split()]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The row split
+# ----------------------------------------------------------------------------------------------------------------
+def test_rows_of_rank_are_contiguous_blocks_covering_the_batch():
+    assert [rows_of_rank(8, rank, 4) for rank in range(4)] == [range(0, 2), range(2, 4), range(4, 6), range(6, 8)]
+    assert rows_of_rank(8, 0, 1) == range(8)
+
+
+def test_rows_of_rank_refuses_an_uneven_split_naming_both_numbers():
+    with pytest.raises(ValueError, match=r"the batch's 6 rows .* do not split evenly over 4 processes: use a multiple of 4 \(e\.g\. 4\)"):
+        rows_of_rank(6, 0, 4)
+    with pytest.raises(ValueError, match=r"rank must be in \[0, 2\) for world_size=2, got 2"):
+        rows_of_rank(4, 2, 2)
+    vocabulary = ELMoWordVocabulary.from_sentences(SENTENCES, min_count=1)
+    with pytest.raises(ValueError, match="the batch's 5 rows"):
+        WindowedBiLMStream(SENTENCES, vocabulary, num_rows=5, window_size=4, rank=1, world_size=2)
+
+
+@pytest.mark.parametrize("remainder", ["drop", "pad"])
+def test_the_processes_batches_side_by_side_are_the_one_process_batches(remainder):
+    vocabulary = ELMoWordVocabulary.from_sentences(SENTENCES, min_count=2)
+    common = dict(num_rows=6, window_size=7, seed=3, remainder=remainder)
+    whole = WindowedBiLMStream(SENTENCES, vocabulary, **common)
+    parts = [WindowedBiLMStream(SENTENCES, vocabulary, **common, rank=rank, world_size=3) for rank in range(3)]
+    assert [part.rows for part in parts] == [range(0, 2), range(2, 4), range(4, 6)]
+    assert {part.num_batches for part in parts} == {whole.num_batches} and len(parts[0]) == whole.num_batches * 2
+    for epoch in (0, 1):
+        for batch, *part_batches in zip(whole.batches(epoch), *(part.batches(epoch) for part in parts), strict=True):
+            for key, value in batch.items():
+                joined = torch.cat([part_batch[key] for part_batch in part_batches])
+                if key == "row_index":  # each process numbers its own rows
+                    assert torch.equal(joined, torch.arange(2).repeat(3))
+                else:
+                    assert torch.equal(joined, value), key
+    # Iterating yields the process's rows batch-major, as a DataLoader with batch_size=len(rows) rebuilds them.
+    first = next(iter(torch.utils.data.DataLoader(parts[1], batch_size=2)))
+    assert torch.equal(first["input_ids"], next(parts[1].batches())["input_ids"])
+
+
+def test_a_checkpoints_carried_state_gives_each_process_its_rows(tmp_path):
+    """One file holds all rows (the one-process layout); a process loads its own block, whatever the number of
+    processes; a batch larger than the file's is refused, naming both."""
+    hidden, cell = torch.randn(2, 2, 6, 4), torch.randn(2, 2, 6, 5)
+    saved = CarriedLstmState()
+    saved.keep("train", 4, (hidden, cell))
+    saved.save("train", tmp_path / CARRIED_STATE_FILE_NAME)
+    for world_size in (1, 2, 3):
+        for rank in range(world_size):
+            rows = rows_of_rank(6, rank, world_size)
+            loaded = CarriedLstmState()
+            loaded.load("train", tmp_path / CARRIED_STATE_FILE_NAME, torch.device("cpu"), rows)
+            next_window, (loaded_hidden, loaded_cell) = loaded.get("train")
+            assert next_window == 5
+            assert torch.equal(loaded_hidden, hidden[:, :, rows.start : rows.stop])
+            assert torch.equal(loaded_cell, cell[:, :, rows.start : rows.stop])
+    with pytest.raises(ValueError, match=r"holds the carried LSTM state of 6 rows, but this process reads rows 4 \.\. 7"):
+        CarriedLstmState().load("train", tmp_path / CARRIED_STATE_FILE_NAME, torch.device("cpu"), rows_of_rank(8, 1, 2))
+
+
+def test_negative_sampling_seed_depends_on_seed_step_and_micro_batch_only():
+    seeds = {negative_sampling_seed(seed, step, micro) for seed in (0, 1) for step in (0, 1, 2) for micro in (0, 1)}
+    assert len(seeds) == 12 and negative_sampling_seed(5, 7, 0) == negative_sampling_seed(5, 7, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Real launches
+# ----------------------------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def launch_environment() -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items() if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    environment.update(
+        PYTHONPATH=str(REPOSITORY_ROOT), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1"
+    )
+    return environment
+
+
+def torchrun(launcher: list[str], arguments: list[str]) -> subprocess.Popen:
+    command = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m", "elmo_hf_cli", *arguments]
+    return subprocess.Popen(
+        command, cwd=REPOSITORY_ROOT, env=launch_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+
+
+def finished(*processes: subprocess.Popen) -> list[str]:
+    """The processes' output after they all exit 0 within the timeout (killed and failed otherwise)."""
+    outputs = []
+    for process in processes:
+        try:
+            output, _ = process.communicate(timeout=LAUNCH_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            for each in processes:
+                os.killpg(each.pid, 9)
+            pytest.fail(f"a torchrun launch hung for {LAUNCH_TIMEOUT_SECONDS} s: {process.args}")
+        assert process.returncode == 0, output[-4000:]
+        outputs.append(output)
+    return outputs
+
+
+def pretrain_arguments(corpus: Path, output: Path, *extra) -> list[str]:
+    """A tiny model, 4 global rows of 10 positions, sampled softmax (the negatives must agree across processes), no
+    dropout (its masks differ between a 1- and a 2-process run), a constant learning rate (so that stopping at step
+    2 and resuming to 4 is the same schedule as running to 4)."""
+    return [
+        "pretrain", "--corpus", str(corpus), "--output", str(output), "--config", "tiny", "--batch-size", "4",
+        "--window-size", "10", "--held-out-fraction", "0.1", "--train-eval-sentences", "40", "--softmax-samples", "20",
+        "--dropout", "0", "--lr-scheduler", "constant", "--warmup-ratio", "0", "--save-steps", "2", "--eval-steps", "0",
+        "--logging-steps", "1", "--threads", "1", "--no-progress", *map(str, extra),
+    ]
+
+
+def weights(output: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(output / "model.safetensors"))
+
+
+def report(output: Path) -> dict:
+    return json.loads((output / REPORT_FILE_NAME).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "shakespeare-600.txt"
+    path.write_text("\n".join(TINYSHAKESPEARE.read_text(encoding="utf-8").splitlines()[:600]) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def two_process_run(corpus, tmp_path_factory) -> Path:
+    """4 steps, 2 processes on one machine, uninterrupted."""
+    output = tmp_path_factory.mktemp("two") / "run"
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, pretrain_arguments(corpus, output, "--max-steps", 4)))
+    return output
+
+
+def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus, tmp_path, two_process_run):
+    one = tmp_path / "one"
+    with torch_threads(1):
+        assert main(pretrain_arguments(corpus, one, "--max-steps", 4)) == 0
+    one_report, two_report = report(one), report(two_process_run)
+    assert [step for step, _ in two_report["loss_history"]] == [1, 2, 3, 4]
+    np.testing.assert_allclose(
+        [loss for _, loss in two_report["loss_history"]], [loss for _, loss in one_report["loss_history"]], rtol=1e-5
+    )
+    assert two_report["tokens_seen"] == one_report["tokens_seen"] == 4 * 4 * 10
+    one_weights, two_weights = weights(one), weights(two_process_run)
+    assert one_weights.keys() == two_weights.keys()
+    for name, value in one_weights.items():
+        torch.testing.assert_close(two_weights[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    # The held-out evaluation (each process its own rows, sums gathered) covers every prediction once.
+    for key in ("num_forward_predictions", "num_backward_predictions"):
+        assert two_report["held_out"][key] == one_report["held_out"][key]
+    assert two_report["held_out"]["perplexity"] == pytest.approx(one_report["held_out"]["perplexity"], rel=1e-4)
+
+
+def test_a_two_node_run_stopped_at_a_checkpoint_and_resumed_ends_bit_identical(corpus, tmp_path, two_process_run):
+    """Steps 1-2 on two "nodes" (two torchrun agents, one process each, c10d rendezvous on loopback), then steps
+    3-4 resumed by 2 processes on one machine: the weights equal the uninterrupted run's bit for bit."""
+    output = tmp_path / "resumed"
+    endpoint = f"127.0.0.1:{free_port()}"
+    launcher = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "two-nodes"]
+    node_outputs = finished(*(torchrun(launcher, pretrain_arguments(corpus, output, "--max-steps", 2)) for _ in range(2)))
+
+    # Written once, by the main process: one report printed, every file recorded in the output's marker.
+    assert sum("Pre-trained ELMo" in node_output for node_output in node_outputs) == 1
+    marker = json.loads((output / MARKER_NAME).read_text(encoding="utf-8"))
+    on_disk = {str(path.relative_to(output)) for path in output.rglob("*") if path.is_file() and path.name != MARKER_NAME}
+    assert on_disk == set(marker["files"])
+    assert {"model.safetensors", f"checkpoint-2/{CARRIED_STATE_FILE_NAME}", "checkpoint-2/rng_state_1.pth"} <= on_disk
+    carried = load_file(str(output / "checkpoint-2" / CARRIED_STATE_FILE_NAME))
+    assert carried["hidden"].shape[2] == 4  # both processes' rows, gathered
+
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, pretrain_arguments(corpus, output, "--max-steps", 4, "--resume")))
+    assert report(output)["resumed_from"] == "checkpoint-2" and report(output)["steps"] == 4
+    resumed, uninterrupted = weights(output), weights(two_process_run)
+    assert resumed.keys() == uninterrupted.keys()
+    for name, value in uninterrupted.items():
+        assert torch.equal(resumed[name], value), name
