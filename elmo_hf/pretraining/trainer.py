@@ -29,9 +29,9 @@ same global batch:
   ``carried_lstm_state.safetensors`` holding the state of all ``num_rows`` rows (the layout of a one-process run);
   each process resumes from its own rows of it, so a run may resume with another number of processes that divides
   ``num_rows``.
-- Evaluation: windowed, each process evaluates its own rows of the evaluation stream and Trainer gathers the sums
-  (exact, and faster with more processes); per sentence, every process evaluates the whole set, and the gathered
-  sums are world_size times the totals (the perplexity, a ratio, is exact; no faster).
+- Evaluation: windowed, each process evaluates its own rows of the evaluation stream; per sentence, every process
+  reads every batch and evaluates its own share of the batch's sentences (``prediction_step``). Trainer gathers the
+  sums: every prediction counts once, and more processes evaluate faster.
 """
 
 from __future__ import annotations
@@ -198,20 +198,37 @@ class ELMoPreTrainingTrainer(Trainer):
         )
 
     def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:
-        """A windowed stream: this process's rows. Per sentence with several processes: the whole set in every
-        process (see the module docstring). Both as plain data loaders, so that accelerate's ``gather_for_metrics``
-        drops nothing from the gathered per-batch sums (it would treat them as samples of a padded last batch)."""
+        """A windowed stream: this process's rows. Per sentence: every batch of the whole set, of world_size times
+        the per-device batch size, in every process (``prediction_step`` evaluates this process's share). Both as plain data loaders, so that accelerate's ``gather_for_metrics`` drops nothing from the
+        per-batch sums the model outputs: it takes them for samples and cuts the last batch's to the number of
+        samples left over (a last batch of one sentence lost its backward sums)."""
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
         if isinstance(dataset, str):
             dataset = self.eval_dataset[dataset]
         if isinstance(dataset, WindowedBiLMStream):
             return self._stream_loader(self._checked_stream(dataset, self.args.eval_batch_size, "evaluation"))
-        if self.args.world_size > 1 and dataset is not None:
+        if dataset is not None:
             return DataLoader(
-                dataset, batch_size=self.args.eval_batch_size, collate_fn=self.data_collator, num_workers=0,
-                pin_memory=self.args.dataloader_pin_memory,
+                dataset, batch_size=self.args.eval_batch_size * self.args.world_size, collate_fn=self.data_collator,
+                num_workers=0, pin_memory=self.args.dataloader_pin_memory,
             )
         return super().get_eval_dataloader(eval_dataset)
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        """Per sentence with several processes, every process reads the whole evaluation batch and evaluates its own
+        share of its rows (``numpy.array_split``; a share may be empty): the gathered sums are the batch's, once."""
+        if self.args.world_size == 1 or "backward_input_ids" in inputs:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+        batch_size = len(inputs["input_ids"])
+        rows = np.array_split(np.arange(batch_size), self.args.world_size)[self.args.process_index]
+        labels = tuple(inputs[name].detach() for name in self.label_names)  # the same shape in every process
+        if len(rows) == 0:
+            device = self.args.device
+            nothing = (torch.zeros(2, device=device), torch.zeros(2, dtype=torch.long, device=device))
+            return torch.zeros((), device=device), nothing, labels
+        share = {key: value[rows[0] : rows[-1] + 1] for key, value in inputs.items()}
+        loss, sums, _ = super().prediction_step(model, share, prediction_loss_only, ignore_keys)
+        return loss, sums, labels
 
     def _stream_loader(self, stream: WindowedBiLMStream) -> DataLoader:
         return DataLoader(
