@@ -22,15 +22,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from elmo_hf import bilm_perplexity_metrics
 from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
-from elmo_hf.pretraining.data import WindowedBiLMStream, rows_of_rank
+from elmo_hf.modeling_elmo_pretraining import perplexity_from_totals
+from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream, rows_of_rank
 from elmo_hf.pretraining.run import REPORT_FILE_NAME
-from elmo_hf.pretraining.trainer import CARRIED_STATE_FILE_NAME, CarriedLstmState, negative_sampling_seed
+from elmo_hf.pretraining.trainer import (
+    CARRIED_STATE_FILE_NAME,
+    CarriedLstmState,
+    ELMoPreTrainingTrainer,
+    negative_sampling_seed,
+)
 from elmo_hf.storage.output_directory import MARKER_NAME
 from elmo_hf_cli import main
 
 from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
-from ..helpers import torch_threads
+from ..helpers import TOY_SENTENCES, pretraining_model, torch_threads, trainer_arguments
 
 LAUNCH_TIMEOUT_SECONDS = 240
 SENTENCES = [line.split() for line in TINYSHAKESPEARE.read_text(encoding="utf-8").splitlines()[:300] if line.split()]
@@ -98,6 +105,66 @@ def test_a_checkpoints_carried_state_gives_each_process_its_rows(tmp_path):
 def test_negative_sampling_seed_depends_on_seed_step_and_micro_batch_only():
     seeds = {negative_sampling_seed(seed, step, micro) for seed in (0, 1) for step in (0, 1, 2) for micro in (0, 1)}
     assert len(seeds) == 12 and negative_sampling_seed(5, 7, 0) == negative_sampling_seed(5, 7, 0)
+
+
+def test_per_sentence_evaluation_counts_a_last_batch_of_one_sentence(tmp_path):
+    """5 sentences in batches of 4: accelerate's gather_for_metrics used to cut the last batch's sums (taken for
+    samples of a padded batch) to one value, and the metrics failed; the trainer's own loader keeps every sum."""
+    from datasets import Dataset
+
+    vocabulary = ELMoWordVocabulary.from_sentences(TOY_SENTENCES)
+    sentences = Dataset.from_dict({"words": TOY_SENTENCES[:5]})
+    collator = DataCollatorForBiLM(vocabulary, label_boundary_positions=True)
+    model = pretraining_model(len(vocabulary)).eval()
+    trainer = ELMoPreTrainingTrainer(
+        model=model, args=trainer_arguments(tmp_path, per_device_eval_batch_size=4, remove_unused_columns=False),
+        eval_dataset=sentences, data_collator=collator, compute_metrics=bilm_perplexity_metrics,
+    )
+    metrics = trainer.evaluate()
+    with torch.no_grad():
+        output = model(**collator([{"words": words} for words in TOY_SENTENCES[:5]]))
+    expected = perplexity_from_totals(output.negative_log_likelihood, output.num_predictions)
+    assert metrics["eval_num_forward_predictions"] == expected["num_forward_predictions"] == sum(len(s) + 1 for s in TOY_SENTENCES[:5])
+    assert metrics["eval_perplexity"] == pytest.approx(expected["perplexity"], rel=1e-5)
+
+
+def sampled_softmax_trainer(tmp_path, vocabulary) -> tuple[ELMoPreTrainingTrainer, dict[str, torch.Tensor]]:
+    """A trainer over a model with a sampled softmax (4 negatives), and one per-sentence batch."""
+    model = pretraining_model(len(vocabulary), softmax_num_samples=4).train()
+    trainer = ELMoPreTrainingTrainer(model=model, args=trainer_arguments(tmp_path, remove_unused_columns=False))
+    batch = DataCollatorForBiLM(vocabulary, label_boundary_positions=True)([{"words": words} for words in TOY_SENTENCES[:4]])
+    return trainer, batch
+
+
+def test_the_training_loss_divides_by_the_steps_prediction_counts_over_all_processes(tmp_path):
+    """``num_items_in_batch`` = the step's counts [forward, backward] over all processes: a process whose batch holds
+    half of them contributes half its own mean (DDP then averages the processes' gradients)."""
+    vocabulary = ELMoWordVocabulary.from_sentences(TOY_SENTENCES)
+    trainer, batch = sampled_softmax_trainer(tmp_path, vocabulary)
+    own_counts = torch.stack([(batch[name] != -100).sum() for name in ("next_word_labels", "previous_word_labels")])
+    own, half = (
+        trainer.compute_loss(trainer.model, batch, num_items_in_batch=counts) for counts in (own_counts, own_counts * 2)
+    )
+    assert trainer._sampling_step == (0, 1)  # two micro-batches of step 0: negatives of seeds (0, 0, 0) and (0, 0, 1)
+    generator = torch.Generator().manual_seed(negative_sampling_seed(trainer.args.seed, 0, 1))
+    assert torch.allclose(half, trainer.model(**batch, negative_sampling_generator=generator).loss / 2)
+    generator = torch.Generator().manual_seed(negative_sampling_seed(trainer.args.seed, 0, 0))
+    assert torch.allclose(own, trainer.model(**batch, negative_sampling_generator=generator).loss)
+    _, counts = trainer.get_batch_samples(iter([batch, batch]), 2, torch.device("cpu"))
+    assert torch.equal(counts, own_counts * 2)
+
+
+def test_the_negatives_depend_on_seed_and_step_not_on_the_global_generator(tmp_path):
+    vocabulary = ELMoWordVocabulary.from_sentences(TOY_SENTENCES)
+    trainer, batch = sampled_softmax_trainer(tmp_path, vocabulary)
+    losses = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        trainer._sampling_step = (-1, 0)  # the first micro-batch of the step again
+        losses.append(trainer.compute_loss(trainer.model, batch))
+    assert torch.equal(losses[0], losses[1])
+    trainer.state.global_step += 1
+    assert not torch.equal(trainer.compute_loss(trainer.model, batch), losses[0])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -220,3 +287,24 @@ def test_a_two_node_run_stopped_at_a_checkpoint_and_resumed_ends_bit_identical(c
     assert resumed.keys() == uninterrupted.keys()
     for name, value in uninterrupted.items():
         assert torch.equal(resumed[name], value), name
+
+
+@pytest.mark.slow
+def test_two_processes_train_like_one_process_per_sentence(corpus, tmp_path):
+    """The per-sentence regime: Trainer shards the seeded sentence order (process r takes batch r of each group of
+    2), so the global batch is the one-process batch; losses, weights and the exact held-out perplexity agree."""
+    per_sentence = ["--regime", "sentence", "--max-steps", 3, "--eval-steps", 2]
+    one, two = tmp_path / "one", tmp_path / "two"
+    with torch_threads(1):
+        assert main(pretrain_arguments(corpus, one, *per_sentence)) == 0
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, pretrain_arguments(corpus, two, *per_sentence)))
+    one_report, two_report = report(one), report(two)
+    np.testing.assert_allclose(
+        [loss for _, loss in two_report["loss_history"]], [loss for _, loss in one_report["loss_history"]], rtol=1e-5
+    )
+    for name, value in weights(one).items():
+        torch.testing.assert_close(weights(two)[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    for part in ("held_out", "train_sample"):
+        assert two_report[part]["num_forward_predictions"] == one_report[part]["num_forward_predictions"]
+        assert two_report[part]["perplexity"] == pytest.approx(one_report[part]["perplexity"], rel=1e-4)
