@@ -308,3 +308,33 @@ def test_two_processes_train_like_one_process_per_sentence(corpus, tmp_path):
     for part in ("held_out", "train_sample"):
         assert two_report[part]["num_forward_predictions"] == one_report[part]["num_forward_predictions"]
         assert two_report[part]["perplexity"] == pytest.approx(one_report[part]["perplexity"], rel=1e-4)
+
+
+def launch_failure(arguments: list[str]) -> str:
+    """The output of a 2-process launch that must fail (within the timeout: no process may wait for another)."""
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    process = torchrun(launcher, arguments)
+    try:
+        output, _ = process.communicate(timeout=LAUNCH_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        pytest.fail(f"a failing torchrun launch hung for {LAUNCH_TIMEOUT_SECONDS} s")
+    assert process.returncode != 0
+    return output
+
+
+@pytest.mark.slow
+def test_refusals_and_a_time_limit_reach_every_process(corpus, tmp_path, two_process_run):
+    """A batch that does not split over the processes is refused before anything is written; an output directory
+    the main process refuses fails the others with its message; a time limit stops every process at the same step."""
+    output = launch_failure(pretrain_arguments(corpus, tmp_path / "odd", "--batch-size", 5, "--max-steps", 2))
+    assert output.count("error: --batch-size: the batch's 5 rows (num_rows, --batch-size) do not split evenly over 2 processes") == 2
+    assert not (tmp_path / "odd").exists()
+
+    output = launch_failure(pretrain_arguments(corpus, two_process_run, "--max-steps", 2))
+    assert "error: the main process (rank 0) could not open the output directory: output" in output
+
+    timed = tmp_path / "timed"
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, pretrain_arguments(corpus, timed, "--max-steps", 1000, "--max-time-minutes", 0.0001)))
+    assert report(timed)["stopped_early"].startswith("time limit") and report(timed)["steps"] < 1000
