@@ -338,3 +338,17 @@ def test_refusals_and_a_time_limit_reach_every_process(corpus, tmp_path, two_pro
     launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
     finished(torchrun(launcher, pretrain_arguments(corpus, timed, "--max-steps", 1000, "--max-time-minutes", 0.0001)))
     assert report(timed)["stopped_early"].startswith("time limit") and report(timed)["steps"] < 1000
+
+
+@pytest.mark.slow
+def test_a_two_process_checkpoint_resumes_in_one_process(corpus, tmp_path, two_process_run):
+    """The checkpoint's carried state holds every row: one process resumes all four rows' streams, and ends where the
+    uninterrupted 2-process run ends (float rounding apart: the gradient sums run in another order)."""
+    output = tmp_path / "fewer"
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, pretrain_arguments(corpus, output, "--max-steps", 2)))
+    with torch_threads(1):
+        assert main(pretrain_arguments(corpus, output, "--max-steps", 4, "--resume")) == 0
+    assert report(output)["resumed_from"] == "checkpoint-2"
+    for name, value in weights(two_process_run).items():
+        torch.testing.assert_close(weights(output)[name], value, rtol=1e-4, atol=1e-5, msg=name)
