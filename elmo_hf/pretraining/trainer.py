@@ -173,7 +173,9 @@ class ELMoPreTrainingTrainer(Trainer):
     whose data-parallel steps equal one-process steps on the same global batch (see the module docstring). Use it
     like ``Trainer``; ``carried_state`` holds the state. With several processes, give each its own
     ``WindowedBiLMStream(..., rank=args.process_index, world_size=args.world_size)`` and
-    ``per_device_train_batch_size = num_rows // world_size``."""
+    ``per_device_train_batch_size = num_rows // world_size``, and freeze the biLM's scalar mixes, which the loss does
+    not read (``model.elmo.scalar_mixes.requires_grad_(False)``, as ``elmo-hf pretrain`` does), or DDP waits for their
+    gradients (otherwise: ``ddp_find_unused_parameters=True``)."""
 
     # compute_loss divides by the step's prediction counts (all micro-batches, all processes): Trainer must not
     # divide again by the gradient accumulation steps.
