@@ -78,15 +78,22 @@ def log_uniform_log_probabilities(word_ids: torch.Tensor, vocab_size: int) -> to
     return torch.log(probabilities).to(torch.float32)
 
 
-def sample_log_uniform(num_samples: int, vocab_size: int, device: torch.device) -> torch.LongTensor:
-    """``num_samples`` ids drawn with replacement from the log-uniform distribution (inverse CDF)."""
-    uniform = torch.rand(num_samples, device=device, dtype=torch.float64)
+def sample_log_uniform(
+    num_samples: int, vocab_size: int, device: torch.device, generator: torch.Generator | None = None
+) -> torch.LongTensor:
+    """``num_samples`` ids drawn with replacement from the log-uniform distribution (inverse CDF), from
+    ``generator`` (on ``device``; default: torch's global generator)."""
+    uniform = torch.rand(num_samples, device=device, dtype=torch.float64, generator=generator)
     ids = torch.floor(torch.exp(uniform * math.log(vocab_size + 1))).long() - 1
     return ids.clamp_(0, vocab_size - 1)
 
 
 def sampled_softmax_negative_log_likelihood(
-    hidden: torch.Tensor, targets: torch.LongTensor, softmax: nn.Linear, num_samples: int
+    hidden: torch.Tensor,
+    targets: torch.LongTensor,
+    softmax: nn.Linear,
+    num_samples: int,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Sampled-softmax NLL (Jean et al. 2015, as TF's ``sampled_softmax_loss``): the target against ``num_samples``
     negatives drawn once for the batch, every logit corrected by ``-log(expected count)`` so the estimate is
@@ -97,12 +104,13 @@ def sampled_softmax_negative_log_likelihood(
         targets: (N,) word ids.
         softmax: the shared ``nn.Linear(P, V)``.
         num_samples: negatives per batch, drawn with replacement.
+        generator: draws the negatives (default: torch's global generator).
 
     Returns:
         (N,) negative log-likelihood of each target among itself and the negatives.
     """
     vocab_size = softmax.out_features
-    negatives = sample_log_uniform(num_samples, vocab_size, hidden.device)  # (S,)
+    negatives = sample_log_uniform(num_samples, vocab_size, hidden.device, generator)  # (S,)
     log_expected_count_of = lambda ids: math.log(num_samples) + log_uniform_log_probabilities(ids, vocab_size)  # noqa: E731
     target_logits = (hidden * softmax.weight[targets]).sum(dim=-1) + softmax.bias[targets]  # (N,)
     target_logits = target_logits - log_expected_count_of(targets)
@@ -192,6 +200,7 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         return_lstm_state: bool = False,
         return_logits: bool = False,
         return_dict: bool | None = None,
+        negative_sampling_generator: torch.Generator | None = None,
         **kwargs,
     ) -> ELMoForPreTrainingOutput | tuple:
         r"""
@@ -222,6 +231,11 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
                 Return the state after the batch.
             return_logits (`bool`, defaults to `False`):
                 Return the full-softmax logits of both directions (batch x T' x vocabulary: large).
+            negative_sampling_generator (`torch.Generator`, *optional*):
+                The generator (on the model's device) the sampled softmax draws its negatives from, forward
+                direction first; default: torch's global generator. `ELMoPreTrainingTrainer` passes one seeded from
+                (seed, step), so that every process of a data-parallel run draws the same negatives as one process
+                would for the whole batch.
         """
         extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
         if extra:
@@ -250,7 +264,9 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
                 ("forward", forward_hidden, next_word_labels),
                 ("backward", backward_hidden, previous_word_labels),
             ):
-                nll_sum, count = self._direction_negative_log_likelihood(direction, hidden, labels)
+                nll_sum, count = self._direction_negative_log_likelihood(
+                    direction, hidden, labels, negative_sampling_generator
+                )
                 nll_sums.append(nll_sum)
                 counts.append(count)
             output.negative_log_likelihood = torch.stack(nll_sums)  # (2,)
@@ -337,7 +353,7 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         return int(window_index[0])
 
     def _direction_negative_log_likelihood(
-        self, direction: str, hidden: torch.Tensor, labels: torch.Tensor
+        self, direction: str, hidden: torch.Tensor, labels: torch.Tensor, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, int]:
         """Summed NLL of one direction's labelled positions (sampled softmax in training when configured)."""
         name = "next_word_labels" if direction == "forward" else "previous_word_labels"
@@ -356,7 +372,7 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
         selected = hidden[is_predicted]  # (N, P)
         num_samples = self.config.softmax_num_samples
         if self.training and 0 < num_samples < vocab_size:
-            nll = sampled_softmax_negative_log_likelihood(selected, targets, self.softmax, num_samples).sum()
+            nll = sampled_softmax_negative_log_likelihood(selected, targets, self.softmax, num_samples, generator).sum()
         else:
             nll = F.cross_entropy(self.softmax(selected), targets, reduction="sum")
         return nll, int(targets.numel())

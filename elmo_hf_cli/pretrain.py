@@ -68,7 +68,8 @@ def add_parsers(commands) -> None:
     add("--regime", choices=library.REGIMES, help="windowed: bilm-tf's windows with the LSTM state carried between batches (default); sentence: "
         "every sentence from the initial state")
     add("--window-size", type=int, help="positions per window in the windowed regime (default 20, bilm-tf's)")
-    add("--batch-size", type=int, help="rows (windowed) or sentences per batch (default 32)")
+    add("--batch-size", type=int, help="rows (windowed) or sentences per batch (default 32); under torchrun the global batch, split "
+        "evenly over the processes")
     add("--max-steps", type=int, help="optimizer steps (default: --epochs)")
     add("--epochs", type=float, help="epochs when --max-steps is not given (default 1)")
     add("--optimizer", choices=tuple(library.OPTIMIZERS), help="adam (AdamW without weight decay, default) or adagrad (bilm-tf's)")
@@ -102,6 +103,8 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from accelerate import PartialState
+
     from elmo_hf import ELMoHFError
     from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
 
@@ -123,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except (ELMoHFError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
         return report_error(error)
-    print(report.describe())
+    if PartialState().is_main_process:  # under torchrun, every process returns the report: print it once
+        print(report.describe())
     return EXIT_OK
 
 

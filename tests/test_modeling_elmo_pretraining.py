@@ -131,7 +131,7 @@ def test_sampled_softmax_removes_accidental_hits_and_is_exact_when_it_samples_ev
         original = sample_log_uniform
         import elmo_hf.modeling_elmo_pretraining as pretraining_module
 
-        pretraining_module.sample_log_uniform = lambda num_samples, vocab_size, device: everything
+        pretraining_module.sample_log_uniform = lambda num_samples, vocab_size, device, generator=None: everything
         try:
             sampled = sampled_softmax_negative_log_likelihood(hidden, targets, softmax, num_samples=5)
         finally:

@@ -390,10 +390,20 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
     - `window_index` (`(num_rows,)`): k, the batch's index in the epoch (0 starts an epoch: a model may reset its
       state there, and check that k grows by one between calls); `row_index` (`(num_rows,)`): 0 ... num_rows - 1.
 
-    **With `Trainer`** (single process): `per_device_train_batch_size=num_rows`, `dataloader_num_workers=0` (more
+    **Several processes** (`rank`, `world_size`: data-parallel training). The batch of `num_rows` rows is global
+    (bilm-tf's `batch_size` over all its GPUs); process `rank` of `world_size` builds and yields only its own
+    contiguous block of `num_rows // world_size` rows, `rows = range(rank * n, (rank + 1) * n)`, and so carries only
+    those rows' LSTM state. Everything else is global and the same in every process: the epoch's sentence order,
+    the split of its positions into `num_rows` rows, and `num_batches` (from all rows, so that every process yields
+    the same number of batches). Concatenating the processes' batches in rank order gives the one-process batch.
+    In each process's batches `row_index` is `0 .. num_rows // world_size - 1` (the row within its block).
+
+    **With `Trainer`**: `per_device_train_batch_size=num_rows // world_size`, `dataloader_num_workers=0` (more
     workers would interleave batches; iterating refuses more than one), no shuffling (an `IterableDataset` is never
     shuffled by `Trainer`); `Trainer` calls `set_epoch` through accelerate before each epoch (a hand-written loop
-    calls it itself), which gives that epoch its own sentence order. Several processes would each need their own rows: not supported here.
+    calls it itself), which gives that epoch its own sentence order. Under several processes accelerate would
+    re-shard an `IterableDataset` (or dispatch rank 0's batches); `ELMoPreTrainingTrainer` gives each process a
+    data loader of its own stream instead.
 
     Args:
         sentences (`Iterable[list[str]]`, `datasets.Dataset` or `IterableDataset`): the corpus, read once at
@@ -414,6 +424,8 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             and boundary, in a file without a name that nothing else sees and that goes with the process; default:
             the system's temporary directory). `elmo-hf pretrain` uses its output directory's disk.
         progress (`bool`, *optional*, defaults to `False`): a progress bar of the corpus read at construction.
+        rank (`int`, *optional*, defaults to 0), world_size (`int`, *optional*, defaults to 1): this process's
+            index and the number of processes sharing the batch; `num_rows` must be a multiple of `world_size`.
 
     **Memory.** The corpus is read once, as it streams by: its tokens go to the token file in chunks and are read
     back a batch at a time with explicit reads; memory holds the token table (the distinct words, their character
@@ -435,6 +447,8 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         unicode_errors: str = "strict",
         token_directory: str | Path | None = None,
         progress: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
     ):
         super().__init__()
         if not isinstance(vocabulary, ELMoWordVocabulary):
@@ -443,6 +457,7 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
         check_int("window_size", window_size, 1)
         check_int("seed", seed, 0)
         check_choice("remainder", remainder, REMAINDER_CHOICES)
+        self.rows = rows_of_rank(num_rows, rank, world_size)
         self.vocabulary = vocabulary
         self.num_rows = num_rows
         self.window_size = window_size
@@ -538,11 +553,12 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
 
     # ---- iteration ----
     def batches(self, epoch: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
-        """The batches of `epoch` (default: `self.epoch`) in order, as dicts of tensors (see the class docstring)."""
+        """The batches of `epoch` (default: `self.epoch`) in order, as dicts of tensors (see the class docstring):
+        this process's `rows` of each global batch, R = `len(self.rows)` of them."""
         left_tokens, right_tokens = self._epoch_positions(self.epoch if epoch is None else epoch)
         row_lengths = np.asarray(self.row_lengths)
-        row_starts = np.cumsum(row_lengths) - row_lengths  # (R,)
-        kept_lengths = np.asarray(self._kept_row_lengths())  # (R,)
+        row_starts = (np.cumsum(row_lengths) - row_lengths)[self.rows]  # (R,)
+        kept_lengths = np.asarray(self._kept_row_lengths())[self.rows]  # (R,)
         for window_index in range(self.num_batches):
             step = window_index * self.window_size + np.arange(self.window_size)  # (W,) steps along a row
             is_real = step[None, :] < kept_lengths[:, None]  # (R, W)
@@ -555,8 +571,8 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
                 "next_word_labels": self._token_labels[np.where(is_real, right_tokens[forward], _PADDING_ENTRY)],
                 "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)],
                 "previous_word_labels": self._token_labels[np.where(is_real, left_tokens[backward], _PADDING_ENTRY)],
-                "window_index": np.full(self.num_rows, window_index, dtype=np.int64),
-                "row_index": np.arange(self.num_rows, dtype=np.int64),
+                "window_index": np.full(len(self.rows), window_index, dtype=np.int64),
+                "row_index": np.arange(len(self.rows), dtype=np.int64),
             }
             yield {key: torch.from_numpy(value) for key, value in batch.items()}
 
@@ -568,16 +584,33 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
                 f"has {worker.num_workers} workers: use num_workers=0 or 1 (Trainer: dataloader_num_workers=0)"
             )
         for batch in self.batches():
-            for row in range(self.num_rows):
+            for row in range(len(self.rows)):
                 yield {key: value[row] for key, value in batch.items()}
 
     def __len__(self) -> int:
-        """Examples per epoch (`num_batches * num_rows`), the same for every epoch."""
-        return self.num_batches * self.num_rows
+        """This process's examples per epoch (`num_batches * len(rows)`), the same for every epoch."""
+        return self.num_batches * len(self.rows)
 
     def close(self) -> None:
         """Release the token file now (it is released when the stream is garbage-collected otherwise)."""
         self._corpus.tokens.close()
 
 
-__all__ = ["DataCollatorForBiLM", "WindowedBiLMStream", "sentence_bilm_labels"]
+def rows_of_rank(num_rows: int, rank: int, world_size: int) -> range:
+    """The contiguous block of a global batch's `num_rows` rows that process `rank` of `world_size` reads:
+    `range(rank * n, (rank + 1) * n)`, n = `num_rows // world_size`. Raises `ValueError` unless `num_rows` is a
+    multiple of `world_size` (each process gets the same number of rows, a data-parallel step's requirement)."""
+    check_int("world_size", world_size, 1)
+    check_int("rank", rank, 0)
+    if rank >= world_size:
+        raise ValueError(f"rank must be in [0, {world_size}) for world_size={world_size}, got {rank}")
+    if num_rows % world_size:
+        raise ValueError(
+            f"the batch's {num_rows} rows (num_rows, --batch-size) do not split evenly over {world_size} processes: "
+            f"use a multiple of {world_size} (e.g. {num_rows - num_rows % world_size or world_size})"
+        )
+    rows_per_rank = num_rows // world_size
+    return range(rank * rows_per_rank, (rank + 1) * rows_per_rank)
+
+
+__all__ = ["DataCollatorForBiLM", "WindowedBiLMStream", "rows_of_rank", "sentence_bilm_labels"]

@@ -116,7 +116,7 @@ class PretrainingOptions:
         regime (`str`, defaults to `"windowed"`): `"windowed"` (bilm-tf: windows of `window_size` positions, LSTM
             state carried across batches) or `"sentence"` (each sentence from the initial state).
         window_size (`int`, defaults to 20), batch_size (`int`, defaults to 32): rows per batch (sentences per batch
-            in the sentence regime).
+            in the sentence regime); under `torchrun`, the global batch, split evenly over the processes.
         max_steps (`int`, *optional*): optimizer steps; without it, `epochs` epochs.
         epochs (`float`, defaults to 1.0).
         optimizer (`str`, defaults to `"adam"`): `"adam"` (AdamW, no weight decay) or `"adagrad"` (bilm-tf's).

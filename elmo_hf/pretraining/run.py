@@ -23,6 +23,12 @@ reports (``PretrainingOptions``, ``PretrainingReport``) is ``options.py``.
 5. Report (``_report``): the final model, tokenizer, vocabulary and a report (``pretraining_report.json``: exact
    train / held-out perplexity per direction against the unigram baseline of the vocabulary counts) are written to
    the output directory; optionally the biLM is exported to the original ``options.json`` + ``weights.hdf5``.
+
+Under ``torchrun`` (several processes, data-parallel; ``elmo_hf.pretraining.trainer`` says how a step stays equal to
+a one-process step) every process runs these steps on its own share of each batch, and only the main process
+writes: it alone opens (and locks) the output directory and tells the others the checkpoint to resume from; the
+corpus is read and the vocabulary counted by each node's main process first (so that the others find the datasets
+cache), then by the others, identically, without writing; the model, report and export are the main process's.
 """
 
 from __future__ import annotations
@@ -30,12 +36,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,7 +63,7 @@ from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metr
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
-from .data import DataCollatorForBiLM, WindowedBiLMStream, iterate_sentences
+from .data import DataCollatorForBiLM, WindowedBiLMStream, iterate_sentences, rows_of_rank
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .options import (
     CHECKPOINT_PREFIX,
@@ -224,15 +231,22 @@ def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequ
 
 
 def _evaluation_data(
-    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str
+    sentences: Dataset,
+    vocabulary: ELMoWordVocabulary,
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    what: str,
+    args: TrainingArguments,
 ):
-    """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once."""
+    """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once (windowed: this
+    process's rows of the stream)."""
     if options.regime == "sentence":
         return sentences
     try:
         return WindowedBiLMStream(
             sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=False,
             remainder="pad", max_characters_per_token=config.max_characters_per_token,
+            rank=args.process_index, world_size=args.world_size,
         )
     except ValueError as error:
         raise PretrainingError(f"{what}: {error}") from None
@@ -361,9 +375,14 @@ class _StopControl(TrainerCallback):
             self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._interrupted:
+        interrupted = self._interrupted
+        timed_out = self.max_time_seconds is not None and time.monotonic() - self._start >= self.max_time_seconds
+        if args.world_size > 1:  # every process stops at the same step, or the others wait for it forever
+            interrupted, timed_out = _any_process(args, interrupted, timed_out)
+            self._interrupted = self._interrupted or interrupted
+        if interrupted:
             self.stop_reason = "interrupted"
-        elif self.max_time_seconds is not None and time.monotonic() - self._start >= self.max_time_seconds:
+        elif timed_out:
             self.stop_reason = f"time limit ({self.max_time_seconds / 60:g} minutes)"
         if self.stop_reason is not None and state.global_step < state.max_steps:
             control.should_save = True
@@ -381,7 +400,34 @@ class _StopControl(TrainerCallback):
             self._previous_handler = None
 
 
+def _any_process(args: TrainingArguments, *flags: bool) -> list[bool]:
+    """Each flag, true if it is true in any process (one all-reduce)."""
+    import torch.distributed as dist
+
+    values = torch.tensor([int(flag) for flag in flags], device=args.device)
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return [bool(value) for value in values.tolist()]
+
+
 def _training_arguments(options: PretrainingOptions, output_dir: Path, evaluate: bool) -> TrainingArguments:
+    """The run's ``TrainingArguments`` (creating them starts the process group under ``torchrun``); the batch of
+    ``options.batch_size`` rows or sentences is global: each process takes ``batch_size // world_size``."""
+    args = _base_training_arguments(options, output_dir, evaluate)
+    try:
+        rows = rows_of_rank(options.batch_size, args.process_index, args.world_size)
+    except ValueError as error:
+        raise PretrainingError(f"--batch-size: {error}") from None
+    args.per_device_train_batch_size = args.per_device_eval_batch_size = len(rows)
+    return args
+
+
+def _several_processes_without_accelerator() -> bool:
+    """Launched by ``torchrun`` (``WORLD_SIZE`` > 1) on a machine without an accelerator: accelerate makes a
+    multi-CPU (gloo) process group only when told ``use_cpu``; with CUDA it picks NCCL by itself."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.accelerator.is_available()
+
+
+def _base_training_arguments(options: PretrainingOptions, output_dir: Path, evaluate: bool) -> TrainingArguments:
     optimizer_name = OPTIMIZERS[options.optimizer][0]
     return TrainingArguments(
         output_dir=str(output_dir),
@@ -406,6 +452,8 @@ def _training_arguments(options: PretrainingOptions, output_dir: Path, evaluate:
         include_num_input_tokens_seen="non_padding",  # attention_mask sum: predictions per direction (windowed)
         dataloader_num_workers=0,  # the windowed stream's batches must arrive in order
         dataloader_pin_memory=torch.cuda.is_available(),
+        ddp_find_unused_parameters=False,  # every parameter gets a gradient in both regimes
+        use_cpu=_several_processes_without_accelerator(),
         remove_unused_columns=False,  # the sentence collator reads `words`
         report_to="none",
         disable_tqdm=not options.progress,
@@ -448,11 +496,13 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     """The run, one named step after another: options -> data -> model -> train -> report."""
     start = time.monotonic()
     options, config, initial = _resolve_options(options)
-    with _output_directory(options) as (output_dir, checkpoint, record):
-        data = _prepare_data(options, config, initial)
-        config, model = _build_model(options, config, data, initial, output_dir, checkpoint, record)
-        training = _train(options, config, model, data, output_dir, checkpoint, record)
-        return _report(options, config, model, data, training, initial, output_dir, checkpoint, start)
+    args = _training_arguments(options, Path(options.output_dir), evaluate=options.eval_steps > 0)
+    with _output_directory(options, args) as (output_dir, checkpoint, record):
+        with args.main_process_first(desc="corpus and vocabulary"):
+            data = _prepare_data(options, config, initial)
+        config, model = _build_model(options, config, data, initial, output_dir, checkpoint, record, args)
+        training = _train(options, config, model, data, output_dir, checkpoint, record, args)
+        return _report(options, config, model, data, training, initial, output_dir, checkpoint, start, args)
 
 
 # Step 1: options -------------------------------------------------------------------------------------------------
@@ -485,7 +535,38 @@ def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, E
 
 
 @contextmanager
-def _output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
+def _output_directory(
+    options: PretrainingOptions, args: TrainingArguments
+) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
+    """``_opened_output_directory`` in the main process; the other processes of a data-parallel run get the same
+    directory and checkpoint from it (a broadcast) and a ``record`` that does nothing: they never write there. A
+    failure to open it fails every process, with the main process's message."""
+    if args.world_size == 1:
+        with _opened_output_directory(options) as opened:
+            yield opened
+        return
+    import torch.distributed as dist
+
+    with ExitStack() as stack:
+        shared: list[Any] = [None]
+        if args.process_index == 0:
+            try:
+                output_dir, checkpoint, record = stack.enter_context(_opened_output_directory(options))
+                shared[0] = (str(output_dir), str(checkpoint) if checkpoint is not None else None, None)
+            except BaseException as error:
+                dist.broadcast_object_list([(None, None, str(error))], src=0)
+                raise
+        dist.broadcast_object_list(shared, src=0)
+        path, checkpoint_path, error = shared[0]
+        if error is not None:
+            raise PretrainingError(f"the main process (rank 0) could not open the output directory: {error}")
+        if args.process_index != 0:
+            output_dir, checkpoint, record = Path(path), Path(checkpoint_path) if checkpoint_path else None, lambda: None
+        yield output_dir, checkpoint, record
+
+
+@contextmanager
+def _opened_output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
     """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``, the
     function that writes what the run has written so far into the output's marker: called after the first files and
     after each checkpoint, so that --overwrite can later delete a killed run's files by that record)."""
@@ -560,10 +641,11 @@ def _build_model(
     output_dir: Path,
     checkpoint: Path | None,
     record: Callable[[], None],
+    args: TrainingArguments,
 ) -> tuple[ELMoConfig, ELMoForPreTraining]:
     """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
     run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
-    the vocabulary, tokenizer and options saved first."""
+    the vocabulary, tokenizer and options saved first (by the main process)."""
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
         if saved_vocabulary != data.vocabulary:
@@ -580,15 +662,19 @@ def _build_model(
             config.lm_dropout = options.dropout
         config.architectures = [ELMoForPreTraining.__name__]
         config.pad_token_id = data.tokenizer.pad_token_id  # what Trainer would align it to, with a warning
-        data.vocabulary.save(output_dir)
-        data.tokenizer.save_pretrained(output_dir)
-        (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
-        record()
+        if args.should_save:
+            data.vocabulary.save(output_dir)
+            data.tokenizer.save_pretrained(output_dir)
+            (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
+            record()
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
     if initial is not None and checkpoint is None:
         model.load_state_dict(initial_state_for(initial, data.vocabulary))
         initial.state_dict = None  # the model holds the weights now
+    # The biLM loss does not read the scalar mix (a downstream task's weights); frozen, so that DDP does not wait for
+    # gradients that never come (an optimizer skips them either way: one process trains exactly as before).
+    model.elmo.scalar_mixes.requires_grad_(False)
     return config, model
 
 
@@ -612,15 +698,17 @@ def _train(
     output_dir: Path,
     checkpoint: Path | None,
     record: Callable[[], None],
+    args: TrainingArguments,
 ) -> _Training:
-    """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state.
-    Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
+    """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state
+    (the main process). Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
     if options.regime == "windowed":
         try:
             train_data = WindowedBiLMStream(
                 data.train, data.vocabulary, num_rows=options.batch_size, window_size=options.window_size,
                 shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
                 token_directory=output_dir, progress=options.progress,
+                rank=args.process_index, world_size=args.world_size,
             )
         except ValueError as error:
             raise PretrainingError(f"training data: {error}") from None
@@ -628,8 +716,9 @@ def _train(
     else:
         train_data = data.train
         collator = DataCollatorForBiLM(data.vocabulary, data.tokenizer, label_boundary_positions=True)
-    held_out_data = _evaluation_data(data.held_out, data.vocabulary, options, config, "held-out data")
-    train_sample_data = _evaluation_data(data.train_sample, data.vocabulary, options, config, "training sample")
+    args.output_dir = str(output_dir)  # the directory as opened
+    held_out_data = _evaluation_data(data.held_out, data.vocabulary, options, config, "held-out data", args)
+    train_sample_data = _evaluation_data(data.train_sample, data.vocabulary, options, config, "training sample", args)
 
     evaluate_periodically = options.eval_steps > 0
     stop_control = _StopControl(
@@ -637,7 +726,7 @@ def _train(
     )
     trainer = ELMoPreTrainingTrainer(
         model=model,
-        args=_training_arguments(options, output_dir, evaluate_periodically),
+        args=args,
         train_dataset=train_data,
         eval_dataset=held_out_data if evaluate_periodically else None,
         data_collator=collator,
@@ -655,9 +744,10 @@ def _train(
 
     held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
     train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
-    model.save_pretrained(output_dir)
-    data.tokenizer.save_pretrained(output_dir)
-    trainer.save_state()
+    if args.should_save:
+        model.save_pretrained(output_dir)
+        data.tokenizer.save_pretrained(output_dir)
+    trainer.save_state()  # the main process only
     return _Training(trainer.state, train_output.metrics, held_out_metrics, train_metrics, stop_control.stop_reason)
 
 
@@ -668,6 +758,10 @@ class _RecordAfterEachCheckpoint(TrainerCallback):
         self.record = record
 
     def on_save(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every process has written its part of the checkpoint (rng_state_{rank}.pth)
+            import torch.distributed as dist
+
+            dist.barrier()
         self.record()
 
 
@@ -682,8 +776,10 @@ def _report(
     output_dir: Path,
     checkpoint: Path | None,
     start: float,
+    args: TrainingArguments,
 ) -> PretrainingReport:
-    """The report (``pretraining_report.json``), after the optional HDF5 export."""
+    """The report (``pretraining_report.json``), after the optional HDF5 export; both written by the main process
+    (every process returns the report)."""
     losses, eval_curve, initial_metrics = _log_history_curves(training.state.log_history)
     state = training.state
     report = PretrainingReport(
@@ -717,6 +813,8 @@ def _report(
         loss_history=losses,
         eval_history=eval_curve,
     )
+    if not args.should_save:
+        return report
     if options.export_hdf5:
         report.hdf5_dir = str(export_hdf5(output_dir))
     (output_dir / REPORT_FILE_NAME).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
