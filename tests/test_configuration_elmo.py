@@ -133,3 +133,23 @@ def test_max_characters_per_token_is_bounded():
     ELMoConfig(max_characters_per_token=MAX_CHARACTERS_PER_TOKEN_LIMIT)
     with pytest.raises(ValueError, match=r"max_characters_per_token must be an int in \[3, 1025\) \(character slots .*got 1000000000"):
         ELMoConfig(max_characters_per_token=10**9)
+
+
+def test_the_first_instance_hook_runs_once_and_is_retried_after_a_failure(monkeypatch):
+    """`ELMoConfig._on_first_instance` (elmo_hf/__init__.py registers the model classes with it): called by the first
+    config made, then cleared; a hook that raises fails that config and is kept for the next one."""
+    calls = []
+
+    def failing():
+        calls.append("failed")
+        raise RuntimeError("registration failed")
+
+    monkeypatch.setattr(ELMoConfig, "_on_first_instance", failing)
+    with pytest.raises(RuntimeError, match="registration failed"):
+        ELMoConfig()
+    assert ELMoConfig._on_first_instance is failing
+
+    monkeypatch.setattr(ELMoConfig, "_on_first_instance", lambda: calls.append("ran"))
+    ELMoConfig()
+    ELMoConfig()
+    assert calls == ["failed", "ran"] and ELMoConfig._on_first_instance is None
