@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from transformers import AutoConfig, AutoTokenizer
@@ -64,23 +65,32 @@ ELMoConfig.register_for_auto_class()
 ELMoTokenizer.register_for_auto_class("AutoTokenizer")
 
 _model_classes_registered = False
+_registration = threading.RLock()  # threads making their first configs at once wait for one registration
+_registering = False  # set while this process registers: a config made meanwhile (same thread) does not recurse
 
 
 def register_model_classes() -> None:
     """Register the model classes with their transformers Auto classes (`AUTO_MODEL_CLASSES`) and for remote code;
     once per process, later calls do nothing. Runs by itself (see the module docstring); call it only to fill
     `transformers.MODEL_MAPPING` and its siblings before any ELMo config or model class exists."""
-    global _model_classes_registered
+    global _model_classes_registered, _registering
     if _model_classes_registered:
         return
-    import transformers
+    with _registration:
+        if _model_classes_registered or _registering:
+            return
+        _registering = True
+        try:
+            import transformers
 
-    for auto_class_name, model_class_name in AUTO_MODEL_CLASSES.items():
-        auto_class, model_class = getattr(transformers, auto_class_name), _lazy_name(model_class_name)
-        auto_class.register(ELMoConfig, model_class, exist_ok=True)
-        model_class.register_for_auto_class(auto_class_name)
-    _model_classes_registered = True
-    ELMoConfig._on_first_instance = None
+            for auto_class_name, model_class_name in AUTO_MODEL_CLASSES.items():
+                auto_class, model_class = getattr(transformers, auto_class_name), _lazy_name(model_class_name)
+                auto_class.register(ELMoConfig, model_class, exist_ok=True)
+                model_class.register_for_auto_class(auto_class_name)
+            _model_classes_registered = True
+            ELMoConfig._on_first_instance = None
+        finally:
+            _registering = False
 
 
 def _lazy_name(name: str) -> Any:

@@ -234,9 +234,9 @@ class ELMoConfig(PretrainedConfig):
     model_type = "elmo"
     # Outputs that Trainer's evaluation must not collect as predictions (the carried LSTM state of pre-training).
     keys_to_ignore_at_inference = ["lstm_state"]
-    # Called with no arguments by the first config made in the process, then cleared. `elmo_hf/__init__.py` sets it to
-    # register the model classes with transformers' AutoModel classes: every model and every AutoModel call starts
-    # from a config, and `import elmo_hf` need not import the modeling code (seconds). None in remote code.
+    # While set, called with no arguments at the end of every `__init__`. `elmo_hf/__init__.py` sets it to register the
+    # model classes with transformers' AutoModel classes (it then clears it): every model and every AutoModel call
+    # starts from a config, and `import elmo_hf` need not import the modeling code (seconds). None in remote code.
     _on_first_instance: ClassVar[Callable[[], None] | None] = None
 
     def __init__(
@@ -570,16 +570,9 @@ def _validated_mix_positions(positions: Any) -> list[str]:
 
 
 def _call_on_first_instance() -> None:
-    """Run and clear `ELMoConfig._on_first_instance` (it is put back when it raises, so that the next config retries)."""
     hook = ELMoConfig._on_first_instance
-    if hook is None:
-        return
-    ELMoConfig._on_first_instance = None  # before the call: the hook may itself make a config
-    try:
+    if hook is not None:
         hook()
-    except BaseException:
-        ELMoConfig._on_first_instance = hook
-        raise
 
 
 def _validated_filters(filters: Any) -> list[list[int]]:

@@ -81,6 +81,30 @@ def test_looking_up_a_model_class_registers_the_model_classes():
     assert printed == ["True", "True", "None", "AutoModel"]
 
 
+def test_threads_making_their_first_configs_at_once_all_find_the_model_classes():
+    printed = run_in_a_fresh_interpreter(
+        """
+        import threading
+        import elmo_hf
+        from transformers import MODEL_MAPPING
+
+        found = []
+
+        def make_a_config():
+            elmo_hf.ELMoConfig(projection_dim=8, lstm_cell_size=16, char_cnn_filters=[[1, 4]])
+            found.append(elmo_hf.ELMoConfig in MODEL_MAPPING)
+
+        threads = [threading.Thread(target=make_a_config) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(*found)
+        """
+    )
+    assert printed == ["True"] * 4
+
+
 def test_every_public_name_is_there_and_listed():
     """`__all__` and `dir()` tell the truth about the lazily imported names; an unknown name is an AttributeError."""
     assert set(elmo_hf.LAZY_NAMES) <= set(elmo_hf.__all__) <= set(dir(elmo_hf))

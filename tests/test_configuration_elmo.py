@@ -135,21 +135,23 @@ def test_max_characters_per_token_is_bounded():
         ELMoConfig(max_characters_per_token=10**9)
 
 
-def test_the_first_instance_hook_runs_once_and_is_retried_after_a_failure(monkeypatch):
-    """`ELMoConfig._on_first_instance` (elmo_hf/__init__.py registers the model classes with it): called by the first
-    config made, then cleared; a hook that raises fails that config and is kept for the next one."""
+def test_the_first_instance_hook_runs_until_it_clears_itself(monkeypatch):
+    """`ELMoConfig._on_first_instance` (elmo_hf/__init__.py registers the model classes with it, then clears it): every
+    config calls it while it is set; one that raises fails that config, and the next config calls it again."""
     calls = []
 
     def failing():
         calls.append("failed")
         raise RuntimeError("registration failed")
 
+    def clearing():
+        calls.append("ran")
+        ELMoConfig._on_first_instance = None
+
     monkeypatch.setattr(ELMoConfig, "_on_first_instance", failing)
     with pytest.raises(RuntimeError, match="registration failed"):
         ELMoConfig()
-    assert ELMoConfig._on_first_instance is failing
-
-    monkeypatch.setattr(ELMoConfig, "_on_first_instance", lambda: calls.append("ran"))
+    monkeypatch.setattr(ELMoConfig, "_on_first_instance", clearing)
     ELMoConfig()
     ELMoConfig()
     assert calls == ["failed", "ran"] and ELMoConfig._on_first_instance is None
