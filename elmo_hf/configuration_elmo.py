@@ -8,7 +8,7 @@ the table ``OPTIONS_FIELDS`` below, used by :meth:`ELMoConfig.from_options_dict`
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 from transformers import PretrainedConfig
 
@@ -234,6 +234,10 @@ class ELMoConfig(PretrainedConfig):
     model_type = "elmo"
     # Outputs that Trainer's evaluation must not collect as predictions (the carried LSTM state of pre-training).
     keys_to_ignore_at_inference = ["lstm_state"]
+    # While set, called with no arguments at the end of every `__init__`. `elmo_hf/__init__.py` sets it to register the
+    # model classes with transformers' AutoModel classes (it then clears it): every model and every AutoModel call
+    # starts from a config, and `import elmo_hf` need not import the modeling code (seconds). None in remote code.
+    _on_first_instance: ClassVar[Callable[[], None] | None] = None
 
     def __init__(
         self,
@@ -319,6 +323,7 @@ class ELMoConfig(PretrainedConfig):
         self._validate()
         self._validate_task_fields()
         super().__init__(**kwargs)
+        _call_on_first_instance()
 
     def _validate(self) -> None:
         field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
@@ -562,6 +567,12 @@ def _validated_mix_positions(positions: Any) -> list[str]:
             f"got {positions!r}."
         )
     return [position for position in TASK_MIX_POSITIONS if position in positions]
+
+
+def _call_on_first_instance() -> None:
+    hook = ELMoConfig._on_first_instance
+    if hook is not None:
+        hook()
 
 
 def _validated_filters(filters: Any) -> list[list[int]]:

@@ -1,12 +1,17 @@
-"""Auto classes, and remote code loaded where elmo_hf is not installed."""
+"""Auto classes (registered at import, the model classes on first use: see elmo_hf/__init__.py), and remote code
+loaded where elmo_hf is not installed."""
 
 import json
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
+import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
+import elmo_hf
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
 
 from .helpers import random_model, run_without_elmo_hf
@@ -27,6 +32,90 @@ def test_auto_classes_return_the_elmo_classes(tmp_path):
     assert isinstance(AutoModel.from_pretrained(tmp_path), ELMoModel)
     assert isinstance(AutoTokenizer.from_pretrained(tmp_path), ELMoTokenizer)
     assert isinstance(AutoModel.from_config(ELMoConfig(projection_dim=8, lstm_cell_size=16, char_cnn_filters=[[1, 4]])), ELMoModel)
+
+
+def run_in_a_fresh_interpreter(script: str, *arguments: str) -> list[str]:
+    """The lines ``script`` prints, run in a new interpreter (which has imported nothing of elmo_hf yet)."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(script), *arguments], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.split()
+
+
+def test_auto_models_know_elmo_before_any_model_class_was_imported(tmp_path):
+    """`import elmo_hf` leaves the modeling code unimported; the AutoModel classes find the ELMo model classes anyway
+    (registered when the checkpoint's config is made), and save_pretrained then writes their auto_map."""
+    save_checkpoint(tmp_path / "checkpoint")
+    printed = run_in_a_fresh_interpreter(
+        """
+        import sys
+        import elmo_hf
+        import transformers
+        from transformers import AutoModel
+
+        assert "elmo_hf.modeling_elmo" not in sys.modules
+        model = AutoModel.from_pretrained(sys.argv[1])
+        print(type(model).__module__, type(model).__name__)
+        for auto_class in elmo_hf.AUTO_MODEL_CLASSES:
+            print(auto_class, getattr(transformers, auto_class)._model_mapping[elmo_hf.ELMoConfig].__name__)
+        model.save_pretrained(sys.argv[2])
+        """,
+        str(tmp_path / "checkpoint"), str(tmp_path / "saved"),
+    )
+    assert printed[:2] == ["elmo_hf.modeling_elmo", "ELMoModel"]
+    assert printed[2:] == [word for pair in elmo_hf.AUTO_MODEL_CLASSES.items() for word in pair]
+    assert json.loads((tmp_path / "saved" / "config.json").read_text())["auto_map"]["AutoModel"] == "modeling_elmo.ELMoModel"
+
+
+def test_looking_up_a_model_class_registers_the_model_classes():
+    printed = run_in_a_fresh_interpreter(
+        """
+        import elmo_hf
+        from transformers import MODEL_FOR_PRETRAINING_MAPPING, MODEL_MAPPING
+
+        assert elmo_hf.ELMoConfig not in MODEL_MAPPING
+        pretraining = elmo_hf.ELMoForPreTraining
+        print(MODEL_FOR_PRETRAINING_MAPPING[elmo_hf.ELMoConfig] is pretraining, MODEL_MAPPING[elmo_hf.ELMoConfig] is elmo_hf.ELMoModel)
+        print(elmo_hf.ELMoConfig._on_first_instance, elmo_hf.ELMoModel._auto_class)
+        """
+    )
+    assert printed == ["True", "True", "None", "AutoModel"]
+
+
+def test_threads_making_their_first_configs_at_once_all_find_the_model_classes():
+    printed = run_in_a_fresh_interpreter(
+        """
+        import threading
+        import elmo_hf
+        from transformers import MODEL_MAPPING
+
+        found = []
+
+        def make_a_config():
+            elmo_hf.ELMoConfig(projection_dim=8, lstm_cell_size=16, char_cnn_filters=[[1, 4]])
+            found.append(elmo_hf.ELMoConfig in MODEL_MAPPING)
+
+        threads = [threading.Thread(target=make_a_config) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(*found)
+        """
+    )
+    assert printed == ["True"] * 4
+
+
+def test_every_public_name_is_there_and_listed():
+    """`__all__` and `dir()` tell the truth about the lazily imported names; an unknown name is an AttributeError."""
+    assert set(elmo_hf.LAZY_NAMES) <= set(elmo_hf.__all__) <= set(dir(elmo_hf))
+    for name in elmo_hf.__all__:
+        assert getattr(elmo_hf, name) is not None, name
+    assert elmo_hf.ELMoModel is elmo_hf.modeling_elmo.ELMoModel
+    names: dict = {}
+    exec("from elmo_hf import *", names)
+    assert set(elmo_hf.__all__) <= set(names)
+    with pytest.raises(AttributeError, match="no attribute 'ELMoModle'"):
+        elmo_hf.ELMoModle  # noqa: B018
 
 
 def test_checkpoints_carry_their_code(tmp_path):

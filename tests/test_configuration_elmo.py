@@ -133,3 +133,25 @@ def test_max_characters_per_token_is_bounded():
     ELMoConfig(max_characters_per_token=MAX_CHARACTERS_PER_TOKEN_LIMIT)
     with pytest.raises(ValueError, match=r"max_characters_per_token must be an int in \[3, 1025\) \(character slots .*got 1000000000"):
         ELMoConfig(max_characters_per_token=10**9)
+
+
+def test_the_first_instance_hook_runs_until_it_clears_itself(monkeypatch):
+    """`ELMoConfig._on_first_instance` (elmo_hf/__init__.py registers the model classes with it, then clears it): every
+    config calls it while it is set; one that raises fails that config, and the next config calls it again."""
+    calls = []
+
+    def failing():
+        calls.append("failed")
+        raise RuntimeError("registration failed")
+
+    def clearing():
+        calls.append("ran")
+        ELMoConfig._on_first_instance = None
+
+    monkeypatch.setattr(ELMoConfig, "_on_first_instance", failing)
+    with pytest.raises(RuntimeError, match="registration failed"):
+        ELMoConfig()
+    monkeypatch.setattr(ELMoConfig, "_on_first_instance", clearing)
+    ELMoConfig()
+    ELMoConfig()
+    assert calls == ["failed", "ran"] and ELMoConfig._on_first_instance is None

@@ -30,6 +30,26 @@ def test_import_elmo_hf_loads_no_datasets_pyarrow_or_ray():
     assert not {"datasets", "pyarrow", "ray", "h5py"} & {name.split(".")[0] for name in loaded}
 
 
+# What `import elmo_hf` and its config, tokenizer and Auto registrations leave unimported: transformers' modeling code,
+# which brings torch._dynamo and torch.distributed (about half of the import before issue 28), and ours. The model
+# classes come on first use (elmo_hf/__init__.py); benchmarks/startup.py times both.
+MODELING_MODULES = {
+    "transformers.modeling_utils", "torch._dynamo", "torch.distributed.tensor",
+    "elmo_hf.modeling_elmo", "elmo_hf.modeling_elmo_downstream", "elmo_hf.modeling_elmo_pretraining", "elmo_hf.fast_elmo",
+}
+
+
+def test_import_elmo_hf_loads_no_modeling_code():
+    loaded = modules_after(
+        "import elmo_hf\nfrom elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoHFError, ELMoTokenizer\n"
+        "from transformers import CONFIG_MAPPING, TOKENIZER_MAPPING\n"
+        "assert CONFIG_MAPPING['elmo'] is ELMoConfig and TOKENIZER_MAPPING[ELMoConfig] is ELMoTokenizer\n"
+        "ELMoTokenizer()(['a sentence .'])"
+    )
+    assert "elmo_hf" in loaded and not MODELING_MODULES & loaded
+    assert not {"datasets", "pyarrow", "ray", "h5py", "scipy"} & {name.split(".")[0] for name in loaded}
+
+
 @pytest.mark.parametrize("command", [None, *COMMANDS])
 def test_help_of_every_command_loads_no_torch_and_no_elmo_hf(command):
     arguments = ["--help"] if command is None else [command, "--help"]
