@@ -185,7 +185,7 @@ def time_training(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0 / WINDOW)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return output.loss
+        return output.loss.detach()
 
     for index in range(warmup_steps):
         step(batches[index % 2])
