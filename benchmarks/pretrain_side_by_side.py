@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--shapes", nargs="+", choices=TRAINED_SHAPES, default=list(TRAINED_SHAPES))
     parser.add_argument("--threads", nargs="+", type=int, default=[2])
     parser.add_argument("--rounds", type=int, default=2, help="interleaved (bilm-tf, elmo-hf) rounds per shape and thread count")
-    parser.add_argument("--steps", type=int, default=100, help="optimizer steps per run (the same words for both)")
+    parser.add_argument("--steps", type=int, default=80, help="optimizer steps per run (the same words for both)")
     parser.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the words/s")
     parser.add_argument("--batch-size", type=int, default=32, help="rows per batch (x 20 positions)")
     parser.add_argument("--softmax-samples", type=int, default=1024, help="sampled softmax negatives (bilm-tf: n_negative_samples_batch)")
