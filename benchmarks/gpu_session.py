@@ -1,7 +1,7 @@
 """Every GPU measurement issue 13 asks for, in one command that fits one call of a borrowed GPU machine.
 
     python benchmarks/gpu_session.py --out DIR [--device cuda] [--allennlp-site DIR] [--budget-seconds 560]
-        [--steps environment tests inference embed side-by-side] [--quick]
+        [--steps environment tests inference embed side-by-side training] [--quick]
 
 Writes two files, whatever happens: ``DIR/results.json`` (rewritten after every step, so a run cut short still says
 what it measured) and ``DIR/session.log`` (every command line and its output). The steps, in order:
@@ -16,6 +16,10 @@ what it measured) and ``DIR/session.log`` (every command line and its output). T
 - ``side-by-side``: ``../shared/anchors/bench_side_by_side.py``, real AllenNLP 2.10.1 (with ``--allennlp-site``)
   and elmo-hf (float32, bfloat16) on the same weights, UD EWT test in file order, batch 32 / 128 / 512, and the
   largest difference of their top layers.
+- ``training``: ``benchmarks/training_speed.py`` (issue 30's scale plan): bilm-tf's training step (128 rows x 20,
+  sampled softmax of 8,192 over 793,471 words, Adagrad) at the original shape in float32 (TF32 off), with TF32 and
+  with bfloat16 autocast, and at the original's proportions at a quarter of its width: words/s, FLOPs per word and the
+  fraction of the device's matmul rate.
 
 ``results.json["targets"]`` then sets each of issue 13's CUDA targets beside the figure that answers it (None where a
 step did not run). The original shape's random weights (``inference_speed.random_model``, seed 0) are written once,
@@ -42,7 +46,7 @@ from typing import Any, Callable
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 SIDE_BY_SIDE = REPOSITORY_ROOT.parent / "shared" / "anchors" / "bench_side_by_side.py"
-STEPS = ("environment", "tests", "inference", "embed", "side-by-side")
+STEPS = ("environment", "tests", "inference", "embed", "side-by-side", "training")
 
 # Issue 13's CUDA targets (H100): (what, the threshold, where results.json has the figure).
 TARGETS = {
@@ -51,6 +55,8 @@ TARGETS = {
     "model_alone_bfloat16_batch_32": ">= 100,000 words/s",
     "model_alone_bfloat16_batch_1024": ">= 800,000 words/s",
     "users_loop_over_allennlp": ">= 10x AllenNLP's words/s on the same GPU, at every batch size",
+    # Issue 30: no threshold; the scale plan (docs/results/pretrain-side-by-side.md) divides 8 billion words by it.
+    "pretraining_original_words_per_second": "training words/s at the original shape (best of float32, TF32, bfloat16)",
 }
 
 
@@ -189,6 +195,20 @@ def run_side_by_side(session: Session, device: str, hf_dir: Path, allennlp_dir: 
     return report
 
 
+def run_training(session: Session, device: str, quick: bool) -> dict:
+    common = ["python", "benchmarks/training_speed.py", "--device", device]
+    if quick:
+        sizes = ["--shapes", "tiny", "--batch-size", "2", "--vocabulary-size", "500", "--softmax-samples", "64", "--steps", "2",
+                 "--warmup-steps", "1", "--gemm-size", "256", "--threads", "1"]
+        return {"tiny_float32": session.command([*common, *sizes])}
+    shapes = ["--shapes", "original", "--steps", "20"]
+    return {
+        "float32": session.command([*common, *shapes, "proportional"]),
+        "tf32": session.command([*common, *shapes, "--tf32", "--no-flops"]),
+        "bfloat16": session.command([*common, *shapes, "--bfloat16", "--no-flops"]),
+    }
+
+
 def targets(steps: dict) -> dict:
     """Each CUDA target of issue 13 beside its measured figure (None where the step did not run)."""
 
@@ -204,6 +224,10 @@ def targets(steps: dict) -> dict:
         return rows[0].get("words_per_second") if rows else None
 
     allennlp, ours = side.get("allennlp float32") or {}, side.get("elmo-hf float32") or {}
+    training = [
+        run["shapes"]["original"]["words_per_second"] for run in report("training").values()
+        if isinstance(run, dict) and "original" in run.get("shapes", {})
+    ]
     return {
         name: {"target": target, "measured": measured}
         for (name, target), measured in zip(
@@ -214,6 +238,7 @@ def targets(steps: dict) -> dict:
                 model_alone_bfloat16(32),
                 model_alone_bfloat16(1024),
                 {size: round(ours[size] / allennlp[size], 2) for size in allennlp if size in ours} or None,
+                max(training) if training else None,
             ),
         )
     }
@@ -251,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict:
                     "side-by-side": lambda: run_side_by_side(
                         session, args.device, *models, args.allennlp_site, work, args.quick
                     ),
+                    "training": lambda: run_training(session, args.device, args.quick),
                 }[name],
             )
         session.results["targets"] = targets(session.results["steps"])

@@ -319,11 +319,14 @@ class ELMoLstmLayer(nn.Module):
             outputs (batch, time, P), zero at padding positions, and the state after each row's last real position.
         """
         hidden, cell = initial_state
-        gate_inputs = self.input_to_gates(inputs)  # (B, T, 4D), all time steps at once
-        outputs = inputs.new_zeros(inputs.shape[0], inputs.shape[1], self.output_size)
-        for step in range(inputs.shape[1]):
-            is_real = (lengths > step).unsqueeze(1)  # (B, 1)
-            gates = gate_inputs[:, step] + self.state_to_gates(hidden)  # (B, 4D)
+        # All time steps' input projections at once, split into per-step views by one unbind (its backward stacks the
+        # steps' gradients once; indexing [:, step] would zero-fill a (B, T, 4D) gradient at every step).
+        gate_inputs = self.input_to_gates(inputs).unbind(1)  # T x (B, 4D)
+        outputs = []
+        # Every row real at every step (training windows): the padding masks below would change nothing.
+        all_real = bool((lengths >= len(gate_inputs)).all())
+        for step, step_gate_inputs in enumerate(gate_inputs):
+            gates = step_gate_inputs + self.state_to_gates(hidden)  # (B, 4D)
             input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)
             new_cell = torch.sigmoid(forget_gate + self.forget_gate_bias) * cell + torch.sigmoid(input_gate) * torch.tanh(
                 candidate
@@ -335,11 +338,18 @@ class ELMoLstmLayer(nn.Module):
                 new_hidden = self.state_projection(new_hidden)  # (B, P)
             if self.projection_clip is not None:
                 new_hidden = new_hidden.clamp(-self.projection_clip, self.projection_clip)
+            if all_real:
+                cell, hidden = new_cell, new_hidden
+                outputs.append(new_hidden)
+                continue
             # Padding steps leave the state untouched, so the final state is the one after the last real word.
+            is_real = (lengths > step).unsqueeze(1)  # (B, 1)
             cell = torch.where(is_real, new_cell, cell)
             hidden = torch.where(is_real, new_hidden, hidden)
-            outputs[:, step] = new_hidden * is_real
-        return outputs, (hidden, cell)
+            outputs.append(new_hidden * is_real)
+        if not outputs:  # no time step
+            return inputs.new_zeros(inputs.shape[0], 0, self.output_size), (hidden, cell)
+        return torch.stack(outputs, dim=1), (hidden, cell)
 
 
 def reverse_padded_sequences(sequences: torch.Tensor, lengths: torch.LongTensor) -> torch.Tensor:

@@ -110,6 +110,39 @@ def test_lstm_cell_matches_a_hand_computation():
     assert final_hidden.abs().max() <= 0.05 and final_cell.abs().max() <= 0.5
 
 
+def test_lstm_layer_without_padding_matches_the_padded_path():
+    """Windows where every row is real skip the padding masks (training's case): the same rows beside a shorter
+    one, which takes the masked path, give the same outputs, final states and gradients."""
+    config = tiny_config(projection_dim=3, lstm_cell_size=5, cell_clip=0.5, projection_clip=0.4)
+    layer = ELMoLstmLayer(4, config)
+    torch.manual_seed(0)
+    inputs = torch.randn(3, 6, 4)
+    state = (torch.randn(3, 3), torch.randn(3, 5))
+
+    def run(batch_inputs, lengths, batch_state):
+        batch_inputs = batch_inputs.clone().requires_grad_(True)
+        outputs, (hidden, cell) = layer(batch_inputs, lengths, batch_state)
+        (outputs.sum() + hidden.sum() + cell.sum()).backward()
+        gradients = [parameter.grad.clone() for parameter in layer.parameters()]
+        layer.zero_grad(set_to_none=True)
+        return outputs, hidden, cell, batch_inputs.grad, gradients
+
+    full = run(inputs, torch.tensor([6, 6, 6]), state)
+    padded_inputs = torch.cat([inputs, torch.randn(1, 6, 4)])
+    padded_inputs[3, 2:] = 0.0
+    padded_state = tuple(torch.cat([tensor, torch.zeros(1, tensor.shape[1])]) for tensor in state)
+    layer.zero_grad(set_to_none=True)
+    # The extra row's own gradient is kept out: only the three full rows' outputs and states enter the loss.
+    padded_inputs = padded_inputs.clone().requires_grad_(True)
+    outputs, (hidden, cell) = layer(padded_inputs, torch.tensor([6, 6, 6, 2]), padded_state)
+    (outputs[:3].sum() + hidden[:3].sum() + cell[:3].sum()).backward()
+    padded = (outputs[:3], hidden[:3], cell[:3], padded_inputs.grad[:3], [parameter.grad for parameter in layer.parameters()])
+    for expected, actual in zip(full[:4], padded[:4]):
+        torch.testing.assert_close(actual, expected)
+    for expected, actual in zip(full[4], padded[4]):
+        torch.testing.assert_close(actual, expected)
+
+
 def test_scalar_mix_matches_a_hand_computation():
     torch.manual_seed(0)
     layers = [torch.randn(2, 3, 4) for _ in range(3)]

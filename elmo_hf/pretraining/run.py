@@ -462,6 +462,20 @@ def _base_training_arguments(options: PretrainingOptions, output_dir: Path, eval
     )
 
 
+def bilm_tf_adagrad(learning_rate: float, window_size: int) -> tuple[type[torch.optim.Optimizer], dict[str, float]]:
+    """(optimizer class, its arguments) of bilm-tf's Adagrad on this run's loss. bilm-tf minimises the window's
+    SUMMED loss (``total_loss * unroll_steps``) with ``AdagradOptimizer(lr, initial_accumulator_value=1.0)``; Adagrad's
+    step ``lr * g / sqrt(a0 + sum g**2)`` is unchanged when ``g`` is scaled by ``W`` and ``a0`` by ``1 / W**2``, so on
+    the mean loss trained here the accumulator starts at ``1 / window_size**2`` (torch's default, 0, makes the first
+    steps ``lr``-sized for every weight). bilm-tf clips that ``W``-times gradient at ``all_clip_norm_val``: its 10 is
+    ``max_grad_norm = 10 / window_size`` here."""
+    return torch.optim.Adagrad, {
+        "lr": learning_rate,
+        "initial_accumulator_value": 1.0 / window_size**2,
+        "eps": 1e-10,
+    }
+
+
 def _perplexity_metrics(metrics: dict[str, float], prefix: str) -> dict[str, float]:
     keys = ("forward_perplexity", "backward_perplexity", "perplexity", "forward_nll", "backward_nll",
             "num_forward_predictions", "num_backward_predictions")
@@ -733,6 +747,9 @@ def _train(
         processing_class=data.tokenizer,
         compute_metrics=bilm_perplexity_metrics,
         callbacks=[stop_control, _RecordAfterEachCheckpoint(record)],
+        optimizer_cls_and_kwargs=(
+            bilm_tf_adagrad(options.resolved_learning_rate, options.window_size) if options.optimizer == "adagrad" else None
+        ),
     )
     try:
         train_output = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)

@@ -34,6 +34,8 @@ def test_targets_read_the_figures_where_the_steps_put_them():
         "embed": {"report": {"original_float16": {"end_to_end": {"words_per_second": 123.0}, "ratio": 0.7}}},
         "inference": {"report": {"shapes": {"original": {"results": rows}}}},
         "side-by-side": {"report": {"allennlp float32": {32: 10.0, 512: 40.0}, "elmo-hf float32": {32: 100.0, 512: 80.0}}},
+        "training": {"report": {"float32": {"shapes": {"original": {"words_per_second": 5.0}}},
+                                "bfloat16": {"shapes": {"original": {"words_per_second": 9.0}}}}},
     }
     measured = {name: target["measured"] for name, target in script.targets(steps).items()}
     assert measured == {
@@ -42,6 +44,7 @@ def test_targets_read_the_figures_where_the_steps_put_them():
         "model_alone_bfloat16_batch_32": 32000.0,
         "model_alone_bfloat16_batch_1024": 1024000.0,
         "users_loop_over_allennlp": {32: 10.0, 512: 2.0},
+        "pretraining_original_words_per_second": 9.0,
     }
 
 
@@ -63,3 +66,5 @@ def test_the_whole_session_runs_on_a_cpu(tmp_path, capsys):
     assert side["elmo-hf float32"] and side["elmo-hf bfloat16"]
     if allennlp_site:
         assert side["top_layer_max_abs_difference_float32"] < 1e-4
+    training = results["steps"]["training"]["report"]["tiny_float32"]["shapes"]["tiny"]
+    assert training["words_per_second"] > 0 and training["flops_per_word"] > training["flops_per_word_3_to_10_letters"] > 0
