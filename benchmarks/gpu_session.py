@@ -203,7 +203,7 @@ def run_training(session: Session, device: str, quick: bool) -> dict:
         return {"tiny_float32": session.command([*common, *sizes])}
     shapes = ["--shapes", "original", "--steps", "20"]
     return {
-        "float32": session.command([*common, *shapes, "proportional"]),
+        "float32": session.command([*common, "--shapes", "original", "proportional", "--steps", "20"]),
         "tf32": session.command([*common, *shapes, "--tf32", "--no-flops"]),
         "bfloat16": session.command([*common, *shapes, "--bfloat16", "--no-flops"]),
     }
