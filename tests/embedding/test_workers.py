@@ -212,6 +212,27 @@ def in_forked_workers(monkeypatch, action) -> None:
     monkeypatch.setattr(torch, "set_num_threads", set_num_threads)
 
 
+def test_workers_forked_after_the_model_ran_at_two_threads_give_the_bytes_of_one_thread(model_dir):
+    """libgomp's pool is not copied by fork: the workers (one thread) must neither hang nor change a bit."""
+    import numpy as np
+    import torch
+
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    sentences = [line.split() for line in corpus_lines()[:60]]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        embedder.embed_words(sentences)  # the main process's OpenMP pool runs before the fork
+        with EmbeddingWorkerPool(embedder, 2) as pool:
+            assert pool.start_method == "fork"
+            vectors, _ = pool.embed(sentences, "test sentences")
+        torch.set_num_threads(1)
+        expected = embedder.embed_words(sentences)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(vectors) == len(expected) and all(np.array_equal(got, want) for got, want in zip(vectors, expected))
+
+
 def test_a_forked_worker_that_dies_while_starting_is_named(model_dir, monkeypatch):
     in_forked_workers(monkeypatch, lambda: os._exit(3))
     with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 2) as pool:
