@@ -244,7 +244,7 @@ class EmbeddingWorkerPool:
     def collect_ready(self) -> None:
         """Note the workers that came up since, without waiting; a worker that failed or died while starting raises
         (its own error, or ``EmbeddingWorkerError``)."""
-        while self.starting and self._wait_once(timeout=0) is not None:
+        while self.starting and self._wait_once(timeout=0, starting_only=True) is not None:
             pass
 
     def wait(self) -> tuple[Any, list, float] | None:
@@ -276,10 +276,14 @@ class EmbeddingWorkerPool:
             pass
         return result
 
-    def _wait_once(self, timeout: float | None) -> tuple[Any, list, float] | str | None:
-        """One message or death: ``"ready"``, a finished task, or None when nothing came within ``timeout``."""
+    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, list, float] | str | None:
+        """One message or death: ``"ready"``, a finished task, or None when nothing came within ``timeout``.
+        ``starting_only``: watch only the workers still starting (whose only message is "ready" or an error), so that
+        no finished task is taken from the others."""
         by_handle = {}
         for worker in self.workers:
+            if starting_only and worker.ready:
+                continue
             by_handle[worker.connection] = worker
             by_handle[worker.process.sentinel] = worker
         for handle in wait(list(by_handle), timeout):

@@ -246,6 +246,22 @@ def wait_for_file(path: Path, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
+def test_noting_workers_that_come_up_leaves_the_others_results_waiting(model_dir, monkeypatch):
+    import multiprocessing
+
+    in_forked_workers(monkeypatch, lambda: multiprocessing.current_process().name.endswith("-1") and time.sleep(600))
+    with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 2) as pool:
+        while not pool.has_idle_worker():
+            pool.wait()
+        pool.submit("the task", [["a", "sentence", "."]], "a test sentence")  # to worker 0: worker 1 is still starting
+        while not pool.workers[0].connection.poll():  # its answer is waiting
+            time.sleep(0.01)
+        pool.collect_ready()
+        assert pool.busy == 1 and pool.starting == 1
+        task, vectors, _ = pool.next_result()
+    assert task == "the task" and len(vectors) == 1
+
+
 def count_calls_here(monkeypatch, embedder) -> list[int]:
     """The number of shards this process embeds itself (a forked worker's calls count in its own copy)."""
     calls = [0]
