@@ -658,8 +658,8 @@ def write_shards_with_workers(
     take shards as they come up and as they finish, so a slow one takes fewer); while no worker is up and none is
     embedding, this thread embeds the next shard itself (``WorkerShardWriter.embed_here``). Finished shards are written on a
     writing thread strictly in shard order (a shard that finished early waits for the ones before it), and
-    ``record(entry)`` is called on this thread for each, in order. At most one shard per worker is embedded at a time,
-    plus those waiting for their turn to be written.
+    ``record(entry)`` is called on this thread for each, in order. Each worker holds up to two shards (the one it
+    embeds and the next, in its pipe), plus those waiting for their turn to be written.
 
     On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the shards being written
     are finished and recorded in order up to the first that failed and later ones removed, as in

@@ -34,7 +34,8 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
@@ -44,6 +45,9 @@ STOP_TIMEOUT_SECONDS = 10.0
 # A worker asked to stop has this long to exit by itself (an interpreter holding torch takes a moment to tear down;
 # it holds nothing that needs it), then it is killed.
 CLOSE_TIMEOUT_SECONDS = 2.0
+# Tasks a worker holds at once: the one it embeds and the next, waiting in its pipe, so that it never waits for the
+# main process to be scheduled between two shards (on a busy machine that wait left the workers idle).
+TASKS_PER_WORKER = 2
 
 
 class EmbeddingWorkerError(RuntimeError):
@@ -96,8 +100,7 @@ class _Worker:
     number: int
     process: multiprocessing.process.BaseProcess
     connection: Connection
-    task: Any = None  # the task id it is running, None when idle
-    description: str = ""  # how errors name that task
+    tasks: deque = field(default_factory=deque)  # (task id, how errors name it) of the tasks it holds, in order
     ready: bool = False  # it said it is ready (has its embedder, its threads set)
 
     def how_it_ended(self) -> str:
@@ -201,7 +204,7 @@ class EmbeddingWorkerPool:
                     )
                     process.start()
                     child.close()
-                    self.workers.append(_Worker(number, process, parent, description="start-up"))
+                    self.workers.append(_Worker(number, process, parent))
             if not forked:
                 # The embedder goes through the pipe, not the process's arguments: a child that dies before reading
                 # its arguments leaves multiprocessing's start() writing them forever; a pipe whose reader died fails.
@@ -229,12 +232,13 @@ class EmbeddingWorkerPool:
         return len(self.workers)
 
     def has_idle_worker(self) -> bool:
-        """Whether a worker that is up has no task."""
-        return any(worker.ready and worker.task is None for worker in self.workers)
+        """Whether a worker that is up can take a task (it holds fewer than ``TASKS_PER_WORKER``)."""
+        return any(worker.ready and len(worker.tasks) < TASKS_PER_WORKER for worker in self.workers)
 
     @property
     def busy(self) -> int:
-        return sum(worker.task is not None for worker in self.workers)
+        """Tasks given to the workers and not answered yet."""
+        return sum(len(worker.tasks) for worker in self.workers)
 
     @property
     def starting(self) -> int:
@@ -259,9 +263,12 @@ class EmbeddingWorkerPool:
                 return None if event == "ready" else event
 
     def submit(self, task: Any, sentences: Sequence[Sequence[str]], description: str) -> None:
-        """Give ``sentences`` (lists of words) to an idle worker; ``description`` names the task in errors."""
-        worker = next(worker for worker in self.workers if worker.task is None)
-        worker.task, worker.description = task, description
+        """Give ``sentences`` (lists of words) to the worker that is up and holds the fewest tasks; ``description``
+        names the task in errors."""
+        worker = min((worker for worker in self.workers if worker.ready), key=lambda worker: len(worker.tasks))
+        if len(worker.tasks) >= TASKS_PER_WORKER:
+            raise RuntimeError("submit() with no worker able to take a task")
+        worker.tasks.append((task, description))
         try:
             worker.connection.send((task, [list(words) for words in sentences]))
         except (BrokenPipeError, ConnectionResetError, EOFError):
@@ -291,7 +298,7 @@ class EmbeddingWorkerPool:
             if worker.connection.poll():
                 message = self._receive(worker)
                 if message[0] == "ready":
-                    worker.ready, worker.description = True, ""
+                    worker.ready = True
                     return "ready"
                 return self._answer(worker, message)
             if handle == worker.process.sentinel:
@@ -321,20 +328,20 @@ class EmbeddingWorkerPool:
         kind, task, *rest = message
         if kind == "error":
             error, details = rest
-            where = worker.description if task is not None else "start-up"
+            where = worker.tasks[0][1] if task is not None else "start-up"
             error.add_note(f"in embedding worker {worker.number} (pid {worker.process.pid}) on {where}:\n{details}")
             raise error
-        worker.task, worker.description = None, ""
+        worker.tasks.popleft()  # a worker answers its tasks in the order it got them
         vectors, seconds = rest
         return task, vectors, seconds
 
     def _died(self, worker: _Worker) -> EmbeddingWorkerError:
         # Its pipe or sentinel closes as the process ends, a moment before it can be reaped with its exit status.
         worker.process.join(STOP_TIMEOUT_SECONDS)
-        if worker.task is not None:
-            doing = f"while embedding {worker.description}"
+        if worker.tasks:
+            doing = f"while embedding {worker.tasks[0][1]}"
         else:
-            doing = "while starting" if worker.description == "start-up" else "while idle"
+            doing = "while idle" if worker.ready else "while starting"
         return EmbeddingWorkerError(
             f"embedding worker {worker.number} (pid {worker.process.pid}) died ({worker.how_it_ended()}) {doing}"
         )
