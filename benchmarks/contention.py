@@ -6,16 +6,17 @@
 For each round, for each number of busy processes (bounded CPU loops this script starts and stops itself), each
 setting runs ``elmo-hf embed`` on the first ``--lines`` lines of the input, in a fresh process, as a user runs it.
 Settings are environments, some with extra command-line arguments: ``default`` (none of the variables below: what a
-user gets, i.e. torch's own thread count, ``default_workers()`` processes, and the passive waits the command sets
-itself since issue 28), ``one-thread`` (``OMP_NUM_THREADS=1``), ``passive`` (``OMP_WAIT_POLICY=PASSIVE`` set
+user gets, i.e. ``default_workers()`` one-thread processes, one per usable core, and the passive waits the command sets
+itself since issue 28), ``one-process`` (``--workers 1``: one process at torch's own thread count with passive waits,
+the default before workers were), ``one-thread`` (``OMP_NUM_THREADS=1``: one process, one thread), ``passive`` (``OMP_WAIT_POLICY=PASSIVE`` set
 explicitly), ``spinning`` (``OMP_WAIT_POLICY`` set but empty, so that the command leaves it alone and libgomp keeps
 its own default, spinning before it sleeps: the command before issue 28; libgomp prints a warning about the empty
 value), ``workers-2`` (``--workers 2``: two processes of one thread each), ``workers-2-threads-2`` (``--workers 2
 --threads 2``: oversubscribed on 2 cores, for comparison). Runs alternate within a round so that a machine whose speed
 drifts shifts every setting alike.
 
-Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: the
-embedding, start-up excluded), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
+Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: from the
+first shard read to the manifest complete, so the workers' start-up counts; importing and loading the model do not), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
 median idle of the same setting; a fair share beside two busy processes on two cores is 0.5); ``idle_vs_one_thread``
 compares each setting idle with ``one-thread`` idle. Check ``cpus`` and ``load_average_before``.
 """
@@ -41,15 +42,19 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL
 SETTINGS = {
     "default": {},
     "one-thread": {"OMP_NUM_THREADS": "1"},
+    "one-process": {},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
-    "spinning": {"OMP_WAIT_POLICY": ""},
+    "spinning": {"OMP_WAIT_POLICY": ""},  # with --workers 1 (below): the command before issue 28
     "workers-2": {},
     "workers-2-threads-2": {},
 }
 # Command-line arguments a setting adds to `elmo-hf embed`.
 SETTING_ARGUMENTS = {
+    "one-process": ["--workers", "1"],
     "workers-2": ["--workers", "2"],
     "workers-2-threads-2": ["--workers", "2", "--threads", "2"],
+    "spinning": ["--workers", "1"],
+    "passive": ["--workers", "1"],
 }
 BUSY_LOOP_LIMIT_S = 1800  # a busy process ends by itself after this long, whatever happens to this script
 WORDS_PER_SECOND = re.compile(r"= ([\d,]+) words/s")
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
     parser.add_argument("--lines", type=int, default=8000)
     parser.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-thread", "spinning", "workers-2"])
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-process", "one-thread", "spinning"])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", help="a model directory or repo id (default: the model shipped in the package)")
     args = parser.parse_args(argv)

@@ -14,7 +14,8 @@ the wall time. Both measurements start with an empty token-layer cache.
 
 ``workers`` (with ``--workers 1 2``): end to end again with 1 and 2 worker processes of one thread each (1: this
 process at one thread), and ``scaling``: words/s over the first count's (issue 28's target: >= 1.8 for 2 workers on 2
-idle cores). Worker start-up is not in the words/s, as model loading is not.
+idle cores). The workers' start-up is in the words/s (they start with the run; one-thread workers fork, about 0.1 s);
+model loading is not.
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
 Prints one JSON object; check ``load_average``: other processes on the machine change the figures.

@@ -75,12 +75,12 @@ def add_parsers(commands) -> None:
     embed.add_argument(
         "--workers", type=int,
         help="processes embedding shards in parallel on the CPU, each with its own copy of the model at --threads "
-        "threads (default 1); the output is byte-identical to one process at one thread. Not with a GPU --device",
+        "threads (default: one per usable core, at most one per shard of INPUT, 1 with --threads alone or a GPU "
+        "--device); the output is byte-identical to one process at one thread",
     )
     embed.add_argument(
         "--threads", type=int,
-        help="torch CPU threads of the process running the model (default: torch's, one per core); with --workers N, "
-        "of each worker (default 1)",
+        help="torch CPU threads of each worker (default 1); without --workers: one process at this many threads",
     )
     embed.add_argument("--no-progress", action="store_true", help="no progress bars")
     embed.add_argument("--engine", default="datasets", choices=ENGINES, help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
@@ -121,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
     from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
     from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
-    from elmo_hf.embedding.workers import default_workers
 
     model = getattr(args, "model", None)
     revision = getattr(args, "revision", None)
@@ -143,14 +142,13 @@ def run(args: argparse.Namespace) -> int:
                 **given(args, RAY_OPTIONS), **options,
             )
         else:
-            run_options = given(args, CORPUS_RUN_OPTIONS)
-            run_options.setdefault("workers", default_workers())
+            run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
             threads = getattr(args, "threads", None)
-            if run_options["workers"] > 1:
-                if threads is not None:
+            if threads is not None:
+                if run_options.setdefault("workers", 1) > 1:
                     run_options["worker_threads"] = threads
-            else:
-                set_torch_threads(threads)
+                else:
+                    set_torch_threads(threads)
             embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
             summary = embed_corpus(
                 source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),

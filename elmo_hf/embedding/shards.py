@@ -595,7 +595,8 @@ def write_shards_pipelined(
 class WorkerShardWriter(ShardWriter):
     """A ``ShardWriter`` whose model stage runs in an ``EmbeddingWorkerPool``: ``prepare`` only splits the rows into
     words (the worker makes the windows, batches and character ids, so the main process keeps its CPU for reading and
-    writing), ``embed`` waits for one worker. ``write_shards_with_workers`` keeps every worker busy instead."""
+    writing), ``embed`` waits for one worker, or embeds here while none is up (``embed_here``).
+    ``write_shards_with_workers`` keeps every worker busy instead."""
 
     def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress, pool: EmbeddingWorkerPool):
         super().__init__(source, embedder, on_progress)
@@ -612,8 +613,24 @@ class WorkerShardWriter(ShardWriter):
     def embed(self, shard: PreparedShard) -> list[np.ndarray]:
         if not shard.sentences.sentences:
             return []
+        self.pool.collect_ready()
+        if not self.pool.has_idle_worker():
+            return self.embed_here(shard)
         vectors, seconds = self.pool.embed(shard.sentences.sentences, _describe_shard(None, shard))
         self.record_embedded(shard, seconds)
+        return vectors
+
+    def embed_here(self, shard: PreparedShard) -> list[np.ndarray]:
+        """The shard's vectors from this process, at the workers' torch threads (so the bytes are the same as a
+        worker's), while no worker is up: a worker slow to start (or one that never does) does not hold the run."""
+        started = time.perf_counter()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.pool.threads)
+        try:
+            vectors = self.embedder.embed_words(shard.sentences.sentences)
+        finally:
+            torch.set_num_threads(threads)
+        self.record_embedded(shard, time.perf_counter() - started)
         return vectors
 
     def record_embedded(self, shard: PreparedShard, seconds: float) -> None:
@@ -637,10 +654,12 @@ def write_shards_with_workers(
     chunks: Iterable[list], writer: WorkerShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
 ) -> None:
     """``write_shards_pipelined`` with the model stage spread over ``writer.pool``'s worker processes: this thread
-    reads and splits shards (one ahead of the idle workers) and gives each to an idle worker; finished shards are written on a
+    reads and splits shards (one ahead of the idle workers) and gives each to the next idle worker that is up (workers
+    take shards as they come up and as they finish, so a slow one takes fewer); while no worker is up and none is
+    embedding, this thread embeds the next shard itself (``WorkerShardWriter.embed_here``). Finished shards are written on a
     writing thread strictly in shard order (a shard that finished early waits for the ones before it), and
-    ``record(entry)`` is called on this thread for each, in order. At most one shard per worker is embedded at a time,
-    plus those waiting for their turn to be written.
+    ``record(entry)`` is called on this thread for each, in order. Each worker holds up to two shards (the one it
+    embeds and the next, in its pipe), plus those waiting for their turn to be written.
 
     On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the shards being written
     are finished and recorded in order up to the first that failed and later ones removed, as in
@@ -666,8 +685,19 @@ def write_shards_with_workers(
             read_error, exhausted = error, True
             return None
 
+    def embedded_one(index: int, vectors: list[np.ndarray]) -> None:
+        nonlocal next_write
+        embedded[index] = vectors
+        while next_write in embedded:
+            path = output_dir / shard_file_name(next_write)
+            writing.append(writer_thread.submit(writer.finish, embedding.pop(next_write), embedded.pop(next_write), path))
+            next_write += 1
+        while writing and (writing[0].done() or len(writing) > 1):  # at most one shard waits to be written
+            _record_first(writing, record)
+
     try:
         while True:
+            pool.collect_ready()
             while pool.has_idle_worker() and (read_ahead is not None or not exhausted):
                 shard = read_ahead if read_ahead is not None else read_next()
                 read_ahead = None
@@ -677,18 +707,21 @@ def write_shards_with_workers(
                 pool.submit(next_read, shard.sentences.sentences, _describe_shard(next_read, shard))
                 next_read += 1
             if read_ahead is None and not exhausted:
-                read_ahead = read_next()  # every worker is busy: read the next shard meanwhile
+                read_ahead = read_next()  # no worker is free: read the next shard meanwhile
             if not pool.busy:
-                break
-            index, vectors, seconds = pool.next_result()
-            writer.record_embedded(embedding[index], seconds)
-            embedded[index] = vectors
-            while next_write in embedded:
-                path = output_dir / shard_file_name(next_write)
-                writing.append(writer_thread.submit(writer.finish, embedding.pop(next_write), embedded.pop(next_write), path))
-                next_write += 1
-            while writing and (writing[0].done() or len(writing) > 1):  # at most one shard waits to be written
-                _record_first(writing, record)
+                if read_ahead is None:  # nothing left (or a read error)
+                    break
+                # No worker is up yet and none is embedding: embed the next shard here rather than wait.
+                shard, read_ahead = read_ahead, None
+                embedding[next_read] = shard
+                next_read += 1
+                embedded_one(next_read - 1, writer.embed_here(shard))
+                continue
+            result = pool.wait()
+            if result is not None:  # None: a worker came up
+                index, vectors, seconds = result
+                writer.record_embedded(embedding[index], seconds)
+                embedded_one(index, vectors)
         while writing:
             _record_first(writing, record)
         if read_error is not None:
@@ -772,13 +805,18 @@ def embed_corpus(
     """Embed every row of ``source`` into ``output_dir`` (see the module docstring). ``model_name`` is recorded in
     the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``.
 
-    ``workers`` (default ``default_workers()``): with N > 1, N processes (``worker_threads`` torch threads each) embed
-    whole shards in parallel, each with a copy of ``embedder``, while this process reads and writes; the output is
-    byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU is refused). A worker
-    that dies raises ``EmbeddingWorkerError`` naming it and its shard; the finished shards stay, for ``resume``."""
+    ``workers`` (default ``default_workers(device, rows, shard_size)``: one per usable core, at most one per shard, 1
+    for a model off the CPU): with N > 1, N processes (``worker_threads`` torch threads each) embed whole shards in
+    parallel, each with a copy of ``embedder``, while this process reads and writes (and embeds while no worker is up
+    yet); the output is byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU
+    is refused). A worker that dies raises ``EmbeddingWorkerError`` naming it and its shard; the finished shards stay,
+    for ``resume``. With ``workers=1`` the model runs in this process at torch's threads."""
     from tqdm.auto import tqdm
 
-    workers = default_workers() if workers is None else workers
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
+    if workers is None:
+        workers = default_workers(embedder.model.device, source.num_rows(), shard_size)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if isinstance(worker_threads, bool) or not isinstance(worker_threads, int) or worker_threads < 1:
@@ -788,8 +826,6 @@ def embed_corpus(
             f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "
             "for several GPUs use --engine ray with --ray-gpus-per-worker"
         )
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"output_format must be one of {list(OUTPUT_FORMATS)}, got {output_format!r}")
     output_dir = Path(output_dir)
@@ -802,10 +838,15 @@ def embed_corpus(
     start_time = time.perf_counter()
     words_this_run = 0
     try:
-        with open_output_directory(
-            output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
-            worth_keeping=has_finished_shards, describe_existing=_describe_run,
-        ) as output, ExitStack() as stack:  # the stack holds the worker pool: stopped before the directory is released
+        with ExitStack() as stack:
+            # The workers start before the output directory's lock is taken: forked, they would hold copies of it (an
+            # flock belongs to the open file, which a fork shares). They hold and write nothing of the directory, so
+            # they are stopped after it is released.
+            pool = stack.enter_context(EmbeddingWorkerPool(embedder, workers, worker_threads)) if workers > 1 else None
+            output = stack.enter_context(open_output_directory(
+                output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
+                worth_keeping=has_finished_shards, describe_existing=_describe_run,
+            ))
             bar = None
             last_refresh = time.monotonic()
 
@@ -823,9 +864,7 @@ def embed_corpus(
                         bar.refresh()
                         last_refresh = time.monotonic()
 
-            pool = None
-            if workers > 1:
-                pool = stack.enter_context(EmbeddingWorkerPool(embedder, workers, worker_threads))
+            if pool is not None:
                 writer = WorkerShardWriter(source, embedder, on_progress, pool)
             else:
                 writer = ShardWriter(source, embedder, on_progress)

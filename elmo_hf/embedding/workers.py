@@ -1,15 +1,24 @@
 """Data-parallel embedding on the CPU: N worker processes, each with its own copy of the embedder at one thread.
 
-``EmbeddingWorkerPool`` starts the workers (``spawn``: a forked child of a process that already ran torch's OpenMP
-can deadlock), hands each one a shard's sentences at a time and returns their vectors. Each worker
+``EmbeddingWorkerPool`` starts the workers without waiting for them, hands each worker that is up a shard's sentences
+at a time and returns their vectors. How a worker starts depends on its threads:
+
+- one thread (the default): ``fork``. The child shares the main process's imported torch and loaded embedder, so it is
+  up in about 0.1 s (2 workers on the 2-core Zen 5: 0.12-0.13 s, against 3.8-4.0 s to spawn them, which import torch
+  and transformers and unpickle a 12.6 MB embedder each). A child of a process whose OpenMP pool has run may hang in
+  its own first parallel region with more than one thread; at one thread torch runs every op inline, which is also
+  how PyTorch's DataLoader runs its forked workers;
+- more than one thread: ``spawn`` (a fresh interpreter, which receives the pickled embedder and sets its threads
+  before torch loads OpenMP).
+
+Each worker
 
 - ignores SIGINT: Ctrl-C reaches the whole process group, and the main process decides (it stops the workers and
   keeps what is finished);
-- sets its torch threads (default 1) before anything of torch runs, then unpickles the embedder it was given: the same
-  weights, options and tokenizer, and a token-layer cache of its own (bit-invariant by design, so which worker embeds
-  a shard changes no bit of its vectors);
-- runs ``ELMoEmbedder.embed_words`` (windows, length-grouped batches, character ids, the model) on each shard and sends
-  the vectors back, or the error it raised.
+- has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
+  (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
+- says it is ready, then runs ``ELMoEmbedder.embed_words`` (windows, length-grouped batches, character ids, the model)
+  on each shard and sends the vectors back, or the error it raised.
 
 A worker that dies (killed, out of memory, a crash in native code) is seen through its process sentinel: the pool
 raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the task it held; nothing waits forever.
@@ -25,7 +34,8 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
@@ -35,6 +45,9 @@ STOP_TIMEOUT_SECONDS = 10.0
 # A worker asked to stop has this long to exit by itself (an interpreter holding torch takes a moment to tear down;
 # it holds nothing that needs it), then it is killed.
 CLOSE_TIMEOUT_SECONDS = 2.0
+# Tasks a worker holds at once: the one it embeds and the next, waiting in its pipe, so that it never waits for the
+# main process to be scheduled between two shards (on a busy machine that wait left the workers idle).
+TASKS_PER_WORKER = 2
 
 
 class EmbeddingWorkerError(RuntimeError):
@@ -42,15 +55,44 @@ class EmbeddingWorkerError(RuntimeError):
     was running."""
 
 
-def default_workers() -> int:
-    """How many worker processes ``elmo-hf embed`` and ``embed_corpus`` use when none is given.
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at most ``OMP_NUM_THREADS`` when that is set: the usual
+    way a user or a batch scheduler says how many cores a job gets."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        limit = int(os.environ.get("OMP_NUM_THREADS", ""))
+    except ValueError:
+        limit = 0
+    return max(1, min(cores, limit) if limit > 0 else cores)
 
-    1, chosen by measurement (docs/results/embed-throughput.md, "Workers and threads": ``benchmarks/contention.py``
-    idle and beside busy processes, and the README's main job): 2 workers embed 1.38x faster idle and 1.61x beside two
-    busy processes than one process with passive waits, but each spends about 5 s starting (spawn, torch, the model)
-    before its first shard, so the README's main job takes the same wall time and a small input a longer one. Worth
-    passing ``workers`` for large corpora; the default can follow once worker start-up overlaps the main process's."""
-    return 1
+
+def default_workers(device: Any = "cpu", rows: int | None = None, shard_size: int = 1000) -> int:
+    """How many worker processes ``embed_corpus`` (and so ``elmo-hf embed``) uses when none is given: one per usable
+    core (``usable_cores``), at most one per shard of the input (a shard is what one worker embeds; ``rows`` None: not
+    known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best).
+
+    Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): on 2 cores, 2 one-thread workers
+    embed faster than one process at 2 threads both idle (1.38x) and beside two busy processes (1.61x), and since they
+    fork (about 0.1 s to start) their start-up no longer eats that gain; a one-shard input has nothing to share."""
+    if torch_device_type(device) != "cpu":
+        return 1
+    cores = usable_cores()
+    if rows is not None:
+        cores = min(cores, max(1, -(-rows // shard_size)))
+    return cores
+
+
+def torch_device_type(device: Any) -> str:
+    """``"cpu"``, ``"cuda"``, ...: the type of a torch device, a device string (``"cuda:1"``) or None (the CPU)."""
+    if device is None:
+        return "cpu"
+    return getattr(device, "type", None) or str(device).split(":", 1)[0]
+
+
+def start_method(threads: int) -> str:
+    """``fork`` for one-thread workers where the platform has it (up at once, sharing the loaded model), else
+    ``spawn`` (see the module docstring)."""
+    return "fork" if threads == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 @dataclass
@@ -58,8 +100,8 @@ class _Worker:
     number: int
     process: multiprocessing.process.BaseProcess
     connection: Connection
-    task: Any = None  # the task id it is running, None when idle
-    description: str = ""  # how errors name that task
+    tasks: deque = field(default_factory=deque)  # (task id, how errors name it) of the tasks it holds, in order
+    ready: bool = False  # it said it is ready (has its embedder, its threads set)
 
     def how_it_ended(self) -> str:
         code = self.process.exitcode
@@ -71,22 +113,31 @@ class _Worker:
         return f"exit code {code}"
 
 
-def _worker_main(connection: Connection, threads: int) -> None:
-    """A worker's life: set its threads, receive and load the embedder, then embed each task it receives until told
-    to stop."""
+def _worker_main(connection: Connection, threads: int, embedder: Any = None, inherited: Sequence[Connection] = ()) -> None:
+    """A worker's life: set its threads, have its embedder (``embedder`` when forked; received and unpickled when
+    spawned), say it is ready, then embed each task it receives until told to stop. ``inherited``: the main process's
+    ends of the pipes, which a forked child holds copies of; closed, so that the main process's death ends the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the workers
-    os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch loads OpenMP (unpickling the embedder imports it)
+    for other in inherited:
+        other.close()
     try:
+        if embedder is None:
+            payload = connection.recv_bytes()  # first: the main process's send returns as soon as this is read
+            os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch loads OpenMP (unpickling imports it)
         import torch
 
         torch.set_num_threads(threads)
-        embedder = pickle.loads(connection.recv_bytes())
+        if embedder is None:
+            embedder = pickle.loads(payload)
     except (EOFError, OSError):  # the main process is gone
         return
     except BaseException as error:  # e.g. the embedder's code cannot be imported here
         _send_error(connection, None, error)
         return
-    connection.send(("ready", None))
+    try:
+        connection.send(("ready", None))
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):  # the main process is gone (or gave up on it)
+        return
     while True:
         try:
             message = connection.recv()
@@ -118,8 +169,9 @@ def _send_error(connection: Connection, task: Any, error: BaseException) -> None
 
 
 class EmbeddingWorkerPool:
-    """``workers`` processes with a copy of ``embedder`` each, at ``threads`` torch threads. One task per worker at a
-    time: ``submit`` to an idle worker, ``next_result`` for the next answer. A context manager: leaving it stops the
+    """``workers`` processes with a copy of ``embedder`` each, at ``threads`` torch threads, started without waiting
+    for them: ``collect_ready`` (or ``wait``) notes those that came up. One task per worker at a time: ``submit`` to an
+    idle worker that is up, ``wait`` / ``next_result`` for the next answer. A context manager: leaving it stops the
     workers (killing any that do not stop)."""
 
     def __init__(self, embedder, workers: int, threads: int = 1):
@@ -132,34 +184,36 @@ class EmbeddingWorkerPool:
                 f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU "
                 "best; for several GPUs use --engine ray with --ray-gpus-per-worker"
             )
-        context = multiprocessing.get_context("spawn")
-        payload = pickle.dumps(embedder)
+        self.threads = threads
+        self.start_method = start_method(threads)
+        context = multiprocessing.get_context(self.start_method)
+        forked = self.start_method == "fork"
         self.workers: list[_Worker] = []
         try:
-            # Started with SIGINT ignored, which a new interpreter keeps: a Ctrl-C while a worker is still starting
-            # does not kill it with a traceback (it ignores SIGINT from then on anyway).
+            # Started with SIGINT ignored, which a child keeps: a Ctrl-C while a worker is still starting does not
+            # kill it with a traceback (it ignores SIGINT from then on anyway).
             with _sigint_ignored():
                 for number in range(workers):
                     parent, child = context.Pipe()
+                    # A forked child gets the embedder as it is (shared until written) and closes the main process's
+                    # pipe ends it inherits; a spawned one gets it through the pipe, below.
+                    inherited = [worker.connection for worker in self.workers] + [parent]
+                    arguments = (child, threads, embedder, inherited) if forked else (child, threads)
                     process = context.Process(
-                        target=_worker_main, args=(child, threads), name=f"elmo-hf-embed-worker-{number}", daemon=True
+                        target=_worker_main, args=arguments, name=f"elmo-hf-embed-worker-{number}", daemon=True
                     )
                     process.start()
                     child.close()
                     self.workers.append(_Worker(number, process, parent))
-            # The embedder goes through the pipe, not the process's arguments: a child that dies before reading its
-            # arguments leaves multiprocessing's start() writing them forever; a pipe whose reader died fails instead.
-            for worker in self.workers:
-                worker.description = "start-up"
-                try:
-                    worker.connection.send_bytes(payload)
-                except (BrokenPipeError, ConnectionResetError, EOFError):
-                    raise self._died(worker) from None
-            for worker in self.workers:  # a worker that cannot load the embedder fails the run now, naming why
-                message = self._receive(worker)
-                if message[0] != "ready":
-                    self._answer(worker, message)
-                worker.description = ""
+            if not forked:
+                # The embedder goes through the pipe, not the process's arguments: a child that dies before reading
+                # its arguments leaves multiprocessing's start() writing them forever; a pipe whose reader died fails.
+                payload = pickle.dumps(embedder)
+                for worker in self.workers:
+                    try:
+                        worker.connection.send_bytes(payload)
+                    except (BrokenPipeError, ConnectionResetError, EOFError):
+                        raise self._died(worker) from None
         except BaseException:
             self.terminate()
             raise
@@ -178,37 +232,78 @@ class EmbeddingWorkerPool:
         return len(self.workers)
 
     def has_idle_worker(self) -> bool:
-        return any(worker.task is None for worker in self.workers)
+        """Whether a worker that is up can take a task (it holds fewer than ``TASKS_PER_WORKER``)."""
+        return any(worker.ready and len(worker.tasks) < TASKS_PER_WORKER for worker in self.workers)
 
     @property
     def busy(self) -> int:
-        return sum(worker.task is not None for worker in self.workers)
+        """Tasks given to the workers and not answered yet."""
+        return sum(len(worker.tasks) for worker in self.workers)
+
+    @property
+    def starting(self) -> int:
+        """Workers that have not said they are ready yet."""
+        return sum(not worker.ready for worker in self.workers)
+
+    def collect_ready(self) -> None:
+        """Note the workers that came up since, without waiting; a worker that failed or died while starting raises
+        (its own error, or ``EmbeddingWorkerError``)."""
+        while self.starting and self._wait_once(timeout=0, starting_only=True) is not None:
+            pass
+
+    def wait(self) -> tuple[Any, list, float] | None:
+        """The next event: ``(task, vectors, seconds)`` of a task a worker finished, or None when a worker came up.
+        Raises the worker's own error (with its traceback as a note), or ``EmbeddingWorkerError`` when a worker ended
+        without answering."""
+        if not self.busy and not self.starting:
+            raise RuntimeError("wait() with no task running and no worker starting")
+        while True:
+            event = self._wait_once(timeout=None)
+            if event is not None:
+                return None if event == "ready" else event
 
     def submit(self, task: Any, sentences: Sequence[Sequence[str]], description: str) -> None:
-        """Give ``sentences`` (lists of words) to an idle worker; ``description`` names the task in errors."""
-        worker = next(worker for worker in self.workers if worker.task is None)
-        worker.task, worker.description = task, description
+        """Give ``sentences`` (lists of words) to the worker that is up and holds the fewest tasks; ``description``
+        names the task in errors."""
+        worker = min((worker for worker in self.workers if worker.ready), key=lambda worker: len(worker.tasks))
+        if len(worker.tasks) >= TASKS_PER_WORKER:
+            raise RuntimeError("submit() with no worker able to take a task")
+        worker.tasks.append((task, description))
         try:
             worker.connection.send((task, [list(words) for words in sentences]))
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(worker) from None
 
     def next_result(self) -> tuple[Any, list, float]:
-        """``(task, vectors, seconds)`` of the next task a worker finished. Raises the worker's own error (with its
-        traceback as a note), or ``EmbeddingWorkerError`` when a worker ended without answering."""
+        """``(task, vectors, seconds)`` of the next task a worker finished (workers coming up meanwhile are noted), as
+        ``wait``."""
         if not self.busy:
             raise RuntimeError("next_result() with no task running")
-        while True:
-            by_handle = {}
-            for worker in self.workers:
-                by_handle[worker.connection] = worker
-                by_handle[worker.process.sentinel] = worker
-            for handle in wait(list(by_handle)):
-                worker = by_handle[handle]
-                if worker.connection.poll():
-                    return self._answer(worker, self._receive(worker))
-                if handle == worker.process.sentinel:
-                    raise self._died(worker)
+        while (result := self.wait()) is None:
+            pass
+        return result
+
+    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, list, float] | str | None:
+        """One message or death: ``"ready"``, a finished task, or None when nothing came within ``timeout``.
+        ``starting_only``: watch only the workers still starting (whose only message is "ready" or an error), so that
+        no finished task is taken from the others."""
+        by_handle = {}
+        for worker in self.workers:
+            if starting_only and worker.ready:
+                continue
+            by_handle[worker.connection] = worker
+            by_handle[worker.process.sentinel] = worker
+        for handle in wait(list(by_handle), timeout):
+            worker = by_handle[handle]
+            if worker.connection.poll():
+                message = self._receive(worker)
+                if message[0] == "ready":
+                    worker.ready = True
+                    return "ready"
+                return self._answer(worker, message)
+            if handle == worker.process.sentinel:
+                raise self._died(worker)
+        return None
 
     def _receive(self, worker: _Worker) -> tuple:
         """The next message of ``worker``, waiting for it; ``EmbeddingWorkerError`` if the worker ends first."""
@@ -221,7 +316,10 @@ class EmbeddingWorkerPool:
             raise self._died(worker) from None
 
     def embed(self, sentences: Sequence[Sequence[str]], description: str) -> tuple[list, float]:
-        """The vectors of ``sentences`` from one worker, waiting for them (no other task may be running)."""
+        """The vectors of ``sentences`` from one worker, waiting for one to be up and for the vectors (no other task
+        may be running)."""
+        while not self.has_idle_worker():
+            self.wait()
         self.submit(_WAITED_FOR, sentences, description)
         _, vectors, seconds = self.next_result()
         return vectors, seconds
@@ -230,20 +328,20 @@ class EmbeddingWorkerPool:
         kind, task, *rest = message
         if kind == "error":
             error, details = rest
-            where = worker.description if task is not None else "start-up"
+            where = worker.tasks[0][1] if task is not None else "start-up"
             error.add_note(f"in embedding worker {worker.number} (pid {worker.process.pid}) on {where}:\n{details}")
             raise error
-        worker.task, worker.description = None, ""
+        worker.tasks.popleft()  # a worker answers its tasks in the order it got them
         vectors, seconds = rest
         return task, vectors, seconds
 
     def _died(self, worker: _Worker) -> EmbeddingWorkerError:
         # Its pipe or sentinel closes as the process ends, a moment before it can be reaped with its exit status.
         worker.process.join(STOP_TIMEOUT_SECONDS)
-        if worker.task is not None:
-            doing = f"while embedding {worker.description}"
+        if worker.tasks:
+            doing = f"while embedding {worker.tasks[0][1]}"
         else:
-            doing = "while starting" if worker.description == "start-up" else "while idle"
+            doing = "while idle" if worker.ready else "while starting"
         return EmbeddingWorkerError(
             f"embedding worker {worker.number} (pid {worker.process.pid}) died ({worker.how_it_ended()}) {doing}"
         )
@@ -284,4 +382,4 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.previous)
 
 
-__all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers"]
+__all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "torch_device_type", "usable_cores"]

@@ -37,7 +37,10 @@ def test_worker_settings_add_their_arguments(monkeypatch, tmp_path):
     assert script.embed_once(tmp_path / "c.txt", None, "workers-2", tmp_path)["words_per_second"] == 1234
     assert commands[-1][-2:] == ["--workers", "2"]
     script.embed_once(tmp_path / "c.txt", None, "default", tmp_path)
-    assert "--workers" not in commands[-1] and "--threads" not in commands[-1]
+    assert "--workers" not in commands[-1] and "--threads" not in commands[-1]  # the command's own default
+    for setting in ("one-process", "spinning", "passive"):  # one process at torch's threads, as before workers
+        script.embed_once(tmp_path / "c.txt", None, setting, tmp_path)
+        assert commands[-1][-2:] == ["--workers", "1"]
     assert script.setting_environment("spinning")["OMP_WAIT_POLICY"] == ""  # set, so the command leaves it alone
 
 

@@ -658,16 +658,17 @@ def test_embed_overwrite_that_fails_puts_the_old_output_back_or_keeps_both(tmp_p
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ELMoEmbedder, "embed_prepared", fails_on_the_second_shard)
+    one_process = ("--workers", "1")  # the calls are counted in this process (forked workers count their own)
     limit = 1
     with pytest.raises(RuntimeError):
-        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite")
+        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite", *one_process)
     assert tree_of(output_dir) == old and sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "out"]
     assert "put the previous output back" in caplog.text
 
     calls["n"], limit = 0, 2
     caplog.clear()
     with pytest.raises(RuntimeError):
-        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite")
+        run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "3", "--overwrite", *one_process)
     aside = sorted(tmp_path.glob(".out.*.replaced"))
     assert [tree_of(path) for path in aside] == [old] and len(json.loads((output_dir / "manifest.json").read_text())["shards"]) >= 1
     assert f"the previous output is kept whole at {aside[0]}" in caplog.text and "--resume" in caplog.text

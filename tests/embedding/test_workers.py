@@ -18,7 +18,8 @@ import pytest
 from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.embedding.shards import embed_corpus
-from elmo_hf.embedding.workers import EmbeddingWorkerPool, default_workers
+from elmo_hf.embedding import workers as workers_module
+from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, start_method
 
 from ..conftest import REPOSITORY_ROOT
 from .test_shards import run_embed, shard_hashes, synthetic_sentences, wait_for_shards, write_lines
@@ -59,8 +60,34 @@ def assert_same_output(output_dir: Path, reference_dir: Path) -> None:
         assert output[part] == reference[part], part
 
 
-def test_default_is_one_process():
-    assert default_workers() == 1
+def test_default_is_one_worker_per_usable_core_and_shard_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert default_workers("cpu") == 4 and default_workers(None, rows=None) == 4
+    assert default_workers("cpu", rows=2500, shard_size=1000) == 3  # 3 shards
+    assert default_workers("cpu", rows=1000, shard_size=1000) == 1 and default_workers("cpu", rows=0) == 1
+    assert default_workers("cuda") == 1 and default_workers("cuda:1", rows=10**6) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's (or the scheduler's) limit on cores
+    assert default_workers("cpu") == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
+    assert default_workers("cpu") == 4
+
+
+def test_one_thread_workers_fork_and_others_spawn():
+    assert start_method(1) == "fork" and start_method(2) == "spawn"
+
+
+def test_the_library_and_the_command_choose_the_same_default(tmp_path, one_thread_run, monkeypatch):
+    """No --workers: embed_corpus's default_workers(), here 2 (two usable cores, 30 shards), same bytes."""
+    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    started = []
+    original = EmbeddingWorkerPool.__init__
+    monkeypatch.setattr(EmbeddingWorkerPool, "__init__", lambda self, *args: started.append(args[1]) or original(self, *args))
+    common, reference_dir = one_thread_run
+    assert run_embed(*common, "--output", tmp_path / "out") == 0
+    assert started == [2]
+    assert_same_output(tmp_path / "out", reference_dir)
 
 
 def test_workers_give_the_bytes_of_one_thread_in_input_order(tmp_path, one_thread_run):
@@ -159,14 +186,121 @@ def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_
     assert [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
 
 
-def test_a_worker_that_dies_while_starting_is_named(tmp_path, model_dir):
+def test_a_spawned_worker_that_cannot_load_the_embedder_is_named(tmp_path, model_dir):
     class Unpicklable(ELMoEmbedder):  # a local class cannot be imported in the worker
         pass
 
     embedder = Unpicklable.__new__(Unpicklable)
     embedder.__dict__.update(ELMoEmbedder.from_pretrained(model_dir).__dict__)
     with pytest.raises(Exception, match="Unpicklable|local object"):
-        EmbeddingWorkerPool(embedder, 2)
+        with EmbeddingWorkerPool(embedder, 2, threads=2) as pool:  # 2 threads: spawned
+            pool.wait()
+
+
+def in_forked_workers(monkeypatch, action) -> None:
+    """Run ``action()`` in forked workers where they set their threads (they inherit this patch), not here."""
+    main_pid = os.getpid()
+    import torch
+
+    original = torch.set_num_threads
+
+    def set_num_threads(threads):
+        if os.getpid() != main_pid:
+            action()
+        original(threads)
+
+    monkeypatch.setattr(torch, "set_num_threads", set_num_threads)
+
+
+def test_workers_forked_after_the_model_ran_at_two_threads_give_the_bytes_of_one_thread(model_dir):
+    """libgomp's pool is not copied by fork: the workers (one thread) must neither hang nor change a bit."""
+    import numpy as np
+    import torch
+
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    sentences = [line.split() for line in corpus_lines()[:60]]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        embedder.embed_words(sentences)  # the main process's OpenMP pool runs before the fork
+        with EmbeddingWorkerPool(embedder, 2) as pool:
+            assert pool.start_method == "fork"
+            vectors, _ = pool.embed(sentences, "test sentences")
+        torch.set_num_threads(1)
+        expected = embedder.embed_words(sentences)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(vectors) == len(expected) and all(np.array_equal(got, want) for got, want in zip(vectors, expected))
+
+
+def test_a_forked_worker_that_dies_while_starting_is_named(model_dir, monkeypatch):
+    in_forked_workers(monkeypatch, lambda: os._exit(3))
+    with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 2) as pool:
+        with pytest.raises(EmbeddingWorkerError, match=r"embedding worker [01] \(pid \d+\) died \(exit code 3\) while starting"):
+            pool.wait()
+
+
+def wait_for_file(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_noting_workers_that_come_up_leaves_the_others_results_waiting(model_dir, monkeypatch):
+    import multiprocessing
+
+    in_forked_workers(monkeypatch, lambda: multiprocessing.current_process().name.endswith("-1") and time.sleep(600))
+    with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 2) as pool:
+        while not pool.has_idle_worker():
+            pool.wait()
+        pool.submit("the task", [["a", "sentence", "."]], "a test sentence")  # to worker 0: worker 1 is still starting
+        while not pool.workers[0].connection.poll():  # its answer is waiting
+            time.sleep(0.01)
+        pool.collect_ready()
+        assert pool.busy == 1 and pool.starting == 1
+        task, vectors, _ = pool.next_result()
+    assert task == "the task" and len(vectors) == 1
+
+
+def count_calls_here(monkeypatch, embedder) -> list[int]:
+    """The number of shards this process embeds itself (a forked worker's calls count in its own copy)."""
+    calls = [0]
+    original = embedder.embed_words
+
+    def embed_words(sentences, on_progress=None):
+        calls[0] += 1
+        return original(sentences, on_progress)
+
+    monkeypatch.setattr(embedder, "embed_words", embed_words)
+    return calls
+
+
+def test_workers_slow_to_start_leave_the_first_shards_to_the_main_process_in_order(tmp_path, one_thread_run, model_dir, monkeypatch):
+    common, reference_dir = one_thread_run
+    in_forked_workers(monkeypatch, lambda: wait_for_file(tmp_path / "out" / "shard-00002.parquet"))  # 3 shards written
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    calls = count_calls_here(monkeypatch, embedder)
+    summary = embed_corpus(
+        CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
+        workers=2, progress=False,
+    )
+    assert 3 <= calls[0] < summary.shards  # both the main process and the workers embedded shards
+    assert_same_output(tmp_path / "out", reference_dir)
+
+
+def test_workers_that_never_start_do_not_stop_the_run(tmp_path, one_thread_run, model_dir, monkeypatch):
+    """Decided: a worker alive but silent never gets a shard; the main process embeds them all and the run ends (the
+    workers are killed CLOSE_TIMEOUT_SECONDS after it). A worker that dies fails the run instead (tests above)."""
+    common, reference_dir = one_thread_run
+    in_forked_workers(monkeypatch, lambda: time.sleep(600))
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    calls = count_calls_here(monkeypatch, embedder)
+    summary = embed_corpus(
+        CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
+        workers=2, progress=False,
+    )
+    assert calls[0] == summary.shards == CORPUS_LINES // SHARD_SIZE
+    assert_same_output(tmp_path / "out", reference_dir)
 
 
 def cli_in_own_group(*args) -> subprocess.Popen:
@@ -180,8 +314,7 @@ def cli_in_own_group(*args) -> subprocess.Popen:
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The pids of ``parent``'s embedding workers (its children started by multiprocessing's spawn, not its resource
-    tracker)."""
+    """The pids of ``parent``'s embedding workers (its children, forked or spawned, not a resource tracker)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -192,7 +325,7 @@ def worker_pids(parent: int) -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and "spawn_main" in command:
+        if ppid == parent and "resource_tracker" not in command:
             pids.append(int(entry.name))
     return sorted(pids)
 
