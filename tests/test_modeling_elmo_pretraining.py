@@ -412,3 +412,18 @@ def test_user_errors_name_the_input(vocabulary):
 def test_perplexity_from_totals_refuses_empty_directions():
     with pytest.raises(ValueError, match="at least one prediction"):
         perplexity_from_totals(torch.zeros(2), torch.tensor([3, 0]))
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_a_new_models_character_convolutions_start_as_bilm_tfs(activation):
+    """bilm-tf: uniform(-0.05, 0.05) for relu (Kim et al. 2015), normal(0, 1 / (width x char dim)) for tanh."""
+    filters = [[1, 256], [4, 512]]
+    model = pretraining_model(10, char_cnn_activation=activation, char_embedding_dim=16, char_cnn_filters=filters)
+    for convolution, (width, _) in zip(model.elmo.char_embeddings.convolutions, filters):
+        weight = convolution.weight.detach()
+        assert torch.equal(convolution.bias.detach(), torch.zeros_like(convolution.bias))
+        if activation == "relu":
+            assert float(weight.abs().max()) <= 0.05
+            assert float(weight.std()) == pytest.approx(0.1 / math.sqrt(12), rel=0.05)
+        else:
+            assert float(weight.std()) == pytest.approx(math.sqrt(1.0 / (width * 16)), rel=0.05)
