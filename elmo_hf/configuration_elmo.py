@@ -172,9 +172,10 @@ class ELMoConfig(PretrainedConfig):
             Number of word classes of the language-model softmax shared by both directions (an
             `ELMoWordVocabulary`'s size, `<S>`, `</S>` and `<UNK>` included). 0: no LM head.
         softmax_num_samples (`int`, *optional*, defaults to 0):
-            Sampled softmax in training: negative classes drawn per batch from a log-uniform distribution over
-            frequency-ranked word ids (bilm-tf's `n_negative_samples_batch`, 8192 for the released models). 0 (or a
-            number >= `word_vocab_size`) trains with the full softmax. Evaluation always uses the full softmax.
+            Sampled softmax in training: distinct negative classes drawn per batch from a log-uniform distribution
+            over frequency-ranked word ids, as TF's default sampler (`unique=True`) draws them (bilm-tf's
+            `n_negative_samples_batch`, 8192 for the released models). 0 (or a number >= `word_vocab_size`) trains
+            with the full softmax. Evaluation always uses the full softmax.
         lm_dropout (`float`, *optional*, defaults to 0.0):
             bilm-tf's training dropout (`dropout`, 0.1 for the released models): on the input of every LSTM layer
             and on the top layer's output before the softmax. Only active in training mode.

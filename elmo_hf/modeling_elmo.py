@@ -638,7 +638,10 @@ class ELMoPreTrainedModel(PreTrainedModel):
             if not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[0])  # the padding token
         elif isinstance(module, nn.Conv1d) and isinstance(parent, ELMoCharacterEmbeddings):
-            init.normal_(module.weight, std=math.sqrt(1.0 / (module.kernel_size[0] * module.in_channels)))
+            if self.config.char_cnn_activation == "relu":
+                init.uniform_(module.weight, -0.05, 0.05)  # bilm-tf for relu (Kim et al. 2015)
+            else:
+                init.normal_(module.weight, std=math.sqrt(1.0 / (module.kernel_size[0] * module.in_channels)))
             init.zeros_(module.bias)
         elif isinstance(parent, ELMoCharacterEmbeddings) and module is parent.projection:
             init.normal_(module.weight, std=math.sqrt(1.0 / module.in_features))

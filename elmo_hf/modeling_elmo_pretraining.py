@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -73,19 +74,65 @@ def log_uniform_log_probabilities(word_ids: torch.Tensor, vocab_size: int) -> to
     """log P(id) of the log-uniform (Zipfian) distribution over ids ``0 .. vocab_size - 1``:
     ``P(k) = (log(k + 2) - log(k + 1)) / log(vocab_size + 1)``, TF's default candidate sampler, a good proposal when
     ids are frequency ranks (as ``ELMoWordVocabulary`` makes them)."""
-    word_ids = word_ids.to(torch.float64)
-    probabilities = (torch.log1p(1.0 / (word_ids + 1.0))) / math.log(vocab_size + 1)
-    return torch.log(probabilities).to(torch.float32)
+    return _log_uniform_probabilities(word_ids, vocab_size).log().to(torch.float32)
 
 
-def sample_log_uniform(
-    num_samples: int, vocab_size: int, device: torch.device, generator: torch.Generator | None = None
-) -> torch.LongTensor:
-    """``num_samples`` ids drawn with replacement from the log-uniform distribution (inverse CDF), from
-    ``generator`` (on ``device``; default: torch's global generator)."""
-    uniform = torch.rand(num_samples, device=device, dtype=torch.float64, generator=generator)
+def _log_uniform_probabilities(word_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """P(id) of the log-uniform distribution, in float64, shaped like ``word_ids``."""
+    return torch.log1p(1.0 / (word_ids.to(torch.float64) + 1.0)) / math.log(vocab_size + 1)
+
+
+def _log_uniform_draws(count: int, vocab_size: int, device: torch.device, generator: torch.Generator | None) -> torch.Tensor:
+    """``count`` independent log-uniform draws (inverse CDF, as TF's ``LogUniformSampler::Sample``), shape (count,)."""
+    uniform = torch.rand(count, device=device, dtype=torch.float64, generator=generator)
     ids = torch.floor(torch.exp(uniform * math.log(vocab_size + 1))).long() - 1
     return ids.clamp_(0, vocab_size - 1)
+
+
+class DistinctLogUniformSample(NamedTuple):
+    """``ids`` (S,): distinct word ids in the order first drawn; ``num_tries``: the draws it took to find them."""
+
+    ids: torch.LongTensor
+    num_tries: int
+
+
+def sample_distinct_log_uniform(
+    num_samples: int, vocab_size: int, device: torch.device, generator: torch.Generator | None = None
+) -> DistinctLogUniformSample:
+    """``num_samples`` DISTINCT ids from the log-uniform distribution, as TF's ``log_uniform_candidate_sampler(unique=
+    True)`` (the default sampler of ``tf.nn.sampled_softmax_loss``, so bilm-tf's): ids are drawn one after another
+    and repeats skipped until ``num_samples`` distinct ids are found; ``num_tries`` counts every draw made up to the
+    last new id, repeats included. Vectorised: the draws come in blocks (of ``2 * num_samples``, then doubling the
+    total), and the first occurrences are kept in draw order, so the result is what one-by-one drawing from the same
+    stream of draws would give. Deterministic for a given ``generator`` (on ``device``; default: torch's global
+    generator). Costs one device sync per block on an accelerator. Needs ``1 <= num_samples <= vocab_size``."""
+    if not 1 <= num_samples <= vocab_size:
+        raise ValueError(f"num_samples must be in [1, vocab_size={vocab_size}] to draw distinct ids, got {num_samples}.")
+    draws = _log_uniform_draws(2 * num_samples, vocab_size, device, generator)
+    while True:
+        positions = torch.arange(draws.numel(), device=device)
+        first_position = torch.full((vocab_size,), draws.numel(), device=device, dtype=torch.long)
+        first_position.scatter_reduce_(0, draws, positions, reduce="amin")
+        is_first = first_position[draws] == positions  # (draws,): the draw is its id's first occurrence
+        new_ids_so_far = is_first.cumsum(0)
+        if int(new_ids_so_far[-1]) >= num_samples:
+            num_tries = int(torch.searchsorted(new_ids_so_far, num_samples)) + 1
+            return DistinctLogUniformSample(draws[:num_tries][is_first[:num_tries]], num_tries)
+        draws = torch.cat([draws, _log_uniform_draws(draws.numel(), vocab_size, device, generator)])
+
+
+def log_expected_counts(word_ids: torch.Tensor, vocab_size: int, num_samples: int, num_tries: int) -> torch.Tensor:
+    """log of the expected number of times each id of ``word_ids`` appears in a ``sample_distinct_log_uniform`` of
+    ``num_samples`` ids that took ``num_tries`` draws, as TF computes it: ``1 - (1 - P(id)) ** num_tries`` (the
+    chance the id is among ``num_tries`` draws; stably ``-expm1(num_tries * log1p(-P))``), or ``num_samples * P(id)``
+    when no draw was repeated (``num_tries == num_samples``, TF's shortcut). Float64 inside, float32 out (TF: float32
+    throughout). Shape of ``word_ids``."""
+    probabilities = _log_uniform_probabilities(word_ids, vocab_size)
+    if num_tries == num_samples:
+        expected = probabilities * num_samples
+    else:
+        expected = -torch.expm1(num_tries * torch.log1p(-probabilities))
+    return expected.log().to(torch.float32)
 
 
 def sampled_softmax_negative_log_likelihood(
@@ -95,27 +142,27 @@ def sampled_softmax_negative_log_likelihood(
     num_samples: int,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Sampled-softmax NLL (Jean et al. 2015, as TF's ``sampled_softmax_loss``): the target against ``num_samples``
-    negatives drawn once for the batch, every logit corrected by ``-log(expected count)`` so the estimate is
-    consistent, and accidental hits (a negative equal to the target) removed.
+    """Sampled-softmax NLL (Jean et al. 2015), as TF's ``sampled_softmax_loss`` with its defaults (bilm-tf's call):
+    the target against ``num_samples`` distinct negatives drawn once for the batch (``sample_distinct_log_uniform``),
+    every logit, the target's included, corrected by ``-log(expected count)`` (``log_expected_counts``), and
+    accidental hits (a negative equal to the target) removed.
 
     Args:
         hidden: (N, P) top-layer outputs.
         targets: (N,) word ids.
         softmax: the shared ``nn.Linear(P, V)``.
-        num_samples: negatives per batch, drawn with replacement.
+        num_samples: distinct negatives per batch, ``1 <= num_samples <= V``.
         generator: draws the negatives (default: torch's global generator).
 
     Returns:
         (N,) negative log-likelihood of each target among itself and the negatives.
     """
     vocab_size = softmax.out_features
-    negatives = sample_log_uniform(num_samples, vocab_size, hidden.device, generator)  # (S,)
-    log_expected_count_of = lambda ids: math.log(num_samples) + log_uniform_log_probabilities(ids, vocab_size)  # noqa: E731
+    negatives, num_tries = sample_distinct_log_uniform(num_samples, vocab_size, hidden.device, generator)  # (S,)
     target_logits = (hidden * softmax.weight[targets]).sum(dim=-1) + softmax.bias[targets]  # (N,)
-    target_logits = target_logits - log_expected_count_of(targets)
+    target_logits = target_logits - log_expected_counts(targets, vocab_size, num_samples, num_tries)
     negative_logits = hidden @ softmax.weight[negatives].T + softmax.bias[negatives]  # (N, S)
-    negative_logits = negative_logits - log_expected_count_of(negatives)
+    negative_logits = negative_logits - log_expected_counts(negatives, vocab_size, num_samples, num_tries)
     accidental_hits = negatives.unsqueeze(0) == targets.unsqueeze(1)  # (N, S)
     negative_logits = negative_logits.masked_fill(accidental_hits, torch.finfo(negative_logits.dtype).min)
     logits = torch.cat([target_logits.unsqueeze(1), negative_logits], dim=1)  # (N, 1 + S)
@@ -383,5 +430,6 @@ __all__ = [
     "ELMoForPreTrainingOutput",
     "bilm_perplexity_metrics",
     "perplexity_from_totals",
+    "sample_distinct_log_uniform",
     "sampled_softmax_negative_log_likelihood",
 ]

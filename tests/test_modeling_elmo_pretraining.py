@@ -15,10 +15,12 @@ from transformers import AutoModel, AutoModelForPreTraining, Trainer
 from elmo_hf import ELMoForPreTraining, ELMoModel
 from elmo_hf.pretraining.data import DataCollatorForBiLM, WindowedBiLMStream
 from elmo_hf.pretraining.trainer import CarriedLstmState
+import elmo_hf.modeling_elmo_pretraining as pretraining_module
 from elmo_hf.modeling_elmo_pretraining import (
+    log_expected_counts,
     log_uniform_log_probabilities,
     perplexity_from_totals,
-    sample_log_uniform,
+    sample_distinct_log_uniform,
     sampled_softmax_negative_log_likelihood,
 )
 from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
@@ -110,39 +112,76 @@ def test_eval_mode_uses_the_full_softmax_even_when_sampling_is_configured(vocabu
     assert not torch.allclose(sampled_train.negative_log_likelihood, full.negative_log_likelihood)
 
 
-def test_log_uniform_sampler_matches_its_distribution():
-    vocab_size = 50
-    probabilities = log_uniform_log_probabilities(torch.arange(vocab_size), vocab_size).exp()
+def test_log_uniform_probabilities_sum_to_one():
+    probabilities = log_uniform_log_probabilities(torch.arange(50), 50).exp()
     assert float(probabilities.sum()) == pytest.approx(1.0, abs=1e-5)
-    torch.manual_seed(0)
-    samples = sample_log_uniform(200_000, vocab_size, torch.device("cpu"))
-    frequencies = torch.bincount(samples, minlength=vocab_size).double() / samples.numel()
-    assert torch.allclose(frequencies, probabilities.double(), atol=3e-3)
 
 
-def test_sampled_softmax_removes_accidental_hits_and_is_exact_when_it_samples_everything():
+def test_the_sampler_draws_distinct_ids_deterministically_from_its_generator():
+    """TF's unique sampling: S distinct ids in range (drawing with replacement repeats the frequent ids here)."""
+    vocab_size, num_samples = 50, 20
+    draw = lambda seed: sample_distinct_log_uniform(  # noqa: E731
+        num_samples, vocab_size, torch.device("cpu"), torch.Generator().manual_seed(seed)
+    )
+    for seed in range(20):
+        ids, num_tries = draw(seed)
+        assert ids.shape == (num_samples,) and ids.dtype == torch.long
+        assert ids.unique().numel() == num_samples and 0 <= int(ids.min()) and int(ids.max()) < vocab_size
+        assert num_tries > num_samples  # 20 distinct of 50 Zipfian ids always takes repeats
+        again = draw(seed)
+        assert torch.equal(again.ids, ids) and again.num_tries == num_tries
+    assert not torch.equal(draw(0).ids, draw(1).ids)
+    everything = sample_distinct_log_uniform(vocab_size, vocab_size, torch.device("cpu"), torch.Generator().manual_seed(0))
+    assert torch.equal(everything.ids.sort().values, torch.arange(vocab_size))
+    with pytest.raises(ValueError, match="num_samples must be in"):
+        sample_distinct_log_uniform(vocab_size + 1, vocab_size, torch.device("cpu"))
+
+
+def test_the_sampler_keeps_first_occurrences_in_draw_order_and_counts_the_draws(monkeypatch):
+    """What one-by-one drawing until S distinct ids gives: repeats skipped, num_tries = draws up to the last new id."""
+    stream = iter([torch.tensor([3, 0, 3, 0, 1, 0]), torch.tensor([0, 0, 7, 2, 9, 9, 9, 9, 9, 9, 9, 9])])
+    monkeypatch.setattr(pretraining_module, "_log_uniform_draws", lambda count, *_: next(stream)[:count])
+    ids, num_tries = sample_distinct_log_uniform(5, 10, torch.device("cpu"))
+    assert ids.tolist() == [3, 0, 1, 7, 2] and num_tries == 10
+
+
+def test_the_sampler_follows_the_log_uniform_distribution():
+    """Each draw is log-uniform: with one sample, num_tries is 1 and the id frequencies are the probabilities."""
+    vocab_size, generator = 30, torch.Generator().manual_seed(0)
+    probabilities = log_uniform_log_probabilities(torch.arange(vocab_size), vocab_size).exp().double()
+    samples = [sample_distinct_log_uniform(1, vocab_size, torch.device("cpu"), generator) for _ in range(20_000)]
+    assert {sample.num_tries for sample in samples} == {1}
+    frequencies = torch.bincount(torch.cat([sample.ids for sample in samples]), minlength=vocab_size).double() / 20_000
+    torch.testing.assert_close(frequencies, probabilities, atol=0.01, rtol=0)
+
+
+def test_expected_counts_are_tfs_formula():
+    """1 - (1 - p)^num_tries after repeats, S * p (TF's shortcut) when the first S draws were distinct."""
+    vocab_size, ids = 100, torch.tensor([0, 1, 10, 99])
+    p = [math.log((k + 2) / (k + 1)) / math.log(vocab_size + 1) for k in ids.tolist()]
+    with_repeats = log_expected_counts(ids, vocab_size, num_samples=20, num_tries=37).exp()
+    torch.testing.assert_close(with_repeats, torch.tensor([1 - (1 - q) ** 37 for q in p]))
+    no_repeats = log_expected_counts(ids, vocab_size, num_samples=20, num_tries=20).exp()
+    torch.testing.assert_close(no_repeats, torch.tensor([20 * q for q in p]))
+
+
+def test_sampled_softmax_removes_accidental_hits_and_is_exact_when_it_samples_everything(monkeypatch):
     """With every class sampled exactly once, the corrections cancel and the loss is the full softmax's."""
     torch.manual_seed(0)
     softmax = torch.nn.Linear(6, 5)
     hidden, targets = torch.randn(7, 6), torch.randint(0, 5, (7,))
     full = F.cross_entropy(softmax(hidden), targets, reduction="none")
     everything = torch.arange(5)
-    with torch.no_grad():
-        original = sample_log_uniform
-        import elmo_hf.modeling_elmo_pretraining as pretraining_module
-
-        pretraining_module.sample_log_uniform = lambda num_samples, vocab_size, device, generator=None: everything
-        try:
+    for num_tries in (5, 9):  # the first 5 draws distinct (S * p), or 4 repeats (1 - (1 - p)^9)
+        sample = pretraining_module.DistinctLogUniformSample(everything, num_tries)
+        monkeypatch.setattr(pretraining_module, "sample_distinct_log_uniform", lambda *_: sample)
+        with torch.no_grad():
             sampled = sampled_softmax_negative_log_likelihood(hidden, targets, softmax, num_samples=5)
-        finally:
-            pretraining_module.sample_log_uniform = original
-    # The target appears once as the true class and once as an (removed) accidental hit; the other 4 classes carry
-    # the same correction -log(5 * q(id)); so the result differs from the full softmax only by those corrections.
-    log_q = log_uniform_log_probabilities(everything, 5)
-    corrected = softmax(hidden).detach() - (math.log(5) + log_q)
-    expected = F.cross_entropy(corrected, targets, reduction="none")
-    torch.testing.assert_close(sampled, expected)
-    assert not torch.allclose(sampled, full)
+        # The target appears once as the true class and once as a (removed) accidental hit; every class carries the
+        # correction -log(expected count), so the result differs from the full softmax only by those corrections.
+        corrected = softmax(hidden).detach() - log_expected_counts(everything, 5, 5, num_tries)
+        torch.testing.assert_close(sampled, F.cross_entropy(corrected, targets, reduction="none"))
+        assert not torch.allclose(sampled, full)
 
 
 def synthetic_corpus(num_sentences: int, vocab_words: int, seed: int) -> list[list[str]]:
@@ -373,3 +412,18 @@ def test_user_errors_name_the_input(vocabulary):
 def test_perplexity_from_totals_refuses_empty_directions():
     with pytest.raises(ValueError, match="at least one prediction"):
         perplexity_from_totals(torch.zeros(2), torch.tensor([3, 0]))
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_a_new_models_character_convolutions_start_as_bilm_tfs(activation):
+    """bilm-tf: uniform(-0.05, 0.05) for relu (Kim et al. 2015), normal(0, 1 / (width x char dim)) for tanh."""
+    filters = [[1, 256], [4, 512]]
+    model = pretraining_model(10, char_cnn_activation=activation, char_embedding_dim=16, char_cnn_filters=filters)
+    for convolution, (width, _) in zip(model.elmo.char_embeddings.convolutions, filters):
+        weight = convolution.weight.detach()
+        assert torch.equal(convolution.bias.detach(), torch.zeros_like(convolution.bias))
+        if activation == "relu":
+            assert float(weight.abs().max()) <= 0.05
+            assert float(weight.std()) == pytest.approx(0.1 / math.sqrt(12), rel=0.05)
+        else:
+            assert float(weight.std()) == pytest.approx(math.sqrt(1.0 / (width * 16)), rel=0.05)

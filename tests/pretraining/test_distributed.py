@@ -210,11 +210,14 @@ def finished(*processes: subprocess.Popen) -> list[str]:
 def pretrain_arguments(corpus: Path, output: Path, *extra) -> list[str]:
     """A tiny model, 4 global rows of 10 positions, sampled softmax (the negatives must agree across processes), no
     dropout (its masks differ between a 1- and a 2-process run), a constant learning rate (so that stopping at step
-    2 and resuming to 4 is the same schedule as running to 4)."""
+    2 and resuming to 4 is the same schedule as running to 4), bilm-tf's Adagrad (its step is about lr x gradient: Adam
+    scales every element's step to about lr, so an element whose gradient is nearly all cancellation turns the
+    rounding of the 2-process gradient sum into a visible weight difference)."""
     return [
         "pretrain", "--corpus", str(corpus), "--output", str(output), "--config", "tiny", "--batch-size", "4",
         "--window-size", "10", "--held-out-fraction", "0.1", "--train-eval-sentences", "40", "--softmax-samples", "20",
-        "--dropout", "0", "--lr-scheduler", "constant", "--warmup-ratio", "0", "--save-steps", "2", "--eval-steps", "0",
+        "--dropout", "0", "--lr-scheduler", "constant", "--warmup-ratio", "0",
+        "--optimizer", "adagrad", "--save-steps", "2", "--eval-steps", "0",
         "--logging-steps", "1", "--threads", "1", "--no-progress", *map(str, extra),
     ]
 
