@@ -278,8 +278,8 @@ def _length_of(sentences: Any) -> int | None:
 class _EpochPositions:
     """
     The N positions of an epoch (pairs of consecutive tokens of one sentence, in stream order), read from the token
-    file on demand: ``positions.left[p]`` / ``positions.right[p]`` are the left / right tokens (token-table entries)
-    at stream positions ``p`` (an int array of any shape). Memory: the epoch's sentence order and where each
+    file on demand: ``pairs(p)`` gives the left and the right tokens (token-table entries) at stream positions ``p``
+    (an int array of any shape). Memory: the epoch's sentence order and where each
     sentence's positions start in the stream, (num_sentences,) int64 each; a lookup reads only the sentences it
     touches (one read per run of sentences that lie one after another in the file).
     """
@@ -289,15 +289,9 @@ class _EpochPositions:
         self._order = order  # (S,) sentences in stream order
         positions_per_sentence = corpus.sentence_lengths[order] - 1  # n + 1 per sentence of n words
         self._position_starts = np.cumsum(positions_per_sentence) - positions_per_sentence  # (S,)
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (positions, left, right) read last
-        self.left = _EpochTokens(self, 0)
-        self.right = _EpochTokens(self, 1)
 
     def pairs(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(left tokens, right tokens) at ``positions``, each of its shape; the last lookup is kept, so reading
-        ``left[p]`` and then ``right[p]`` reads the file once."""
-        if self._last is not None and self._last[0] is positions:
-            return self._last[1], self._last[2]
+        """(left tokens, right tokens) at ``positions``, each of its shape (one lookup reads the file once for both)."""
         flat = np.asarray(positions, dtype=np.int64).ravel()
         sentence = np.searchsorted(self._position_starts, flat, side="right") - 1  # (P,) in stream order
         needed, which = np.unique(sentence, return_inverse=True)
@@ -306,9 +300,7 @@ class _EpochPositions:
         buffer = self._read_sentences(starts, lengths)
         offsets = np.cumsum(lengths) - lengths  # (U,) where each needed sentence starts in buffer
         left_at = offsets[which] + flat - self._position_starts[sentence]
-        left, right = buffer[left_at].reshape(np.shape(positions)), buffer[left_at + 1].reshape(np.shape(positions))
-        self._last = (positions, left, right)
-        return left, right
+        return buffer[left_at].reshape(np.shape(positions)), buffer[left_at + 1].reshape(np.shape(positions))
 
     def _read_sentences(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The tokens of the sentences at ``starts`` (token file offsets) one after another: one read for each run
@@ -319,17 +311,6 @@ class _EpochPositions:
             self._corpus.tokens.read(int(starts[first]), int(starts[end - 1] + lengths[end - 1] - starts[first]))
             for first, end in zip(run_firsts, run_ends)
         ])
-
-
-class _EpochTokens:
-    """One side (left or right tokens) of `_EpochPositions`, indexed by stream positions."""
-
-    def __init__(self, positions: _EpochPositions, side: int):
-        self._positions = positions
-        self._side = side
-
-    def __getitem__(self, positions: np.ndarray) -> np.ndarray:
-        return self._positions.pairs(positions)[self._side]
 
 
 def iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[Any]:
@@ -544,18 +525,12 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             return np.arange(self.num_sentences)
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_sentences)
 
-    def _epoch_positions(self, epoch: int) -> tuple["_EpochTokens", "_EpochTokens"]:
-        """(left tokens, right tokens) of the epoch's N positions, in stream order, indexed by stream positions
-        (``left_tokens[p]``: token-table entries of p's shape), read from the token file as they are asked for:
-        no position from one sentence's </S> to the next one's <S>."""
-        positions = _EpochPositions(self._corpus, self.sentence_order(epoch))
-        return positions.left, positions.right
-
     # ---- iteration ----
     def batches(self, epoch: int | None = None) -> Iterator[dict[str, torch.Tensor]]:
         """The batches of `epoch` (default: `self.epoch`) in order, as dicts of tensors (see the class docstring):
         this process's `rows` of each global batch, R = `len(self.rows)` of them."""
-        left_tokens, right_tokens = self._epoch_positions(self.epoch if epoch is None else epoch)
+        # The epoch's positions (no position from one sentence's </S> to the next one's <S>), read as asked for.
+        positions = _EpochPositions(self._corpus, self.sentence_order(epoch))
         row_lengths = np.asarray(self.row_lengths)
         row_starts = (np.cumsum(row_lengths) - row_lengths)[self.rows]  # (R,)
         kept_lengths = np.asarray(self._kept_row_lengths())[self.rows]  # (R,)
@@ -565,12 +540,14 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
             # Stream positions read at each step: forward from the row's start, backward from its (kept) end.
             forward = np.where(is_real, row_starts[:, None] + step[None, :], 0)  # (R, W)
             backward = np.where(is_real, row_starts[:, None] + kept_lengths[:, None] - 1 - step[None, :], 0)  # (R, W)
+            forward_left, forward_right = positions.pairs(forward)  # (R, W) token-table entries each
+            backward_left, backward_right = positions.pairs(backward)
             batch = {
-                "input_ids": self._token_character_ids[np.where(is_real, left_tokens[forward], _PADDING_ENTRY)],
+                "input_ids": self._token_character_ids[np.where(is_real, forward_left, _PADDING_ENTRY)],
                 "attention_mask": is_real.astype(np.int64),
-                "next_word_labels": self._token_labels[np.where(is_real, right_tokens[forward], _PADDING_ENTRY)],
-                "backward_input_ids": self._token_character_ids[np.where(is_real, right_tokens[backward], _PADDING_ENTRY)],
-                "previous_word_labels": self._token_labels[np.where(is_real, left_tokens[backward], _PADDING_ENTRY)],
+                "next_word_labels": self._token_labels[np.where(is_real, forward_right, _PADDING_ENTRY)],
+                "backward_input_ids": self._token_character_ids[np.where(is_real, backward_right, _PADDING_ENTRY)],
+                "previous_word_labels": self._token_labels[np.where(is_real, backward_left, _PADDING_ENTRY)],
                 "window_index": np.full(len(self.rows), window_index, dtype=np.int64),
                 "row_index": np.arange(len(self.rows), dtype=np.int64),
             }
