@@ -49,7 +49,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from ..modeling_elmo import IGNORE_INDEX, LstmState
-from .data import WindowedBiLMStream
+from .data import WindowedBiLMStream, rows_of_rank
 
 logger = logging.getLogger(__name__)
 
@@ -241,8 +241,11 @@ class ELMoPreTrainingTrainer(Trainer):
     def _checked_stream(self, stream: WindowedBiLMStream, batch_size: int, what: str) -> WindowedBiLMStream:
         """``ValueError`` unless ``stream`` holds this process's rows and one batch of them is ``batch_size``."""
         rank, world_size = self.args.process_index, self.args.world_size
-        expected = range(stream.num_rows // world_size * rank, stream.num_rows // world_size * (rank + 1))
-        if stream.num_rows % world_size or stream.rows != expected:
+        try:
+            expected = rows_of_rank(stream.num_rows, rank, world_size)
+        except ValueError:  # num_rows does not split over the processes: no rows are right
+            expected = None
+        if stream.rows != expected:
             raise ValueError(
                 f"the {what} stream reads rows {stream.rows.start} .. {stream.rows.stop - 1} of its {stream.num_rows}, "
                 f"but this is process {rank} of {world_size}: build it with WindowedBiLMStream(..., rank={rank}, "
