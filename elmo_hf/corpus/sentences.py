@@ -27,6 +27,21 @@ from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowE
 WORDS_FEATURES = Features({"words": List(Value("string"))})
 
 
+def _checked_sources(
+    paths: str | Path | Sequence[str | Path],
+    word_splitter: str,
+    text_column: str | None,
+    words_column: str | None,
+    input_format: str | None,
+) -> list[CorpusSource]:
+    """The opened sources of ``paths``, after the arguments every sentence reader takes are checked: an unknown
+    word splitter (or a Korean analyser not installed), both columns given, no path."""
+    build_word_splitter(word_splitter)
+    if text_column is not None and words_column is not None:
+        raise ValueError("give text_column or words_column, not both")
+    return _as_sources(paths, input_format)
+
+
 def _as_sources(paths: str | Path | Sequence[str | Path], input_format: str | None = None) -> list[CorpusSource]:
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
@@ -75,10 +90,7 @@ def stream_sentences(
     ``load_sentences``; ``progress`` shows a bar of the rows read (of how many, where the formats tell: text files
     are counted by their line breaks first) and the words.
     """
-    build_word_splitter(word_splitter)
-    if text_column is not None and words_column is not None:
-        raise ValueError("give text_column or words_column, not both")
-    sources = _as_sources(paths, input_format)
+    sources = _checked_sources(paths, word_splitter, text_column, words_column, input_format)
     total = _total_rows(sources) if progress else None
     with CorpusProgress(description, total, enabled=progress) as bar:
         for words in _words_of_rows(sources, word_splitter, text_column, words_column):
@@ -139,10 +151,7 @@ def load_sentences(
         `CorpusError` naming the file and row for a row that cannot be read (not UTF-8, a missing column, a value
         of the wrong type).
     """
-    build_word_splitter(word_splitter)  # an unknown name, or a Korean analyser not installed, fails here
-    if text_column is not None and words_column is not None:
-        raise ValueError("give text_column or words_column, not both")
-    opened = _as_sources(paths, input_format)
+    opened = _checked_sources(paths, word_splitter, text_column, words_column, input_format)
     if not any(words for words in _words_of_rows(opened, word_splitter, text_column, words_column)):
         return Dataset.from_dict({"words": []}, features=WORDS_FEATURES)  # datasets cannot build from no rows at all
     sources = [(str(source.path.resolve()), source.input_format, *_size_and_mtime(source)) for source in opened]
