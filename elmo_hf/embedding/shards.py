@@ -815,8 +815,9 @@ def embed_corpus(
 
     if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
+    num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
-        workers = default_workers(embedder.model.device, source.num_rows(), shard_size)
+        workers = default_workers(embedder.model.device, num_rows, shard_size)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if isinstance(worker_threads, bool) or not isinstance(worker_threads, int) or worker_threads < 1:
@@ -884,7 +885,7 @@ def embed_corpus(
                     truncated_words=totals["truncated_words"], max_characters_per_token=embedder.tokenizer.max_characters_per_token,
                 )
             bar = tqdm(
-                total=source.num_rows(), initial=resumed_from_row, unit=" sentences", disable=not progress,
+                total=num_rows, initial=resumed_from_row, unit=" sentences", disable=not progress,
                 dynamic_ncols=True, mininterval=PROGRESS_REFRESH_SECONDS,
             )
             start_time = time.perf_counter()
