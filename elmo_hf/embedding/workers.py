@@ -74,19 +74,14 @@ def default_workers(device: Any = "cpu", rows: int | None = None, shard_size: in
     Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): on 2 cores, 2 one-thread workers
     embed faster than one process at 2 threads both idle (1.38x) and beside two busy processes (1.61x), and since they
     fork (about 0.1 s to start) their start-up no longer eats that gain; a one-shard input has nothing to share."""
-    if torch_device_type(device) != "cpu":
+    import torch
+
+    if torch.device("cpu" if device is None else device).type != "cpu":
         return 1
     cores = usable_cores()
     if rows is not None:
         cores = min(cores, max(1, -(-rows // shard_size)))
     return cores
-
-
-def torch_device_type(device: Any) -> str:
-    """``"cpu"``, ``"cuda"``, ...: the type of a torch device, a device string (``"cuda:1"``) or None (the CPU)."""
-    if device is None:
-        return "cpu"
-    return getattr(device, "type", None) or str(device).split(":", 1)[0]
 
 
 def start_method(threads: int) -> str:
@@ -382,4 +377,4 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.previous)
 
 
-__all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "torch_device_type", "usable_cores"]
+__all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "usable_cores"]
