@@ -111,8 +111,8 @@ def training_step_flops(config, vocabulary_size: int, softmax_samples: int, batc
     ``batch_size`` rows x 20 random words on the CPU (matmuls and convolutions; per word the count does not depend on
     the batch, nor, with a sampled softmax, on the vocabulary size). ``flops_per_word``: words filling every character
     slot, the arithmetic bilm-tf always does (its CNN convolves all 50 slots); ``flops_per_word_3_to_10_letters``:
-    words of 3-10 letters, for which elmo-hf's training drops the character slots after the longest word
-    (``trim_character_slots``, exact)."""
+    words of 3-10 letters, for which elmo-hf's training drops each word's character slots after its own end
+    (``fast_training_elmo.distinct_token_layer``, exact; random words are all distinct, so no word is saved)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     model = pretraining_model(config, vocabulary_size, softmax_samples, dropout=0.0)

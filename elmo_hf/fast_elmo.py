@@ -162,16 +162,6 @@ def _cnn_rows(num_rows: int) -> int:
     return max(CNN_MIN_ROWS, 1 << max(num_rows - 1, 0).bit_length())
 
 
-def trim_character_slots(character_ids: torch.LongTensor, widest_filter: int) -> torch.LongTensor:
-    """The leading character slots that give every distinct convolution window (``needed_character_slots``), rounded
-    up to a multiple of ``CNN_SLOT_MULTIPLE``: (..., C) -> (..., C') with C' <= C. The max-pooled CNN features of the
-    result equal those of all C slots up to float32 rounding (the same windows; a convolution of another width may
-    sum them in another order)."""
-    num_slots = character_ids.shape[-1]
-    needed = needed_character_slots(character_ids.reshape(-1, num_slots), widest_filter)
-    return character_ids[..., : min(num_slots, _round_up(needed, CNN_SLOT_MULTIPLE))]
-
-
 # The token layer as the fast path receives it: (N, C) character ids -> (N, P) token vectors, the reference
 # computation (``ELMoCharacterEmbeddings.reference_forward``).
 TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
@@ -888,7 +878,6 @@ __all__ = [
     "onednn_available",
     "parameter_key",
     "token_layer_on_rows",
-    "trim_character_slots",
     "use_fast_path",
     "word_slot_counts",
 ]

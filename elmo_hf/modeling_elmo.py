@@ -47,9 +47,9 @@ from .fast_elmo import (
     fast_character_embeddings,
     fast_encoder_forward,
     parameter_key,
-    trim_character_slots,
     use_fast_path,
 )
+from .fast_training_elmo import distinct_token_layer, lstm_window_forward, lstm_window_unavailable_reason
 from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
 from .validation_elmo import check_choice, check_int, check_model_directory_complete, is_int
 
@@ -240,9 +240,8 @@ class ELMoCharacterEmbeddings(nn.Module):
                 character_ids, self.reference_forward, self.widest_filter, self.token_embedding_cache
             )
         if self.inference_path == "auto" and torch.is_grad_enabled():
-            # Training: slots after the longest word's padding tail (plus the widest filter) only repeat convolution
-            # windows the max-pool has already seen, so they are dropped: about a third less work on real text.
-            return self.reference_forward(trim_character_slots(character_ids, self.widest_filter))
+            # Training (fast_training_elmo.py): each distinct word once, on its own character slots.
+            return distinct_token_layer(self.reference_forward, character_ids, self.widest_filter)
         return self.reference_forward(character_ids)
 
     def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
@@ -289,6 +288,7 @@ class ELMoLstmLayer(nn.Module):
         self.state_projection = (
             nn.Linear(self.cell_size, self.output_size, bias=False) if self.output_size < self.cell_size else None
         )
+        self.inference_path = "auto"  # see ELMoModel.set_inference_path ("reference": always reference_forward)
 
     def fast_path_weights(self) -> LstmDirectionWeights:
         """This layer's weights for the fast path (detached), with the gate bias it computes with in float32: the stored
@@ -308,7 +308,26 @@ class ELMoLstmLayer(nn.Module):
     def forward(
         self, inputs: torch.Tensor, lengths: torch.LongTensor, initial_state: LstmState
     ) -> tuple[torch.Tensor, LstmState]:
-        """Run the layer over right-padded sequences.
+        """``reference_forward``, or while gradients are recorded on windows without padding (pre-training) and
+        ``inference_path`` is ``"auto"``, the same computation with a hand-written backward
+        (``fast_training_elmo.lstm_window_forward``)."""
+        weights = (self.input_to_gates.weight, self.state_to_gates.weight)
+        if self.inference_path == "auto" and lstm_window_unavailable_reason(inputs, lengths, weights) is None:
+            return lstm_window_forward(
+                self.input_to_gates(inputs),
+                initial_state,
+                self.state_to_gates.weight,
+                None if self.state_projection is None else self.state_projection.weight,
+                self.forget_gate_bias,
+                self.cell_clip,
+                self.projection_clip,
+            )
+        return self.reference_forward(inputs, lengths, initial_state)
+
+    def reference_forward(
+        self, inputs: torch.Tensor, lengths: torch.LongTensor, initial_state: LstmState
+    ) -> tuple[torch.Tensor, LstmState]:
+        """The definition of the layer: run it over right-padded sequences.
 
         Args:
             inputs: (batch, time, input_size).
@@ -749,6 +768,8 @@ class ELMoModel(ELMoPreTrainedModel):
                 raise ValueError(f"{name} must be a bool, got {value!r}.")
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
+        for layer in (*self.encoder.forward_layers, *self.encoder.backward_layers):
+            layer.inference_path = path
         self.encoder.pre_pack_weights = pre_pack
         self.encoder.skip_boundary_steps = skip_boundary_steps
 
