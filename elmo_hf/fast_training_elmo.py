@@ -168,12 +168,16 @@ class _LstmWindow(torch.autograd.Function):
         grad_outputs = grad_outputs.transpose(0, 1)  # (T, B, P)
         grad_gates = torch.empty_like(gates)  # (T, B, 4D)
         grad_projected = torch.empty_like(outputs) if projection_weight is not None else None  # (T, B, P)
+        # The clamps' gradient masks and the previous cells, for all steps at once.
+        before_projection_clip = projected if projection_weight is not None else unprojected
+        projection_mask = within(before_projection_clip, projection_clip) if projection_clip is not None else None
+        cell_mask = within(cells_before_clip, cell_clip) if cell_clip is not None else None
+        previous_cells = torch.cat([initial_cell.unsqueeze(0), clipped(cells_before_clip[:-1], cell_clip)])  # (T, B, D)
         grad_hidden, grad_cell = grad_final_hidden, grad_final_cell  # into the state after `step`
         for step in reversed(range(time)):
             grad_output = grad_outputs[step] + grad_hidden  # (B, P)
-            before_projection_clip = projected[step] if projection_weight is not None else unprojected[step]
-            if projection_clip is not None:  # clamp's gradient: passed where the input lies within the bounds
-                grad_output = grad_output * within(before_projection_clip, projection_clip)
+            if projection_mask is not None:
+                grad_output = grad_output * projection_mask[step]
             if projection_weight is not None:
                 grad_projected[step] = grad_output
                 grad_unprojected = grad_output @ projection_weight  # (B, D)
@@ -183,9 +187,9 @@ class _LstmWindow(torch.autograd.Function):
             grad_step_gates = grad_gates[step].chunk(4, dim=1)
             torch.ops.aten.sigmoid_backward.grad_input(grad_unprojected * tanh_cells[step], output_gate, grad_input=grad_step_gates[3])
             grad_cell = grad_cell + torch.ops.aten.tanh_backward.default(grad_unprojected * output_gate, tanh_cells[step])
-            if cell_clip is not None:
-                grad_cell = grad_cell * within(cells_before_clip[step], cell_clip)
-            previous_cell = initial_cell if step == 0 else clipped(cells_before_clip[step - 1], cell_clip)
+            if cell_mask is not None:
+                grad_cell = grad_cell * cell_mask[step]
+            previous_cell = previous_cells[step]
             torch.ops.aten.sigmoid_backward.grad_input(grad_cell * candidate, input_gate, grad_input=grad_step_gates[0])
             torch.ops.aten.sigmoid_backward.grad_input(grad_cell * previous_cell, forget_gate, grad_input=grad_step_gates[1])
             torch.ops.aten.tanh_backward.grad_input(grad_cell * input_gate, candidate, grad_input=grad_step_gates[2])
