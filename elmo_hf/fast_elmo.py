@@ -154,7 +154,7 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def _cnn_rows(num_rows: int) -> int:
+def cnn_rows(num_rows: int) -> int:
     """Rows the CNN runs on for ``num_rows`` words: CNN_MIN_ROWS, 2 * CNN_MIN_ROWS, ..., CNN_ROW_MULTIPLE, then
     multiples of it."""
     if num_rows >= CNN_ROW_MULTIPLE:
@@ -177,7 +177,7 @@ def word_slot_counts(character_ids: torch.LongTensor, widest_filter: int) -> tor
 
 def token_layer_on_rows(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:
     """``token_layer`` on each row trimmed to its own slots (``word_slot_counts``), rows of equal slot count in one
-    call, padded to ``_cnn_rows``: equal to the token layer on all slots up to float32 rounding. (N, C) -> (N, P).
+    call, padded to ``cnn_rows``: equal to the token layer on all slots up to float32 rounding. (N, C) -> (N, P).
 
     A row's vector depends on that row alone, not on the others computed with it: the CNN and the highway matmuls
     compute every row the same way whatever the row count (tested bit for bit on CPU at 1 and 2 threads). That is
@@ -186,7 +186,7 @@ def token_layer_on_rows(token_layer: TokenLayer, character_ids: torch.LongTensor
     vectors = None
     for slots in sorted(set(slot_counts.tolist())):
         selected = (slot_counts == slots).nonzero().squeeze(1)  # (n,)
-        rows = character_ids.new_zeros(_cnn_rows(len(selected)), slots)
+        rows = character_ids.new_zeros(cnn_rows(len(selected)), slots)
         rows[: len(selected)] = character_ids[selected, :slots]
         computed = token_layer(rows)[: len(selected)]  # (n, P)
         if vectors is None:
@@ -868,6 +868,7 @@ __all__ = [
     "PackedBatch",
     "PreparedLstmWeights",
     "TokenEmbeddingCache",
+    "cnn_rows",
     "distinct_rows",
     "distinct_vectors",
     "fast_character_embeddings",

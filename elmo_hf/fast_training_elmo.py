@@ -11,8 +11,10 @@ Token layer (``distinct_token_layer``)
     Every distinct word of a batch goes through the character CNN once, whatever the number of its occurrences (a
     window of running text repeats about half its words; both streams of bilm-tf's windowed regime share them), and
     words are trimmed to their own character slots (``fast_elmo.word_slot_counts``), words of equal slot count in one
-    call. The gradient of a repeated word is the sum of its occurrences' gradients (the backward of the gather), which
-    is what the reference path's weight gradients sum too, in another order.
+    call, its rows padded to one of a few counts as the fast path pads them (``fast_elmo.cnn_rows``: a convolution
+    shape oneDNN has not met costs a new primitive). The gradient of a repeated word is the sum of its occurrences'
+    gradients (the backward of the gather), which is what the reference path's weight gradients sum too, in another
+    order.
 
 biLSTM (``lstm_window_forward``)
     One direction of one layer over rows that are real at every step (bilm-tf's training windows), as one autograd
@@ -28,7 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from .fast_elmo import distinct_rows, word_slot_counts
+from .fast_elmo import cnn_rows, distinct_rows, word_slot_counts
 
 # The token layer as this module receives it: (N, C) character ids -> (N, P) token vectors, the reference computation
 # (``ELMoCharacterEmbeddings.reference_forward``).
@@ -42,7 +44,8 @@ TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
 
 def distinct_token_layer(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:
     """``token_layer`` on (..., C) character ids -> (..., P) token vectors, differentiable, with each distinct row
-    computed once on its own character slots (``word_slot_counts``; rows of equal slot count in one call).
+    computed once on its own character slots (``word_slot_counts``; rows of equal slot count in one call, padded to
+    ``cnn_rows`` rows so that the convolutions keep a few shapes).
 
     Equal to ``token_layer(character_ids)`` up to float32 rounding (the same convolution windows reach the max-pool);
     so are the gradients of its parameters, which sum a repeated word's occurrences before the CNN instead of after.
@@ -55,7 +58,11 @@ def distinct_token_layer(token_layer: TokenLayer, character_ids: torch.LongTenso
     groups = torch.unique_consecutive(slot_counts[order], return_counts=True)
     pieces, start = [], 0
     for slots, count in zip(*(values.tolist() for values in groups)):
-        pieces.append(token_layer(words[order[start : start + count], :slots]))  # (count, P)
+        # Rows padded to one of a few counts (`fast_elmo.cnn_rows`), as the fast path does: a convolution shape oneDNN
+        # has not seen costs a new primitive (measured 35% of the CNN's time when every batch brought new counts).
+        rows = words.new_zeros(cnn_rows(count), slots)
+        rows[:count] = words[order[start : start + count], :slots]
+        pieces.append(token_layer(rows)[:count])  # (count, P)
         start += count
     if not pieces:  # no rows: the layer's output width from a single padding row
         vectors = token_layer(character_ids.new_zeros(1, min(num_slots, widest_filter)))[:0]
