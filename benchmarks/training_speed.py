@@ -109,21 +109,41 @@ def random_batch(
 def training_step_flops(config, vocabulary_size: int, softmax_samples: int, batch_size: int = 2) -> dict:
     """FLOPs of one training step (forward + backward of the loss) per word, counted by torch's FlopCounterMode on
     ``batch_size`` rows x 20 random words on the CPU (matmuls and convolutions; per word the count does not depend on
-    the batch, nor, with a sampled softmax, on the vocabulary size). ``flops_per_word``: words filling every character
-    slot, the arithmetic bilm-tf always does (its CNN convolves all 50 slots); ``flops_per_word_3_to_10_letters``:
-    words of 3-10 letters, for which elmo-hf's training drops each word's character slots after its own end
-    (``fast_training_elmo.distinct_token_layer``, exact; random words are all distinct, so no word is saved)."""
+    the batch, nor, with a sampled softmax, on the vocabulary size). Counted on the reference path: the model's
+    arithmetic, not the training path's reorganisation of it (which skips repeated words and pads the CNN's rows to a
+    few shapes, so its count would depend on the batch). ``flops_per_word``: words filling every character slot, the
+    arithmetic bilm-tf always does (its CNN convolves all 50 slots); ``flops_per_word_3_to_10_letters``: words of 3-10
+    letters with the character slots cut after the longest word's (elmo-hf's training cuts each word's own, and
+    computes a repeated word once: it does at most this)."""
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from elmo_hf.fast_elmo import needed_character_slots
+
     model = pretraining_model(config, vocabulary_size, softmax_samples, dropout=0.0)
+    model.elmo.set_inference_path("reference")
+    widest_filter = model.elmo.char_embeddings.widest_filter
     full_word = config.max_characters_per_token - 2
     report = {"parameters": sum(parameter.numel() for parameter in model.parameters())}
-    for name, lengths in (("flops_per_word", (full_word, full_word)), ("flops_per_word_3_to_10_letters", (3, 10))):
+
+    def counted(work) -> int:
         counter = FlopCounterMode(display=False)
         with counter:
-            model(**random_batch(config, batch_size, vocabulary_size, "cpu", word_lengths=lengths)).loss.backward()
-        report[name] = counter.get_total_flops() / (batch_size * WINDOW)
+            work()
         model.zero_grad(set_to_none=True)
+        return counter.get_total_flops()
+
+    def token_layer_flops(rows: torch.Tensor) -> int:
+        return counted(lambda: model.elmo.char_embeddings.reference_forward(rows).sum().backward())
+
+    for name, lengths in (("flops_per_word", (full_word, full_word)), ("flops_per_word_3_to_10_letters", (3, 10))):
+        batch = random_batch(config, batch_size, vocabulary_size, "cpu", word_lengths=lengths)
+        total = counted(lambda: model(**batch).loss.backward())
+        if name != "flops_per_word":  # the token layer's share on the slots the words need instead of all of them
+            rows = torch.cat([batch["input_ids"], batch["backward_input_ids"]]).flatten(0, 1)
+            slots = needed_character_slots(rows, widest_filter)
+            total += token_layer_flops(rows[:, :slots]) - token_layer_flops(rows)
+        report[name] = total / (batch_size * WINDOW)
     return report
 
 
