@@ -84,6 +84,8 @@ def lstm_window_unavailable_reason(inputs: torch.Tensor, lengths: torch.LongTens
         return "no gradients are recorded"
     if inputs.dtype != torch.float32 or any(weight.dtype != torch.float32 for weight in weights):
         return f"it computes in float32 only, not {inputs.dtype}"
+    if torch.is_autocast_enabled(inputs.device.type):
+        return "autocast is on (it computes in float32 only)"
     if inputs.shape[1] == 0 or not bool((lengths >= inputs.shape[1]).all()):
         return "some rows end before the last step (padding)"
     return None

@@ -108,7 +108,7 @@ def test_training_step_equals_reference_on_every_architecture_variant(overrides)
 
 
 def test_training_step_runs_the_fast_path_where_it_applies():
-    """Windows without padding in training run the hand-written LSTM backward; padded rows, no gradients or
+    """Windows without padding in training run the hand-written LSTM backward; padded rows, autocast or
     inference_path="reference" run the reference loop."""
     config = tiny_config(word_vocab_size=30)
     layer = ELMoLstmLayer(config.projection_dim, config)
@@ -117,6 +117,8 @@ def test_training_step_runs_the_fast_path_where_it_applies():
     full, padded = torch.tensor([4, 4]), torch.tensor([4, 2])
     assert type(layer(inputs, full, state)[0].grad_fn).__name__ == "_LstmWindowBackward"
     assert type(layer(inputs, padded, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert type(layer(inputs, full, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
     layer.inference_path = "reference"
     assert type(layer(inputs, full, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
 
