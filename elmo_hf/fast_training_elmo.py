@@ -1,20 +1,15 @@
 """The fast training path of ELMo: the computation of ``modeling_elmo.py`` with gradients, reorganised for speed.
 
 ``modeling_elmo.py`` is the definition (the *reference path*); ``fast_elmo.py`` is the inference-only fast path.
-This module is what the model runs while gradients are recorded (pre-training, fine-tuning), chosen by the same
-dispatchers (``ELMoCharacterEmbeddings.forward``, ``ELMoLstmLayer.forward``) under ``inference_path="auto"``;
-``"reference"`` turns it off. It computes the same outputs and the same gradients up to float32 rounding (tested
+This module is what the model's LSTM layers run while gradients are recorded (pre-training, fine-tuning), chosen by
+``ELMoLstmLayer.forward`` under ``inference_path="auto"``; ``"reference"`` turns it off. It computes the same outputs and the same gradients up to float32 rounding (tested
 against the reference path on every architecture variant in ``tests/test_fast_training_elmo.py``). Nothing here
 changes *what* is computed, only the order and the amount of repeated work.
 
-Token layer (``distinct_token_layer``)
-    Every distinct word of a batch goes through the character CNN once, whatever the number of its occurrences (a
-    window of running text repeats about half its words; both streams of bilm-tf's windowed regime share them), and
-    words are trimmed to their own character slots (``fast_elmo.word_slot_counts``), words of equal slot count in one
-    call, its rows padded to one of a few counts as the fast path pads them (``fast_elmo.cnn_rows``: a convolution
-    shape oneDNN has not met costs a new primitive). The gradient of a repeated word is the sum of its occurrences'
-    gradients (the backward of the gather), which is what the reference path's weight gradients sum too, in another
-    order.
+Token layer
+    Training runs ``fast_elmo.fast_character_embeddings`` without a cache (``ELMoCharacterEmbeddings.forward``): each
+    distinct word of a batch once through the character CNN, on its own slots, rows padded to ``fast_elmo.cnn_rows``;
+    it is differentiable, and the gradient of a repeated word is summed before the CNN (the gather's backward).
 
 biLSTM (``lstm_window_forward``)
     One direction of one layer over rows that are real at every step (bilm-tf's training windows), as one autograd
@@ -26,51 +21,7 @@ biLSTM (``lstm_window_forward``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-
-from .fast_elmo import cnn_rows, distinct_rows, word_slot_counts
-
-# The token layer as this module receives it: (N, C) character ids -> (N, P) token vectors, the reference computation
-# (``ELMoCharacterEmbeddings.reference_forward``).
-TokenLayer = Callable[[torch.LongTensor], torch.Tensor]
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Token layer
-# ----------------------------------------------------------------------------------------------------------------------
-
-
-def distinct_token_layer(token_layer: TokenLayer, character_ids: torch.LongTensor, widest_filter: int) -> torch.Tensor:
-    """``token_layer`` on (..., C) character ids -> (..., P) token vectors, differentiable, with each distinct row
-    computed once on its own character slots (``word_slot_counts``; rows of equal slot count in one call, padded to
-    ``cnn_rows`` rows so that the convolutions keep a few shapes).
-
-    Equal to ``token_layer(character_ids)`` up to float32 rounding (the same convolution windows reach the max-pool);
-    so are the gradients of its parameters, which sum a repeated word's occurrences before the CNN instead of after.
-    """
-    leading_shape, num_slots = character_ids.shape[:-1], character_ids.shape[-1]
-    words, word_of_row = distinct_rows(character_ids.reshape(-1, num_slots))  # (U, C), (N,)
-    words, word_of_row = words.to(character_ids.device), word_of_row.to(character_ids.device)
-    slot_counts = word_slot_counts(words, widest_filter)  # (U,)
-    order = torch.argsort(slot_counts, stable=True)  # words grouped by slot count
-    groups = torch.unique_consecutive(slot_counts[order], return_counts=True)
-    pieces, start = [], 0
-    for slots, count in zip(*(values.tolist() for values in groups)):
-        # Rows padded to one of a few counts (`fast_elmo.cnn_rows`), as the fast path does: a convolution shape oneDNN
-        # has not seen costs a new primitive (measured 35% of the CNN's time when every batch brought new counts).
-        rows = words.new_zeros(cnn_rows(count), slots)
-        rows[:count] = words[order[start : start + count], :slots]
-        pieces.append(token_layer(rows)[:count])  # (count, P)
-        start += count
-    if not pieces:  # no rows: the layer's output width from a single padding row
-        vectors = token_layer(character_ids.new_zeros(1, min(num_slots, widest_filter)))[:0]
-        return vectors.reshape(*leading_shape, vectors.shape[-1])
-    vectors = torch.cat(pieces)  # (U, P), in `order`
-    place_of_word = torch.empty_like(order)
-    place_of_word[order] = torch.arange(len(order), device=order.device)  # word -> its row in `vectors`
-    return vectors[place_of_word[word_of_row]].reshape(*leading_shape, vectors.shape[-1])
 
 
 # ----------------------------------------------------------------------------------------------------------------------

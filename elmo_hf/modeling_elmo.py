@@ -49,7 +49,7 @@ from .fast_elmo import (
     parameter_key,
     use_fast_path,
 )
-from .fast_training_elmo import distinct_token_layer, lstm_window_forward, lstm_window_unavailable_reason
+from .fast_training_elmo import lstm_window_forward, lstm_window_unavailable_reason
 from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
 from .validation_elmo import check_choice, check_int, check_model_directory_complete, is_int
 
@@ -240,8 +240,9 @@ class ELMoCharacterEmbeddings(nn.Module):
                 character_ids, self.reference_forward, self.widest_filter, self.token_embedding_cache
             )
         if self.inference_path == "auto" and torch.is_grad_enabled():
-            # Training (fast_training_elmo.py): each distinct word once, on its own character slots.
-            return distinct_token_layer(self.reference_forward, character_ids, self.widest_filter)
+            # Training: the fast path's computation without its cache (each distinct word once, on its own slots) is
+            # differentiable.
+            return fast_character_embeddings(character_ids, self.reference_forward, self.widest_filter, None)
         return self.reference_forward(character_ids)
 
     def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:

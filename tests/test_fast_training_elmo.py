@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from elmo_hf.fast_training_elmo import distinct_token_layer, lstm_window_forward
+from elmo_hf.fast_elmo import fast_character_embeddings
+from elmo_hf.fast_training_elmo import lstm_window_forward
 from elmo_hf.modeling_elmo import ELMoLstmLayer
 from elmo_hf.modeling_elmo_pretraining import ELMoForPreTraining
 from elmo_hf.tokenization_elmo import word_to_character_ids
@@ -193,7 +194,7 @@ def test_lstm_window_forward_with_no_gradient_for_the_final_state():
 
 
 @pytest.mark.parametrize("overrides", [dict(), WORD_EMBEDDING])
-def test_distinct_token_layer_equals_the_token_layer_with_gradients(overrides):
+def test_training_token_layer_equals_the_token_layer_with_gradients(overrides):
     """Each distinct word once on its own slots: the vectors and the CNN's gradients equal the token layer on every
     row, all slots; repeated words, padding rows, boundaries and a word as long as the slots allow included."""
     config = tiny_config(**overrides)
@@ -203,12 +204,12 @@ def test_distinct_token_layer_equals_the_token_layer_with_gradients(overrides):
     rows[0, -1] = 0  # a padding row
     upstream = torch.randn(*rows.shape[:-1], config.projection_dim)
     results = []
-    for compute in (token_layer.reference_forward, lambda ids: distinct_token_layer(token_layer.reference_forward, ids, token_layer.widest_filter)):
+    for compute in (token_layer.reference_forward, lambda ids: fast_character_embeddings(ids, token_layer.reference_forward, token_layer.widest_filter, None)):
         token_layer.zero_grad(set_to_none=True)
         vectors = compute(rows)
         (vectors * upstream).sum().backward()
         results.append([vectors, *(p.grad for p in token_layer.parameters())])
     difference = largest_difference(*results)
     assert is_close(difference, TOLERANCE), difference
-    empty = distinct_token_layer(token_layer.reference_forward, rows[:0], token_layer.widest_filter)
+    empty = fast_character_embeddings(rows[:0], token_layer.reference_forward, token_layer.widest_filter, None)
     assert empty.shape == (0, *rows.shape[1:-1], config.projection_dim)
