@@ -30,7 +30,7 @@ import importlib.metadata
 import sys
 
 from . import convert, embed, neighbours, pretrain, similarity
-from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, wait_passively
+from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, exit_code_after_interrupt, wait_passively
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
@@ -62,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exit:  # argparse printed the usage and the error, or the help or version
             return exit.code if isinstance(exit.code, int) else EXIT_USAGE_ERROR
-        return args.run(args)
+        code = args.run(args)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    return exit_code_after_interrupt() if code == EXIT_INTERRUPTED else code
 
 
 __all__ = ["build_parser", "installed_version", "main"]

@@ -23,6 +23,19 @@ def report_error(error: BaseException) -> int:
     return EXIT_USAGE_ERROR
 
 
+def exit_code_after_interrupt() -> int:
+    """``EXIT_INTERRUPTED``, and make sure the interpreter will exit with it rather than kill itself with SIGINT.
+
+    CPython 3.11 remembers a KeyboardInterrupt that escaped code it ran from a string (``exec(str)``, as
+    ``dataclasses`` does for every class it builds, so any import can be inside one) and, once a ``python -m``
+    interpreter has finished, kills the process with SIGINT even when the program caught the interrupt: Ctrl-C about
+    4 s into ``python -m elmo_hf_cli embed`` (transformers' configuration module importing) ended with -2, not 130. Each
+    run of code from a string resets that flag first, so running an empty one after catching the interrupt
+    clears it."""
+    exec("None")  # resets CPython's _Py_UnhandledKeyboardInterrupt (see above)
+    return EXIT_INTERRUPTED
+
+
 def wait_passively() -> None:
     """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose otherwise.
 

@@ -73,3 +73,38 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     assert process.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr and "interrupted" in stderr
     assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"]
+
+
+# A command whose work is interrupted inside code CPython runs from a string (``exec(str)``: dataclasses builds every
+# class that way, so any import can be inside one). Under ``python -m`` CPython 3.11 then kills the finished
+# interpreter with SIGINT even though the interrupt was caught, unless ``main`` clears that
+# (``common.exit_code_after_interrupt``): the Ctrl-C test above failed in CI that way.
+INTERRUPTED_INSIDE_EXEC = """
+import sys
+from elmo_hf_cli import common, embed, main
+embed.run = lambda args: exec("raise KeyboardInterrupt")
+sys.exit(main(["embed", "corpus.txt", "--output", "out"]))
+"""
+
+
+def run_as_module(tmp_path, program: str) -> subprocess.CompletedProcess:
+    """Run ``program`` as ``python -m`` does for ``elmo_hf_cli``, in ``tmp_path`` beside a one-line corpus."""
+    (tmp_path / "corpus.txt").write_text("a sentence .\n")
+    (tmp_path / "interrupted_program.py").write_text(program)
+    return subprocess.run(
+        [sys.executable, "-m", "interrupted_program"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+
+
+def test_interrupt_inside_exec_still_exits_130(tmp_path):
+    result = run_as_module(tmp_path, INTERRUPTED_INSIDE_EXEC)
+    assert result.returncode == 130, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr and "interrupted" in result.stderr
+
+
+def test_without_the_reset_cpython_would_end_by_sigint(tmp_path):
+    """The control: the same program with the reset switched off dies by SIGINT (if a CPython release stops doing
+    that, this fails and the reset in ``exit_code_after_interrupt`` can go)."""
+    switched_off = INTERRUPTED_INSIDE_EXEC.replace("embed.run =", "common.exec = lambda source: None\nembed.run =")
+    result = run_as_module(tmp_path, switched_off)
+    assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr[-2000:])
