@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from elmo_hf import ELMoModel, ELMoTokenizer  # noqa: E402
 
-from .fresh_clone import QuickStartRun  # noqa: E402
+from .fresh_clone import SUBSET, QuickStartRun  # noqa: E402
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPOSITORY_ROOT / "tests" / "fixtures"
@@ -35,17 +35,66 @@ EWT_TEST = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-test.conllu"
 FRESH_CLONE_TESTS = "tests/test_fresh_clone.py"
 
 
+def fresh_clone_selected(node_ids) -> bool:
+    return any(node_id.startswith(FRESH_CLONE_TESTS) for node_id in node_ids)
+
+
 def pytest_collection_modifyitems(config, items):
-    """The fresh-clone test runs last: it waits for the quick start started beside the rest of the run."""
+    """The fresh-clone test runs last: it waits for the quick start started beside the rest of the run. When it is
+    selected, the files of ``fresh_clone.SUBSET`` run there, in the clone, and not a second time here: the fresh-clone
+    test fails with their failures (about 100 CPU-seconds saved, most of it the documentation's blocks). Select such a
+    file without the fresh-clone test (``pytest tests/test_documentation.py``) and it runs here as usual."""
     items.sort(key=lambda item: item.nodeid.startswith(FRESH_CLONE_TESTS))
+    if not fresh_clone_selected(item.nodeid for item in items):
+        return
+    in_the_clone = [item for item in items if item.nodeid.split("::")[0] in SUBSET]
+    if in_the_clone:
+        config.hook.pytest_deselected(items=in_the_clone)
+        items[:] = [item for item in items if item.nodeid.split("::")[0] not in SUBSET]
+
+
+def pytest_configure(config):
+    """Under pytest-xdist the controller, which runs no test, starts the quick start (`FreshCloneController`)."""
+    distributing = config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") != "no"
+    if distributing and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FreshCloneController(config), "fresh-clone-controller")
+
+
+def shared_fresh_clone_folder(basetemp: Path) -> Path:
+    """Where the controller's quick start works: beside the workers' own base folders (``<basetemp>/popen-gwN``)."""
+    return basetemp / "fresh-clone"
+
+
+class FreshCloneController:
+    """The quick start under pytest-xdist: started by the controller as soon as a worker reports a collection that
+    holds the fresh-clone test (one run, whichever worker gets the test), stopped when the whole run ends; the test
+    waits for its result in `shared_fresh_clone_folder`."""
+
+    def __init__(self, config):
+        self.config = config
+        self.run: QuickStartRun | None = None
+
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if self.run is None and fresh_clone_selected(ids):
+            folder = shared_fresh_clone_folder(self.config._tmp_path_factory.getbasetemp())
+            folder.mkdir()
+            self.run = QuickStartRun(folder).start()
+
+    def pytest_sessionfinish(self, session):
+        if self.run is not None:
+            self.run.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def fresh_clone_quick_start(request, tmp_path_factory):
     """The README's quick start in a fresh clone and venv (``tests/fresh_clone.py``), started as the run begins when
-    the fresh-clone test is selected, stopped (its processes killed) when the run ends."""
-    if not any(item.nodeid.startswith(FRESH_CLONE_TESTS) for item in request.session.items):
+    the fresh-clone test is selected, stopped (its processes killed) when the run ends. Under pytest-xdist the
+    controller started it (`FreshCloneController`) and a worker only waits for its result."""
+    if not fresh_clone_selected(item.nodeid for item in request.session.items):
         yield None
+        return
+    if hasattr(request.config, "workerinput"):
+        yield QuickStartRun(shared_fresh_clone_folder(tmp_path_factory.getbasetemp().parent))
         return
     run = QuickStartRun(tmp_path_factory.mktemp("alone")).start()
     yield run

@@ -17,9 +17,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import traceback
 import venv
 from pathlib import Path
+
+import psutil
 
 if __package__:
     from .doc_blocks import marked_block
@@ -40,6 +43,7 @@ SUBSET = [
 NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS", "CI")
 BLOCK_TIMEOUT_S = 1200
 RESULT_FILE = "quick-start.json"
+PID_FILE = "quick-start.pid"
 
 
 def working_tree_files() -> list[str]:
@@ -109,7 +113,9 @@ def quick_start(folder: Path) -> dict:
 
 
 class QuickStartRun:
-    """``python -m tests.fresh_clone FOLDER`` in a session of its own: `start`, then `wait` for its result."""
+    """``python -m tests.fresh_clone FOLDER`` in a session of its own: `start`, then `wait` for its result. Under
+    pytest-xdist the controller starts it and a worker waits for it: a `QuickStartRun` of the same folder that was
+    not started here follows the process by the pid it wrote there."""
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -121,22 +127,41 @@ class QuickStartRun:
                 [sys.executable, "-m", "tests.fresh_clone", str(self.folder)], cwd=REPOSITORY_ROOT,
                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr,
             )
+        (self.folder / PID_FILE).write_text(str(self.process.pid))
         return self
 
     def wait(self, timeout: float) -> dict:
         try:
-            self.process.wait(timeout)
+            if self.process is not None:
+                self.process.wait(timeout)
+            else:
+                self._wait_for_the_process_started_elsewhere(timeout)
         except subprocess.TimeoutExpired:
             self.stop()
             raise TimeoutError(f"the fresh-clone quick start did not finish in {timeout:.0f} s") from None
         result_file = self.folder / RESULT_FILE
         if not result_file.is_file():
             stderr = (self.folder / "quick-start.stderr").read_text()[-3000:]
-            raise RuntimeError(f"the fresh-clone quick start exited {self.process.returncode} without a result:\n{stderr}")
+            raise RuntimeError(f"the fresh-clone quick start exited without a result:\n{stderr}")
         return json.loads(result_file.read_text())
 
+    def _wait_for_the_process_started_elsewhere(self, timeout: float) -> None:
+        """Until the result is written or the process (a child of another process) has ended, at most ``timeout``."""
+        pid = int((self.folder / PID_FILE).read_text())
+        deadline = time.monotonic() + timeout
+        while not (self.folder / RESULT_FILE).is_file():
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return
+            except psutil.NoSuchProcess:
+                return
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(pid), timeout)
+            time.sleep(1.0)
+
     def stop(self) -> None:
-        """Kill it and every process it started (the end of the test run, Ctrl-C): nothing goes on in the background."""
+        """Kill it and every process it started (the end of the test run, Ctrl-C): nothing goes on in the background.
+        Only the process that started it stops it."""
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()

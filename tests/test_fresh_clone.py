@@ -7,7 +7,8 @@ of the suite, ``fresh_clone.SUBSET`` (the whole suite would run this test again 
 chosen because each of its files reads data that used to come from ``../shared`` (the original's parity fixture,
 the released options, the real corpora) or runs the commands end to end (every block of the README and the guides
 among them). It must end with no failure, no error and
-no skip at all. The run starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this
+no skip at all. When this test is selected, those files run only there, not a second time in the run itself
+(``tests/conftest.py``): their failures are this test's. The run starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this
 test, ordered last, waits for it and checks what it left.
 """
 
@@ -25,7 +26,7 @@ def test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv(fresh_clone_qui
     run = fresh_clone_quick_start.wait(timeout=3 * BLOCK_TIMEOUT_S)
     assert run["error"] is None, run["error"]
     clone = Path(run["clone"])
-    assert sorted(path.name for path in clone.parent.iterdir() if path.suffix not in (".xml", ".json", ".stderr")) == ["elmo-hf"]
+    assert sorted(path.name for path in clone.parent.iterdir() if path.suffix not in (".xml", ".json", ".stderr", ".pid")) == ["elmo-hf"]
 
     main_job = run["main_job"]
     assert main_job["returncode"] == 0, f"{main_job['stdout'][-3000:]}\n{main_job['stderr'][-5000:]}"
