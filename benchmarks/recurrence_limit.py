@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -34,22 +33,19 @@ import torch
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
+from benchmarks.inference_speed import flop_per_position, matmul_gflops, random_model, time_calls  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoModel  # noqa: E402
 from elmo_hf.fast_elmo import PackedBatch  # noqa: E402
 
+CPU = torch.device("cpu")
 
-def encoder_of(shape: str) -> ELMoModel:
-    """The biLM of ``shape``, in eval mode, fast path on, weights pre-packed as the fast path prepares them."""
-    if shape == "shipped":
-        model = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR)
-    else:
-        torch.manual_seed(0)
-        model = ELMoModel(ELMoConfig())
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.normal_(0.0, 0.02)
+
+def model_of(shape: str) -> ELMoModel:
+    """The model of ``shape`` in eval mode on the fast path (its biLM weights pre-packed on first use): the shipped
+    one, or the original shape with random weights at a trained model's scale."""
+    model = ELMoModel.from_pretrained(DEFAULT_MODEL_DIR) if shape == "shipped" else random_model(ELMoConfig())
     model.eval().set_inference_path("fast")
-    return model.encoder
+    return model
 
 
 def step_rows(lengths: torch.LongTensor, time_steps: int) -> list[int]:
@@ -92,36 +88,14 @@ def matmuls_alone(encoder, config: ELMoConfig, batch_size: int, time_steps: int)
     return run
 
 
-def lstm_flop(config: ELMoConfig, rows: int) -> float:
-    """Matmul FLOP of the biLM over ``rows`` positions per direction (multiply-adds counted twice)."""
-    projection, cell = config.projection_dim, config.lstm_cell_size
-    per_position = 2 * (projection * 4 * cell + projection * 4 * cell + (cell * projection if projection != cell else 0))
-    return per_position * rows * 2 * config.num_lstm_layers
-
-
-def seconds_of(function, min_seconds: float) -> float:
+def median_seconds(function, min_seconds: float) -> float:
     """Median seconds per call over at least ``min_seconds``, after one warm-up call."""
-    function()
-    times, start = [], time.perf_counter()
-    while not times or time.perf_counter() - start < min_seconds:
-        began = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
-
-
-def prepacked_gflops(rows: int, inner: int, columns: int, min_seconds: float) -> float:
-    """GFLOP/s of a pre-packed oneDNN matmul (rows x inner) @ (inner x columns), as the fast path runs it."""
-    weight = torch.randn(columns, inner)
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-    inputs = torch.randn(rows, inner)
-    seconds = seconds_of(lambda: torch.ops.mkldnn._linear_pointwise(inputs, packed, None, "none", [], ""), min_seconds)
-    return 2 * rows * inner * columns / seconds / 1e9
+    return statistics.median(time_calls(function, CPU, min_seconds))
 
 
 def measure(shape: str, batch_sizes: list[int], words: int, rounds: int, min_seconds: float) -> list[dict]:
-    encoder = encoder_of(shape)
-    config = ELMoConfig.from_pretrained(DEFAULT_MODEL_DIR) if shape == "shipped" else ELMoConfig()
+    model = model_of(shape)
+    encoder, config = model.encoder, model.config
     input_size = config.projection_dim
     time_steps = words + 2
     rows = []
@@ -134,8 +108,8 @@ def measure(shape: str, batch_sizes: list[int], words: int, rounds: int, min_sec
         bilm_seconds, matmul_seconds = [], []
         with torch.inference_mode():
             for _ in range(rounds):
-                bilm_seconds.append(seconds_of(bilm, min_seconds))
-                matmul_seconds.append(seconds_of(matmuls, min_seconds))
+                bilm_seconds.append(median_seconds(bilm, min_seconds))
+                matmul_seconds.append(median_seconds(matmuls, min_seconds))
         positions = sum(step_rows(lengths, time_steps))
         bilm_median, matmul_median = statistics.median(bilm_seconds), statistics.median(matmul_seconds)
         rows.append(
@@ -147,7 +121,8 @@ def measure(shape: str, batch_sizes: list[int], words: int, rounds: int, min_sec
                 "matmuls_alone_ms": round(matmul_median * 1e3, 3),
                 "fraction_of_own_matmuls": round(matmul_median / bilm_median, 3),
                 "fraction_per_round": [round(m / b, 3) for m, b in zip(matmul_seconds, bilm_seconds)],
-                "lstm_gflops": round(lstm_flop(config, positions) / bilm_median / 1e9, 2),
+                # positions per direction x the biLM's matmul FLOP per position of both directions, all layers
+                "lstm_gflops": round(positions * flop_per_position(config)["bilstm"] / bilm_median / 1e9, 2),
             }
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -172,8 +147,8 @@ def main(argv: list[str] | None = None) -> dict:
     }
     largest = max(args.batch_sizes)
     best = {
-        f"step_{largest}x512x16384": prepacked_gflops(largest, 512, 16384, args.min_seconds),
-        "input_projection_1024x512x16384": prepacked_gflops(1024, 512, 16384, args.min_seconds),
+        f"step_{largest}x512x16384": matmul_gflops(largest, 512, 16384, torch.float32, CPU, args.min_seconds, pre_pack=True),
+        "input_projection_1024x512x16384": matmul_gflops(1024, 512, 16384, torch.float32, CPU, args.min_seconds, pre_pack=True),
     }
     results["best_prepacked_gflops"] = {name: round(value, 1) for name, value in best.items()}
     for row in results["rows"]:

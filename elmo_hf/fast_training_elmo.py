@@ -2,9 +2,10 @@
 
 ``modeling_elmo.py`` is the definition (the *reference path*); ``fast_elmo.py`` is the inference-only fast path.
 This module is what the model's LSTM layers run while gradients are recorded (pre-training, fine-tuning), chosen by
-``ELMoLstmLayer.forward`` under ``inference_path="auto"``; ``"reference"`` turns it off. It computes the same outputs and the same gradients up to float32 rounding (tested
-against the reference path on every architecture variant in ``tests/test_fast_training_elmo.py``). Nothing here
-changes *what* is computed, only the order and the amount of repeated work.
+``ELMoLstmLayer.forward`` under ``inference_path="auto"``; ``"reference"`` turns it off. It computes the same outputs
+and the same gradients up to float32 rounding (tested against the reference path on every architecture variant in
+``tests/test_fast_training_elmo.py``). Nothing here changes *what* is computed, only the order and the amount of
+repeated work.
 
 Token layer
     Training runs ``fast_elmo.fast_character_embeddings`` without a cache (``ELMoCharacterEmbeddings.forward``): each

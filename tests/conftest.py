@@ -60,7 +60,7 @@ def pytest_configure(config):
         config.pluginmanager.register(FreshCloneController(config), "fresh-clone-controller")
 
 
-def shared_fresh_clone_folder(basetemp: Path) -> Path:
+def controller_quick_start_folder(basetemp: Path) -> Path:
     """Where the controller's quick start works: beside the workers' own base folders (``<basetemp>/popen-gwN``)."""
     return basetemp / "fresh-clone"
 
@@ -68,7 +68,7 @@ def shared_fresh_clone_folder(basetemp: Path) -> Path:
 class FreshCloneController:
     """The quick start under pytest-xdist: started by the controller as soon as a worker reports a collection that
     holds the fresh-clone test (one run, whichever worker gets the test), stopped when the whole run ends; the test
-    waits for its result in `shared_fresh_clone_folder`."""
+    waits for its result in `controller_quick_start_folder`."""
 
     def __init__(self, config):
         self.config = config
@@ -76,7 +76,7 @@ class FreshCloneController:
 
     def pytest_xdist_node_collection_finished(self, node, ids):
         if self.run is None and fresh_clone_selected(ids):
-            folder = shared_fresh_clone_folder(self.config._tmp_path_factory.getbasetemp())
+            folder = controller_quick_start_folder(self.config._tmp_path_factory.getbasetemp())
             folder.mkdir()
             self.run = QuickStartRun(folder).start()
 
@@ -94,7 +94,7 @@ def fresh_clone_quick_start(request, tmp_path_factory):
         yield None
         return
     if hasattr(request.config, "workerinput"):
-        yield QuickStartRun(shared_fresh_clone_folder(tmp_path_factory.getbasetemp().parent))
+        yield QuickStartRun(controller_quick_start_folder(tmp_path_factory.getbasetemp().parent))
         return
     run = QuickStartRun(tmp_path_factory.mktemp("alone")).start()
     yield run

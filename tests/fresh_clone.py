@@ -142,7 +142,8 @@ class QuickStartRun:
         result_file = self.folder / RESULT_FILE
         if not result_file.is_file():
             stderr = (self.folder / "quick-start.stderr").read_text()[-3000:]
-            raise RuntimeError(f"the fresh-clone quick start exited without a result:\n{stderr}")
+            exit_code = "" if self.process is None else f" {self.process.returncode}"
+            raise RuntimeError(f"the fresh-clone quick start exited{exit_code} without a result:\n{stderr}")
         return json.loads(result_file.read_text())
 
     def _wait_for_the_process_started_elsewhere(self, timeout: float) -> None:

@@ -6,10 +6,10 @@ The main job must exit 0 and write its manifest, with the clone's code. The test
 of the suite, ``fresh_clone.SUBSET`` (the whole suite would run this test again and double the default run's time),
 chosen because each of its files reads data that used to come from ``../shared`` (the original's parity fixture,
 the released options, the real corpora) or runs the commands end to end (every block of the README and the guides
-among them). It must end with no failure, no error and
-no skip at all. When this test is selected, those files run only there, not a second time in the run itself
-(``tests/conftest.py``): their failures are this test's. The run starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this
-test, ordered last, waits for it and checks what it left.
+among them). It must end with no failure, no error and no skip at all. When this test is selected, those files run
+only there, not a second time in the run itself (``tests/conftest.py``): their failures are this test's. The run
+starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this test, ordered last, waits
+for it and checks what it left.
 """
 
 from __future__ import annotations
