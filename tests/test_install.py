@@ -82,12 +82,17 @@ def test_the_installed_package_converts_verifies_exports_and_embeds_from_anywher
     assert converted.stdout.count(" ok\n") == 11 and "FAIL" not in converted.stdout  # 10 batches + the token layer
     assert (elsewhere / "elmo-fixture" / "README.md").is_file()  # the card's template is installed with the converter
 
-    run([installed / "elmo-hf", "export", "--model", "elmo-fixture", "--output", "exported"], elsewhere)
-    assert_hdf5_files_identical(allennlp_fixture_dir / "lm_weights.hdf5", elsewhere / "exported" / "weights.hdf5")
-
+    # The export and the embed in one interpreter of the environment (each start costs seconds): the same `main` the
+    # console script, run above, calls.
     (elsewhere / "corpus.txt").write_text("The installed package embeds .\n")
-    embedded = run([installed / "elmo-hf", "embed", "corpus.txt", "--output", "vectors", "--no-progress"], elsewhere)
-    assert "embedded 1 sentence (5 words)" in embedded.stdout  # with the default model shipped as package data
+    commands = [
+        ["export", "--model", "elmo-fixture", "--output", "exported"],
+        ["embed", "corpus.txt", "--output", "vectors", "--no-progress"],
+    ]
+    script = f"from elmo_hf_cli import main\nfor command in {commands!r}:\n    assert main(command) == 0, command"
+    exported_and_embedded = run([installed / "python", "-c", script], elsewhere)
+    assert_hdf5_files_identical(allennlp_fixture_dir / "lm_weights.hdf5", elsewhere / "exported" / "weights.hdf5")
+    assert "embedded 1 sentence (5 words)" in exported_and_embedded.stdout  # with the default model shipped as package data
 
 
 def installed_top_level_names(installed: Path) -> set[str]:
@@ -100,8 +105,10 @@ def installed_top_level_names(installed: Path) -> set[str]:
 
 def test_the_install_ships_exactly_the_packages_elmo_hf_and_elmo_hf_cli(installed):
     assert installed_top_level_names(installed) == {"elmo_hf", "elmo_hf_cli"}
-    version = run([installed / "python", "-c", "import importlib.metadata as m, elmo_hf; print(m.version('elmo-hf'), elmo_hf.__version__)"], installed)
-    installed_version, package_version = version.stdout.split()
+    script = (
+        "import importlib.metadata as m, elmo_hf, elmo_hf.conversion.model_cards as cards\n"
+        "print(m.version('elmo-hf'), elmo_hf.__version__, cards.TEMPLATE_FILE.is_file())"
+    )
+    installed_version, package_version, template_installed = run([installed / "python", "-c", script], installed).stdout.split()
     assert installed_version == package_version  # pyproject.toml takes the version from elmo_hf.__version__
-    template = run([installed / "python", "-c", "import elmo_hf.conversion.model_cards as m; print(m.TEMPLATE_FILE.is_file())"], installed)
-    assert template.stdout.strip() == "True"
+    assert template_installed == "True"
