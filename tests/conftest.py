@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config, items):
     in_the_clone = [item for item in items if item.nodeid.split("::")[0] in SUBSET]
     if in_the_clone:
         config.hook.pytest_deselected(items=in_the_clone)
-        items[:] = [item for item in items if item.nodeid.split("::")[0] not in SUBSET]
+        deselected = set(in_the_clone)
+        items[:] = [item for item in items if item not in deselected]
 
 
 def pytest_configure(config):
