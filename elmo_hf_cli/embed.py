@@ -84,7 +84,11 @@ def add_parsers(commands) -> None:
     )
     embed.add_argument("--no-progress", action="store_true", help="no progress bars")
     embed.add_argument("--engine", default="datasets", choices=ENGINES, help="datasets (default) or ray: run on Ray Data (needs elmo-hf[ray])")
-    embed.add_argument("--ray-address", help="address of an existing Ray cluster (default: start a local Ray)")
+    embed.add_argument(
+        "--ray-address",
+        help="address of an existing Ray cluster (default: RAY_ADDRESS or a `ray start` cluster on this machine, else a "
+        "local Ray started for the job, its workers at normal priority; 'local': always a new local Ray)",
+    )
     embed.add_argument("--ray-workers", type=int, help="model replicas (actors) for --engine ray (default 1)")
     embed.add_argument("--ray-gpus-per-worker", type=float, help="GPUs per actor for --engine ray (default 0)")
     embed.set_defaults(run=run)

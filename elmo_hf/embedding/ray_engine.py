@@ -27,7 +27,9 @@ plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywh
 from __future__ import annotations
 
 import math
+import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,9 @@ from .shards import INPUT_ROW_COLUMN, EmbeddingRunSummary, vectors_array
 RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
 IO_TASK_CPUS = 0
+
+# The variable Ray's raylet reads its workers' niceness from (Ray's default: 15). A Ray that elmo-hf starts gets 0.
+RAY_WORKER_NICENESS_VARIABLE = "RAY_worker_niceness"
 
 RAY_EMBEDDINGS_OUTPUT = OutputKind(
     name="ray-embeddings", description="an elmo-hf Ray embedding output", entries=("part-[0-9]*.parquet",)
@@ -187,6 +192,36 @@ def infer_ray_input_format(paths: list[str]) -> str:
     return formats.pop()
 
 
+@contextmanager
+def ray_for_the_job(ray, address: str | None):
+    """Ray connected for one job, and disconnected after it if it was connected here.
+
+    Which Ray: the one already initialised in this process (left as it is); else ``ray.init(address)``, which joins
+    the cluster at ``address`` or, with none, the one named by ``RAY_ADDRESS`` or the last ``ray start`` on this
+    machine, and otherwise starts a local Ray for the job (``address="local"``: always a new local Ray). A local Ray started here runs its workers at niceness 0,
+    like the rest of the user's processes, unless ``RAY_worker_niceness`` is set in the environment: at Ray's
+    default (15) the actors get almost no CPU beside any other work on the same cores (measured on 2 busy cores: 3.5%
+    of a core each, the model still loading after 8 minutes; docs/design/embedding.md). The variable is read by the
+    raylet that ``ray.init`` spawns, so it is set only while ``ray.init`` runs; it changes nothing on a cluster that
+    is already running (configure that one with ``RAY_worker_niceness=0`` at ``ray start``).
+    """
+    if ray.is_initialized():
+        yield
+        return
+    set_here = RAY_WORKER_NICENESS_VARIABLE not in os.environ
+    if set_here:
+        os.environ[RAY_WORKER_NICENESS_VARIABLE] = "0"
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    finally:
+        if set_here:
+            del os.environ[RAY_WORKER_NICENESS_VARIABLE]
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
 def embed_with_ray(
     input_paths: str | list[str],
     output_dir: str | Path,
@@ -204,10 +239,10 @@ def embed_with_ray(
 ) -> EmbeddingRunSummary:
     """Embed ``input_paths`` on Ray Data into ``output_dir`` (see the module docstring).
 
-    ``address``: an existing cluster (``"auto"``, ``"HEAD_IP:6379"``, ``"ray://head:10001"``); default: a Ray already
-    initialised in this process, else a local one (shut down again at the end). ``rows_per_batch`` input rows go to
-    an actor at a time (the embedder groups them by length). ``embedder_options`` are [`ELMoEmbedder`]'s
-    (representation, pooling, dtype, batch_size, ...).
+    ``address``: an existing cluster (``"auto"``, ``"HEAD_IP:6379"``, ``"ray://head:10001"``); default: Ray's own
+    choice, as [`ray_for_the_job`] describes (a local Ray started for the job, at normal priority, when there is no
+    other). ``rows_per_batch`` input rows go to an actor at a time (the embedder groups them by length).
+    ``embedder_options`` are [`ELMoEmbedder`]'s (representation, pooling, dtype, batch_size, ...).
     """
     ray = _import_ray()
     paths = [str(path) for path in ([input_paths] if isinstance(input_paths, (str, Path)) else input_paths)]
@@ -221,10 +256,7 @@ def embed_with_ray(
     probe = ELMoEmbedder.from_pretrained(model_name, revision=revision, **embedder_options)
     del probe
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    try:
+    with ray_for_the_job(ray, address):
         nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
         check_actor_pool_fits(nodes, num_workers, cpus_per_worker, gpus_per_worker)
         with open_output_directory(
@@ -234,9 +266,6 @@ def embed_with_ray(
             _run_job(ray, paths, input_format, output.path, len(nodes), model_name, revision, num_workers,
                      gpus_per_worker, cpus_per_worker, rows_per_batch, embedder_options)
             seconds = time.perf_counter() - start_time
-    finally:
-        if started_here:
-            ray.shutdown()
     files = sorted(Path(output_dir).glob("part-*.parquet"))
     sentences = sum(pq.ParquetFile(file).metadata.num_rows for file in files)
     words = sum(int(pa.compute.sum(pq.read_table(file, columns=[NUM_WORDS_COLUMN])[NUM_WORDS_COLUMN]).as_py() or 0) for file in files)
@@ -280,6 +309,6 @@ def _run_job(
 
 
 __all__ = [
-    "RAY_EMBEDDINGS_OUTPUT", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray", "file_table", "text_file_rows",
-    "vectors_to_arrow",
+    "RAY_EMBEDDINGS_OUTPUT", "RAY_WORKER_NICENESS_VARIABLE", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray",
+    "file_table", "ray_for_the_job", "text_file_rows", "vectors_to_arrow",
 ]
