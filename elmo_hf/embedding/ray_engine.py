@@ -13,6 +13,9 @@ numbers. Reading and writing are tasks that reserve no CPU (at most one per node
 room next to actors that fill every CPU: without that, two 1-CPU actors on a 2-CPU cluster left the read task
 waiting for a CPU forever.
 
+Priority: a Ray started for the job runs its workers at niceness 0 (``ray_for_the_job``); at Ray's default, 15, the
+actors starve beside any other work on the node.
+
 The output directory follows elmo-hf's output policy (``elmo_hf.storage``): marked, locked by the driver while the
 job runs, replaced by ``overwrite`` only if it is an earlier Ray output, removed again if the job fails.
 
@@ -198,12 +201,14 @@ def ray_for_the_job(ray, address: str | None):
 
     Which Ray: the one already initialised in this process (left as it is); else ``ray.init(address)``, which joins
     the cluster at ``address`` or, with none, the one named by ``RAY_ADDRESS`` or the last ``ray start`` on this
-    machine, and otherwise starts a local Ray for the job (``address="local"``: always a new local Ray). A local Ray started here runs its workers at niceness 0,
-    like the rest of the user's processes, unless ``RAY_worker_niceness`` is set in the environment: at Ray's
-    default (15) the actors get almost no CPU beside any other work on the same cores (measured on 2 busy cores: 3.5%
-    of a core each, the model still loading after 8 minutes; docs/design/embedding.md). The variable is read by the
-    raylet that ``ray.init`` spawns, so it is set only while ``ray.init`` runs; it changes nothing on a cluster that
-    is already running (configure that one with ``RAY_worker_niceness=0`` at ``ray start``).
+    machine, and otherwise starts a local Ray for the job (``address="local"``: always a new local Ray).
+
+    A local Ray started here runs its workers at niceness 0, like the rest of the user's processes, unless
+    ``RAY_worker_niceness`` is set in the environment: at Ray's default (15) the actors get almost no CPU beside any
+    other work on the same cores (measured on 2 busy cores: 3.5% of a core each, the model still loading after 8
+    minutes; docs/design/embedding.md). The variable is read by the raylet that ``ray.init`` spawns, so it is set
+    only while ``ray.init`` runs; it changes nothing on a cluster that is already running (configure that one with
+    ``RAY_worker_niceness=0`` at ``ray start``).
     """
     if ray.is_initialized():
         yield

@@ -1,7 +1,7 @@
 """`elmo-hf embed --engine ray` through a real two-node Ray cluster: two raylets of 1 CPU each on loopback, with
 Ray's token authentication on, reached with --ray-address as on a real cluster. The vectors equal the datasets
 engine's; two actors that take every CPU still finish (reading and writing reserve no CPU); a pool the cluster
-cannot hold is refused, naming the numbers.
+cannot hold is refused, naming the numbers. A Ray that elmo-hf starts for the job runs its workers at niceness 0.
 
 Runs in the default test run (one cluster start, about 30 s on 2 cores), so CI exercises the Ray path every run.
 """
@@ -107,12 +107,12 @@ def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_pa
     assert not (tmp_path / "too-many").exists()
 
 
-def test_a_ray_started_for_the_job_runs_its_workers_at_normal_priority():
+def test_a_ray_started_for_the_job_runs_its_workers_at_normal_priority(monkeypatch):
     """Ray's default niceness (15) starves the actors beside any other work; a Ray that elmo-hf starts uses 0.
     ``"local"``: a new local Ray even while the two-node cluster of this module runs (``ray.init()`` would join it)."""
     if ray.is_initialized():
         ray.shutdown()
-    assert RAY_WORKER_NICENESS_VARIABLE not in os.environ
+    monkeypatch.delenv(RAY_WORKER_NICENESS_VARIABLE, raising=False)
 
     @ray.remote(num_cpus=0)
     class Niceness:
