@@ -2,7 +2,7 @@
 
     python benchmarks/embed_throughput.py [--model DIR] [--input FILE] [--lines 8000] [--device cpu]
         [--threads 2] [--batch-size N] [--max-words-per-batch N] [--token-cache-words N] [--dtype float16]
-        [--representation mix] [--shard-size 1000] [--workers 1 2]
+        [--representation mix] [--shard-size 1000] [--workers 1 2] [--rounds 3]
 
 ``model_alone``: the sentences cut into the embedder's own model batches (``ELMoEmbedder.prepare``, per shard, as a
 run does), character ids made before the clock starts, then only the model's forward calls are timed.
@@ -14,7 +14,9 @@ the wall time. Both measurements start with an empty token-layer cache.
 
 ``workers`` (with ``--workers 1 2``): end to end again with 1 and 2 worker processes of one thread each (1: this
 process at one thread), and ``scaling``: words/s over the first count's (issue 28's target: >= 1.8 for 2 workers on 2
-idle cores). The workers' start-up is in the words/s (they start with the run; one-thread workers fork, about 0.1 s);
+idle cores). With ``--rounds N`` every count runs N times, alternating, and ``scaling`` is the median of the rounds'
+ratios (``scaling_by_round``): on a VM whose speed swings by 10-20% from run to run, one pair of runs is not a
+figure. The workers' start-up is in the words/s (they start with the run; one-thread workers fork, about 0.1 s);
 model loading is not.
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -141,22 +144,37 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def worker_scaling(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, args: argparse.Namespace) -> dict:
-    """End to end with each of ``args.workers`` processes of one thread each (1: this process at one thread), and
-    ``scaling``: each one's words/s over one worker's (issue 28's target for 2 workers on 2 idle cores: >= 1.8)."""
+    """End to end with each of ``args.workers`` processes of one thread each (1: this process at one thread), for
+    ``args.rounds`` rounds; each round runs every count in turn (odd rounds in reverse order, so that a machine whose
+    speed drifts favours no count). ``scaling_by_round``: each count's words/s over the first count's in the same
+    round; ``scaling``: their median (issue 28's target for 2 workers on 2 idle cores: >= 1.8). ``end_to_end``: the
+    first round's runs."""
     threads = torch.get_num_threads()
-    runs = {}
-    for workers in args.workers:
-        torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
-        try:
-            runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
-        finally:
-            torch.set_num_threads(threads)
-    first = runs[args.workers[0]]["words_per_second"]
+    rounds = []
+    for round_index in range(args.rounds):
+        runs = {}
+        for workers in args.workers if round_index % 2 == 0 else reversed(args.workers):
+            torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
+            try:
+                runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+            finally:
+                torch.set_num_threads(threads)
+        rounds.append(runs)
+    first = args.workers[0]
+    by_round = {
+        str(workers): [round(runs[workers]["words_per_second"] / runs[first]["words_per_second"], 3) for runs in rounds]
+        for workers in args.workers
+    }
     return {
         "threads_per_worker": 1,
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "end_to_end": {str(workers): run for workers, run in runs.items()},
-        "scaling": {str(workers): round(run["words_per_second"] / first, 3) for workers, run in runs.items()},
+        "rounds": args.rounds,
+        "end_to_end": {str(workers): run for workers, run in rounds[0].items()},
+        "words_per_second_by_round": {
+            str(workers): [runs[workers]["words_per_second"] for runs in rounds] for workers in args.workers
+        },
+        "scaling_by_round": by_round,
+        "scaling": {workers: round(statistics.median(ratios), 3) for workers, ratios in by_round.items()},
     }
 
 
@@ -179,7 +197,14 @@ def main(argv: list[str] | None = None) -> dict:
         help="also run end to end with each of these worker counts at one thread per worker and print the scaling "
         "over the first (e.g. --workers 1 2)",
     )
-    report = run(parser.parse_args(argv))
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="with --workers: run every worker count this many times, alternating, and print the median scaling (default 1)",
+    )
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    report = run(args)
     print(json.dumps(report, indent=2))
     return report
 
