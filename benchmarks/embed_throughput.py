@@ -151,15 +151,16 @@ def worker_scaling(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, args: a
     first round's runs."""
     threads = torch.get_num_threads()
     rounds = []
-    for round_index in range(args.rounds):
-        runs = {}
-        for workers in args.workers if round_index % 2 == 0 else reversed(args.workers):
-            torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
-            try:
-                runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
-            finally:
-                torch.set_num_threads(threads)
-        rounds.append(runs)
+    torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
+    try:
+        for round_index in range(args.rounds):
+            order = args.workers if round_index % 2 == 0 else reversed(args.workers)
+            rounds.append({
+                workers: end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+                for workers in order
+            })
+    finally:
+        torch.set_num_threads(threads)
     first = args.workers[0]
     by_round = {
         str(workers): [round(runs[workers]["words_per_second"] / runs[first]["words_per_second"], 3) for runs in rounds]
