@@ -17,7 +17,11 @@ process at one thread), and ``scaling``: words/s over the first count's (issue 2
 idle cores). With ``--rounds N`` every count runs N times, alternating, and ``scaling`` is the median of the rounds'
 ratios (``scaling_by_round``): on a VM whose speed swings by 10-20% from run to run, one pair of runs is not a
 figure. The workers' start-up is in the words/s (they start with the run; one-thread workers fork, about 0.1 s);
-model loading is not.
+model loading is not. ``model_alone_scaling`` is the ceiling to read ``scaling`` against: in the same rounds, the
+model-alone batches of the shards dealt out in turn to as many forked processes (one thread, a token-layer cache each,
+as the workers), started together, nothing else running: words/s over the slowest process's seconds, over one such
+process's. Independent processes on a VM's vCPUs do not scale to the core count either; the gap between the two
+ratios is what the pipeline (reading, pipes, writing) costs.
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
 Prints one JSON object; check ``load_average``: other processes on the machine change the figures.
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -60,10 +65,14 @@ def fresh_token_cache(embedder: ELMoEmbedder, words: int) -> None:
         embedder.model.cache_token_embeddings(max_words=words)
 
 
+def prepared_shards(embedder: ELMoEmbedder, sentences: list[list[str]], shard_size: int) -> list:
+    """``embedder.prepare`` of each shard of ``sentences``, as a run cuts them."""
+    return [embedder.prepare(sentences[start : start + shard_size]) for start in range(0, len(sentences), shard_size)]
+
+
 def model_alone(embedder: ELMoEmbedder, sentences: list[list[str]], shard_size: int, token_cache_words: int) -> dict:
     """Words/s of the model's forward calls alone on the embedder's batches of ``sentences``."""
-    prepared = [embedder.prepare(sentences[start : start + shard_size]) for start in range(0, len(sentences), shard_size)]
-    batches = [batch for shard in prepared for batch in shard.batches]
+    batches = [batch for shard in prepared_shards(embedder, sentences, shard_size) for batch in shard.batches]
     device = embedder.model.device
     inputs = [(batch.input_ids.to(device), batch.attention_mask.to(device)) for batch in batches]
     with torch.inference_mode():
@@ -98,6 +107,61 @@ def end_to_end(
     }
 
 
+def model_alone_in_processes(embedder: ELMoEmbedder, shards: list, processes: int, token_cache_words: int) -> dict:
+    """The model's forward calls on ``shards`` (``prepared_shards``) dealt out in turn to ``processes`` forked
+    processes at one thread, each with an empty token-layer cache of its own, started together at a barrier after a
+    warm-up call: words/s of all words over the slowest process's seconds. The CPU embedding workers without the
+    pipeline around them (call it at one torch thread: a forked child must not inherit a used OpenMP pool)."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(processes)
+    children = []
+    for number in range(processes):
+        receiver, sender = context.Pipe(duplex=False)
+        share = shards[number::processes]
+        child = context.Process(target=_time_model_calls, args=(embedder, share, token_cache_words, barrier, sender), daemon=True)
+        child.start()
+        sender.close()
+        children.append((child, receiver))
+    results = []
+    try:
+        for child, receiver in children:
+            try:
+                results.append(receiver.recv())
+            except EOFError:
+                child.join()
+                raise RuntimeError(
+                    f"a model-alone process (pid {child.pid}) ended without answering, exit code {child.exitcode}"
+                ) from None
+    finally:
+        for child, receiver in children:  # after a failure the others wait at the barrier: kill them
+            if child.is_alive() and len(results) < processes:
+                child.kill()
+            child.join()
+            receiver.close()
+    words = sum(words for words, _ in results)
+    slowest = max(seconds for _, seconds in results)
+    return {
+        "processes": processes, "words": words, "seconds": round(slowest, 3), "words_per_second": round(words / slowest, 1)
+    }
+
+
+def _time_model_calls(embedder: ELMoEmbedder, shards: list, token_cache_words: int, barrier, answer) -> None:
+    """A child of ``model_alone_in_processes``: sends (words, seconds) of the model's calls on ``shards``."""
+    torch.set_num_threads(1)
+    batches = [batch for shard in shards for batch in shard.batches]
+    with torch.inference_mode():
+        if batches:
+            embedder.model(input_ids=batches[0].input_ids, attention_mask=batches[0].attention_mask)  # warm-up
+        fresh_token_cache(embedder, token_cache_words)
+        barrier.wait()
+        started = time.perf_counter()
+        for batch in batches:
+            embedder.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        seconds = time.perf_counter() - started
+    answer.send((sum(sum(len(words) for words in shard.sentences) for shard in shards), seconds))
+    answer.close()
+
+
 def run(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -126,7 +190,7 @@ def run(args: argparse.Namespace) -> dict:
         sentences = [embedder.words_of(text) for text in texts]
         alone = model_alone(embedder, sentences, args.shard_size, args.token_cache_words)
         whole = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words)
-        scaling = worker_scaling(embedder, corpus, work_dir, args) if args.workers else None
+        scaling = worker_scaling(embedder, corpus, work_dir, sentences, args) if args.workers else None
     return {
         "device": str(embedder.model.device),
         "torch": torch.__version__,
@@ -143,29 +207,33 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
-def worker_scaling(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, args: argparse.Namespace) -> dict:
+def worker_scaling(
+    embedder: ELMoEmbedder, corpus: Path, work_dir: Path, sentences: list[list[str]], args: argparse.Namespace
+) -> dict:
     """End to end with each of ``args.workers`` processes of one thread each (1: this process at one thread), for
     ``args.rounds`` rounds; each round runs every count in turn (odd rounds in reverse order, so that a machine whose
-    speed drifts favours no count). ``scaling_by_round``: each count's words/s over the first count's in the same
-    round; ``scaling``: their median (issue 28's target for 2 workers on 2 idle cores: >= 1.8). ``end_to_end``: the
-    first round's runs."""
+    speed drifts favours no count), each end-to-end run followed by ``model_alone_in_processes`` with as many
+    processes. ``scaling_by_round``: each count's words/s over the first count's in the same round; ``scaling``: their
+    median (issue 28's target for 2 workers on 2 idle cores: >= 1.8); ``model_alone_scaling_by_round`` and
+    ``model_alone_scaling``: the same for the model alone in independent processes. ``end_to_end``: the first round's
+    runs."""
     threads = torch.get_num_threads()
-    rounds = []
+    shards = prepared_shards(embedder, sentences, args.shard_size)
+    rounds, alone_rounds = [], []
     torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
     try:
         for round_index in range(args.rounds):
-            order = args.workers if round_index % 2 == 0 else reversed(args.workers)
-            rounds.append({
-                workers: end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
-                for workers in order
-            })
+            order = args.workers if round_index % 2 == 0 else list(reversed(args.workers))
+            runs, alone = {}, {}
+            for workers in order:
+                runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+                alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
+            rounds.append(runs)
+            alone_rounds.append(alone)
     finally:
         torch.set_num_threads(threads)
-    first = args.workers[0]
-    by_round = {
-        str(workers): [round(runs[workers]["words_per_second"] / runs[first]["words_per_second"], 3) for runs in rounds]
-        for workers in args.workers
-    }
+    by_round = ratios_by_round(rounds, args.workers)
+    alone_by_round = ratios_by_round(alone_rounds, args.workers)
     return {
         "threads_per_worker": 1,
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
@@ -175,8 +243,26 @@ def worker_scaling(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, args: a
             str(workers): [runs[workers]["words_per_second"] for runs in rounds] for workers in args.workers
         },
         "scaling_by_round": by_round,
-        "scaling": {workers: round(statistics.median(ratios), 3) for workers, ratios in by_round.items()},
+        "scaling": medians(by_round),
+        "model_alone_words_per_second_by_round": {
+            str(workers): [alone[workers]["words_per_second"] for alone in alone_rounds] for workers in args.workers
+        },
+        "model_alone_scaling_by_round": alone_by_round,
+        "model_alone_scaling": medians(alone_by_round),
     }
+
+
+def ratios_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:
+    """Each count's words/s over the first count's, round by round."""
+    first = counts[0]
+    return {
+        str(count): [round(runs[count]["words_per_second"] / runs[first]["words_per_second"], 3) for runs in rounds]
+        for count in counts
+    }
+
+
+def medians(by_round: dict[str, list[float]]) -> dict[str, float]:
+    return {count: round(statistics.median(ratios), 3) for count, ratios in by_round.items()}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,6 +1,9 @@
 """benchmarks/embed_throughput.py: a tiny run of the whole script (no timing is asserted)."""
 
 import pytest
+import torch
+
+from elmo_hf.embedding.embedder import ELMoEmbedder
 
 from . import load_benchmark
 
@@ -15,6 +18,22 @@ def test_end_to_end_and_model_alone_cover_the_same_words(tmp_path, converted_fix
     assert report["end_to_end"]["shards"] == 3  # 46 lines (one empty) in shards of 20
     assert set(report["end_to_end"]["stage_seconds"]) == {"read", "model", "write"}
     assert report["ratio"] > 0 and report["options"]["max_words_per_batch"] == 4096
+
+
+def test_the_model_alone_in_processes_covers_every_word_once(tmp_path, converted_fixture_dir):
+    """The ceiling's processes get every shard once between them, whatever their count (more than the shards too)."""
+    script = load_benchmark("embed_throughput")
+    embedder = ELMoEmbedder.from_pretrained(converted_fixture_dir)
+    sentences = [f"sentence {index} of the bank , with words .".split() for index in range(25)] + [[]]
+    shards = script.prepared_shards(embedder, sentences, 10)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for processes in (1, 2, 4):
+            run = script.model_alone_in_processes(embedder, shards, processes, token_cache_words=1000)
+            assert run["processes"] == processes and run["words"] == 25 * 9 and run["words_per_second"] > 0
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_worker_scaling_is_the_median_of_each_rounds_ratio_over_one_worker(tmp_path, converted_fixture_dir, capsys):
@@ -34,6 +53,12 @@ def test_worker_scaling_is_the_median_of_each_rounds_ratio_over_one_worker(tmp_p
     for one, two, ratio in zip(speeds["1"], speeds["2"], ratios["2"]):  # each round's ratio is of that round's runs
         assert ratio == round(two / one, 3)
     assert workers["scaling"]["2"] == sorted(ratios["2"])[1]
+    # The ceiling: the same model batches in 1 and 2 independent processes, in the same rounds.
+    alone_speeds, alone_ratios = workers["model_alone_words_per_second_by_round"], workers["model_alone_scaling_by_round"]
+    assert len(alone_speeds["1"]) == len(alone_speeds["2"]) == len(alone_ratios["2"]) == 3 and alone_ratios["1"] == [1.0] * 3
+    for one, two, ratio in zip(alone_speeds["1"], alone_speeds["2"], alone_ratios["2"]):
+        assert ratio == round(two / one, 3) and one > 0
+    assert workers["model_alone_scaling"]["2"] == sorted(alone_ratios["2"])[1]
     with pytest.raises(SystemExit):
         script.main(["--model", str(converted_fixture_dir), "--input", str(corpus), "--workers", "1", "2", "--rounds", "0"])
     assert "--rounds must be at least 1, got 0" in capsys.readouterr().err
