@@ -32,19 +32,21 @@ EWT_DEV = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
 EWT_TEST = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-test.conllu"
 
 
-FRESH_CLONE_TESTS = "tests/test_fresh_clone.py"
+FRESH_CLONE_TEST = "tests/test_fresh_clone.py::test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv"
 
 
 def fresh_clone_selected(node_ids) -> bool:
-    return any(node_id.startswith(FRESH_CLONE_TESTS) for node_id in node_ids)
+    return any(node_id == FRESH_CLONE_TEST for node_id in node_ids)
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `--deselect` have removed what this run leaves out
 def pytest_collection_modifyitems(config, items):
     """The fresh-clone test runs last: it waits for the quick start started beside the rest of the run. When it is
     selected, the files of ``fresh_clone.SUBSET`` run there, in the clone, and not a second time here: the fresh-clone
     test fails with their failures (about 100 CPU-seconds saved, most of it the documentation's blocks). Select such a
-    file without the fresh-clone test (``pytest tests/test_documentation.py``) and it runs here as usual."""
-    items.sort(key=lambda item: item.nodeid.startswith(FRESH_CLONE_TESTS))
+    file without the fresh-clone test (``pytest tests/test_documentation.py``, or a run that deselects it) and it runs
+    here as usual."""
+    items.sort(key=lambda item: item.nodeid == FRESH_CLONE_TEST)
     if not fresh_clone_selected(item.nodeid for item in items):
         return
     in_the_clone = [item for item in items if item.nodeid.split("::")[0] in SUBSET]

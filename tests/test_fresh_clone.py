@@ -10,18 +10,25 @@ among them). It must end with no failure, no error and no skip at all. When this
 only there, not a second time in the run itself (``tests/conftest.py``): their failures are this test's. The run
 starts in a process of its own when the test run begins (``tests/fresh_clone.py``); this test, ordered last, waits
 for it and checks what it left.
+
+It is ``slow`` (about 240 CPU-seconds, most of them pip installing the ``test`` extra into the new environment): CI runs
+it with the rest of ``pytest -m slow`` (``.ci/run``); in the default run the files of the subset run in the run itself.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 import xml.etree.ElementTree as ElementTree
 
-from .fresh_clone import BLOCK_TIMEOUT_S
+import pytest
+
+from .fresh_clone import BLOCK_TIMEOUT_S, SUBSET
 
 
+@pytest.mark.slow
 def test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv(fresh_clone_quick_start):
     run = fresh_clone_quick_start.wait(timeout=3 * BLOCK_TIMEOUT_S)
     assert run["error"] is None, run["error"]
@@ -45,3 +52,20 @@ def test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv(fresh_clone_qui
     assert counts["tests"] >= 40 and counts["failures"] == counts["errors"] == 0, counts
     skipped = [case.get("name") for case in suite.iter("testcase") if case.find("skipped") is not None]
     assert counts["skipped"] == 0 and not skipped, skipped
+
+
+def test_a_run_that_leaves_the_fresh_clone_test_out_runs_the_subset_itself():
+    """The subset leaves the run only for a fresh-clone test that runs: the default run's ``-m 'not slow'`` (and any
+    ``--deselect``) decide first, then ``tests/conftest.py`` (its hook runs last). Before, the default run would have
+    dropped every parity test along with the deselected fresh-clone test."""
+    repository = Path(__file__).resolve().parents[1]
+    parity, fresh_clone = "tests/test_modeling_elmo_parity.py", "tests/test_fresh_clone.py"
+    assert parity in SUBSET
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", parity, fresh_clone],
+        cwd=repository, capture_output=True, text=True, timeout=300,
+    )
+    assert listed.returncode == 0, listed.stdout[-3000:] + listed.stderr[-3000:]
+    collected = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert any(line.startswith(parity) for line in collected), listed.stdout[-3000:]
+    assert not any("test_the_quick_start_runs_verbatim" in line for line in collected)

@@ -3,7 +3,8 @@ Ray's token authentication on, reached with --ray-address as on a real cluster. 
 engine's; two actors that take every CPU still finish (reading and writing reserve no CPU); a pool the cluster
 cannot hold is refused, naming the numbers. A Ray that elmo-hf starts for the job runs its workers at niceness 0.
 
-Runs in the default test run (one cluster start, about 30 s on 2 cores), so CI exercises the Ray path every run.
+The cluster test is `slow` (the cluster, two actors and a driver process: about 90 s on the 2-core Zen 3): CI runs it with the rest of `pytest -m slow` (`.ci/run`). The default run keeps the Ray engine's parts and a real
+local Ray started for a job (its workers' priority).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def two_node_cluster():
         cluster.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_engine_through_a_two_node_cluster_equals_the_datasets_engine(tmp_path, converted_fixture_dir, two_node_cluster, capsys):
     long_sentence = " ".join(["word"] * 30 + ["end", "."])
     texts = ["The bank raised rates .", "", "We sat on the river bank .", long_sentence] + [f"Sentence number {i} ." for i in range(60)]

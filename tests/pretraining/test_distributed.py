@@ -266,6 +266,7 @@ def test_two_processes_train_like_one_process_with_the_same_global_batch(corpus,
     assert two_report["held_out"]["perplexity"] == pytest.approx(one_report["held_out"]["perplexity"], rel=1e-4)
 
 
+@pytest.mark.slow  # three torchrun launches, about 60 s on 2 cores; CI runs it (`.ci/run`)
 def test_a_two_node_run_stopped_at_a_checkpoint_and_resumed_ends_bit_identical(corpus, tmp_path, two_process_run):
     """Steps 1-2 on two "nodes" (two torchrun agents, one process each, c10d rendezvous on loopback), then steps
     3-4 resumed by 2 processes on one machine: the weights equal the uninterrupted run's bit for bit."""
