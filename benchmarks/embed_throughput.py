@@ -73,19 +73,29 @@ def prepared_shards(embedder: ELMoEmbedder, sentences: list[list[str]], shard_si
 def model_alone(embedder: ELMoEmbedder, sentences: list[list[str]], shard_size: int, token_cache_words: int) -> dict:
     """Words/s of the model's forward calls alone on the embedder's batches of ``sentences``."""
     batches = [batch for shard in prepared_shards(embedder, sentences, shard_size) for batch in shard.batches]
+    seconds = timed_model_calls(embedder, batches, token_cache_words)
+    words = sum(len(words) for words in sentences)
+    return {"words": words, "batches": len(batches), "seconds": round(seconds, 3), "words_per_second": round(words / seconds, 1)}
+
+
+def timed_model_calls(embedder: ELMoEmbedder, batches: list, token_cache_words: int, at_start=None) -> float:
+    """Seconds of the model's forward calls on ``batches`` (``PreparedBatch``, moved to the model's device first),
+    after a warm-up call on the first (kernels, prepared weights) and from an empty token-layer cache; ``at_start()``
+    is called just before the clock starts."""
     device = embedder.model.device
     inputs = [(batch.input_ids.to(device), batch.attention_mask.to(device)) for batch in batches]
     with torch.inference_mode():
-        embedder.model(input_ids=inputs[0][0], attention_mask=inputs[0][1])  # warm-up: kernels, prepared weights
+        if inputs:
+            embedder.model(input_ids=inputs[0][0], attention_mask=inputs[0][1])  # warm-up
         fresh_token_cache(embedder, token_cache_words)
         synchronize(device)
+        if at_start is not None:
+            at_start()
         started = time.perf_counter()
         for input_ids, attention_mask in inputs:
             embedder.model(input_ids=input_ids, attention_mask=attention_mask)
         synchronize(device)
-        seconds = time.perf_counter() - started
-    words = sum(len(words) for words in sentences)
-    return {"words": words, "batches": len(batches), "seconds": round(seconds, 3), "words_per_second": round(words / seconds, 1)}
+        return time.perf_counter() - started
 
 
 def end_to_end(
@@ -149,15 +159,7 @@ def _time_model_calls(embedder: ELMoEmbedder, shards: list, token_cache_words: i
     """A child of ``model_alone_in_processes``: sends (words, seconds) of the model's calls on ``shards``."""
     torch.set_num_threads(1)
     batches = [batch for shard in shards for batch in shard.batches]
-    with torch.inference_mode():
-        if batches:
-            embedder.model(input_ids=batches[0].input_ids, attention_mask=batches[0].attention_mask)  # warm-up
-        fresh_token_cache(embedder, token_cache_words)
-        barrier.wait()
-        started = time.perf_counter()
-        for batch in batches:
-            embedder.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        seconds = time.perf_counter() - started
+    seconds = timed_model_calls(embedder, batches, token_cache_words, at_start=barrier.wait)
     answer.send((sum(sum(len(words) for words in shard.sentences) for shard in shards), seconds))
     answer.close()
 
@@ -232,33 +234,31 @@ def worker_scaling(
             alone_rounds.append(alone)
     finally:
         torch.set_num_threads(threads)
-    by_round = ratios_by_round(rounds, args.workers)
-    alone_by_round = ratios_by_round(alone_rounds, args.workers)
+    speeds, alone_speeds = speeds_by_round(rounds, args.workers), speeds_by_round(alone_rounds, args.workers)
+    by_round, alone_by_round = ratios_by_round(speeds), ratios_by_round(alone_speeds)
     return {
         "threads_per_worker": 1,
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "rounds": args.rounds,
         "end_to_end": {str(workers): run for workers, run in rounds[0].items()},
-        "words_per_second_by_round": {
-            str(workers): [runs[workers]["words_per_second"] for runs in rounds] for workers in args.workers
-        },
+        "words_per_second_by_round": speeds,
         "scaling_by_round": by_round,
         "scaling": medians(by_round),
-        "model_alone_words_per_second_by_round": {
-            str(workers): [alone[workers]["words_per_second"] for alone in alone_rounds] for workers in args.workers
-        },
+        "model_alone_words_per_second_by_round": alone_speeds,
         "model_alone_scaling_by_round": alone_by_round,
         "model_alone_scaling": medians(alone_by_round),
     }
 
 
-def ratios_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:
-    """Each count's words/s over the first count's, round by round."""
-    first = counts[0]
-    return {
-        str(count): [round(runs[count]["words_per_second"] / runs[first]["words_per_second"], 3) for runs in rounds]
-        for count in counts
-    }
+def speeds_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:
+    """Each count's words/s, round by round (``rounds``: one dict of runs by count per round)."""
+    return {str(count): [runs[count]["words_per_second"] for runs in rounds] for count in counts}
+
+
+def ratios_by_round(speeds: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Each count's words/s over the first count's (``speeds_by_round``), round by round."""
+    first = next(iter(speeds.values()))
+    return {count: [round(speed / one, 3) for speed, one in zip(counts, first)] for count, counts in speeds.items()}
 
 
 def medians(by_round: dict[str, list[float]]) -> dict[str, float]:

@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 from elmo_hf import ELMoModel, ELMoTokenizer  # noqa: E402
 
-from .fresh_clone import SUBSET, QuickStartRun  # noqa: E402
+from .fresh_clone import FRESH_CLONE_TEST, SUBSET, QuickStartRun  # noqa: E402
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPOSITORY_ROOT / "tests" / "fixtures"
@@ -30,9 +30,6 @@ CORPORA_DIR = REPOSITORY_ROOT / "data" / "corpora"
 TINYSHAKESPEARE = CORPORA_DIR / "tinyshakespeare.txt"
 EWT_DEV = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
 EWT_TEST = CORPORA_DIR / "ud-english-ewt" / "en_ewt-ud-test.conllu"
-
-
-FRESH_CLONE_TEST = "tests/test_fresh_clone.py::test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv"
 
 
 def fresh_clone_selected(node_ids) -> bool:

@@ -2,7 +2,7 @@
 
 Installing torch and the `test` extra into a new environment takes a minute or two of mostly waiting (pip's reads
 and unpacking), so ``tests/conftest.py`` starts `QuickStartRun` when the run begins, when
-``tests/test_fresh_clone.py`` is among the selected tests, and orders that test last: by then the run has usually
+the fresh-clone test (``FRESH_CLONE_TEST``) is among the selected tests, and orders that test last: by then the run has usually
 finished and the test only reads its results. The work runs in a process of its own (``python -m
 tests.fresh_clone FOLDER``), in a session of its own, never on a thread of the test process: tests fork that
 process, and a fork beside a busy thread can inherit a lock that thread holds. What the test checks, and why the
@@ -30,6 +30,8 @@ else:  # python tests/fresh_clone.py
     from doc_blocks import marked_block
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+# The test that waits for this run (tests/test_fresh_clone.py); tests/conftest.py starts the run when it is selected.
+FRESH_CLONE_TEST = "tests/test_fresh_clone.py::test_the_quick_start_runs_verbatim_in_a_fresh_clone_and_venv"
 SUBSET = [
     "tests/test_modeling_elmo_parity.py",  # the original TF outputs, both inference paths (tests/fixtures/allennlp-elmo)
     "tests/test_modeling_elmo_warm_state.py",  # the fixture and EWT dev (data/corpora)

@@ -25,7 +25,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from .fresh_clone import BLOCK_TIMEOUT_S, SUBSET
+from .fresh_clone import BLOCK_TIMEOUT_S, FRESH_CLONE_TEST, SUBSET
 
 
 @pytest.mark.slow
@@ -59,8 +59,8 @@ def test_a_run_that_leaves_the_fresh_clone_test_out_runs_the_subset_itself():
     ``--deselect``) decide first, then ``tests/conftest.py`` (its hook runs last). Before, the default run would have
     dropped every parity test along with the deselected fresh-clone test."""
     repository = Path(__file__).resolve().parents[1]
-    parity, fresh_clone = "tests/test_modeling_elmo_parity.py", "tests/test_fresh_clone.py"
-    assert parity in SUBSET
+    parity, fresh_clone = "tests/test_modeling_elmo_parity.py", FRESH_CLONE_TEST.split("::")[0]
+    assert parity in SUBSET and fresh_clone == Path(__file__).relative_to(repository).as_posix()
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider", parity, fresh_clone],
         cwd=repository, capture_output=True, text=True, timeout=300,
@@ -68,4 +68,4 @@ def test_a_run_that_leaves_the_fresh_clone_test_out_runs_the_subset_itself():
     assert listed.returncode == 0, listed.stdout[-3000:] + listed.stderr[-3000:]
     collected = [line for line in listed.stdout.splitlines() if "::" in line]
     assert any(line.startswith(parity) for line in collected), listed.stdout[-3000:]
-    assert not any("test_the_quick_start_runs_verbatim" in line for line in collected)
+    assert not any(FRESH_CLONE_TEST in line for line in collected)

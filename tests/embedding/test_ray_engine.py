@@ -3,8 +3,9 @@ Ray's token authentication on, reached with --ray-address as on a real cluster. 
 engine's; two actors that take every CPU still finish (reading and writing reserve no CPU); a pool the cluster
 cannot hold is refused, naming the numbers. A Ray that elmo-hf starts for the job runs its workers at niceness 0.
 
-The cluster test is `slow` (the cluster, two actors and a driver process: about 90 s on the 2-core Zen 3): CI runs it with the rest of `pytest -m slow` (`.ci/run`). The default run keeps the Ray engine's parts and a real
-local Ray started for a job (its workers' priority).
+The cluster test is `slow` (the cluster, two actors and a driver process: about 90 s on the 2-core Zen 3): CI runs
+it with the rest of `pytest -m slow` (`.ci/run`). The default run keeps the Ray engine's parts and a real local Ray
+started for a job (its workers' priority).
 """
 
 from __future__ import annotations
