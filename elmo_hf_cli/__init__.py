@@ -21,6 +21,10 @@ Exit codes: 0 success, 2 a problem with the input, the options or the output dir
 Threads: ``main`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch,
 so that idle OpenMP threads sleep instead of spinning on a shared machine (``common.wait_passively``); the CPU-heavy
 commands take ``--threads``.
+
+Process: ``elmo-hf`` and ``python -m elmo_hf_cli`` run ``command_line``, which is ``main`` plus the garbage-collector
+settings of a short-lived process (``common.collect_garbage_as_a_short_lived_process``,
+``common.exit_without_a_final_collection``).
 """
 
 from __future__ import annotations
@@ -28,9 +32,13 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
+from typing import NoReturn
 
 from . import convert, embed, neighbours, pretrain, similarity
-from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, exit_code_after_interrupt, wait_passively
+from .common import (
+    EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, exit_code_after_interrupt,
+    exit_without_a_final_collection, wait_passively,
+)
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
@@ -69,4 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     return exit_code_after_interrupt() if code == EXIT_INTERRUPTED else code
 
 
-__all__ = ["build_parser", "installed_version", "main"]
+def command_line() -> NoReturn:
+    """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, which collects
+    garbage as a short-lived process does (``common.collect_garbage_as_a_short_lived_process``) and exits without the
+    interpreter's final search for cycles (``common.exit_without_a_final_collection``). Call ``main`` to run a command
+    inside a program of your own: it changes neither."""
+    collect_garbage_as_a_short_lived_process()
+    exit_without_a_final_collection(main())
+
+
+__all__ = ["build_parser", "command_line", "installed_version", "main"]

@@ -1,7 +1,5 @@
 """``python -m elmo_hf_cli``: the same as ``elmo-hf``."""
 
-import sys
+from . import command_line
 
-from . import main
-
-sys.exit(main())
+command_line()

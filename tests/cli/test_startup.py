@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import importlib.metadata
 import json
 import os
 import signal
@@ -11,7 +13,8 @@ import time
 
 import pytest
 
-from elmo_hf_cli import build_parser
+from elmo_hf_cli import build_parser, main
+from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS
 
 COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
 
@@ -92,9 +95,10 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
 # (``common.exit_code_after_interrupt``): the Ctrl-C test above failed in CI that way.
 INTERRUPTED_INSIDE_EXEC = """
 import sys
-from elmo_hf_cli import common, embed, main
+from elmo_hf_cli import command_line, common, embed
 embed.run = lambda args: exec("raise KeyboardInterrupt")
-sys.exit(main(["embed", "corpus.txt", "--output", "out"]))
+sys.argv[1:] = ["embed", "corpus.txt", "--output", "out"]
+command_line()
 """
 
 
@@ -119,3 +123,40 @@ def test_without_the_reset_cpython_would_end_by_sigint(tmp_path):
     switched_off = INTERRUPTED_INSIDE_EXEC.replace("embed.run =", "common.exec = lambda source: None\nembed.run =")
     result = run_as_module(tmp_path, switched_off)
     assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr[-2000:])
+
+
+# The `elmo-hf` process as `python -m elmo_hf_cli` runs it, with a probe that reports, from the last atexit handler,
+# what the interpreter's shutdown is left with.
+COLLECTOR_AT_EXIT = (
+    "import atexit, gc, runpy\n"
+    "atexit.register(lambda: print('at-exit', *gc.get_threshold(), gc.get_freeze_count(), len(gc.get_objects())))\n"
+    "runpy.run_module('elmo_hf_cli', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize(("arguments", "exit_code"), [(["--version"], 0), (["embed", "--no-such-option"], 2)])
+def test_the_command_process_collects_young_objects_less_often_and_exits_with_everything_frozen(arguments, exit_code):
+    result = subprocess.run(
+        [sys.executable, "-c", COLLECTOR_AT_EXIT, *arguments], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == exit_code, result.stderr[-2000:]
+    *thresholds, frozen, not_frozen = map(int, result.stdout.split("at-exit")[1].split())
+    assert tuple(thresholds) == COMMAND_GC_THRESHOLDS
+    assert frozen > 1_000 and not_frozen < 100  # the shutdown's search for cycles has nothing left to walk
+
+
+def test_main_inside_a_program_leaves_the_collector_as_it_was(capsys):
+    thresholds = gc.get_threshold()  # this test process's are the command's (tests/conftest.py)
+    gc.set_threshold(700, 10, 10)  # Python's default, as in a user's program
+    try:
+        frozen = gc.get_freeze_count()
+        assert main(["--version"]) == 0
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == frozen
+    finally:
+        gc.set_threshold(*thresholds)
+    assert capsys.readouterr().out.startswith("elmo-hf ")
+
+
+def test_the_elmo_hf_executable_is_the_command_process():
+    (entry,) = importlib.metadata.entry_points(group="console_scripts", name="elmo-hf")
+    assert entry.value == "elmo_hf_cli:command_line"
