@@ -7,11 +7,21 @@ plain clone runs every test; nothing reads ``../shared``.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+from elmo_hf_cli.common import collect_garbage_as_a_short_lived_process
+
+# Every test process imports torch, transformers' modeling code and datasets (600,000 objects by the end of the
+# collection) and each full collection walked them all: 20-38 of them, 9-19 s per xdist worker, and 2-3 s more for
+# each process's exit. The command's thresholds from the start, everything alive after the collection frozen, and
+# frozen again at the end (`pytest_collection_finish`, `pytest_unconfigure`).
+collect_garbage_as_a_short_lived_process()
 
 # Before torch loads OpenMP: its idle threads sleep instead of spinning. With another process on one of the two cores
 # (the fresh-clone quick start below runs beside the tests; a user's machine is rarely idle), spinning threads make
@@ -19,8 +29,10 @@ import pytest
 # busy processes, against about 5 idle). Set OMP_WAIT_POLICY yourself to measure the other policy.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import torch  # noqa: E402
-from elmo_hf import ELMoModel, ELMoTokenizer  # noqa: E402
+# torch and elmo_hf are imported by the fixtures that use them: pytest-xdist's controller, which runs no test, loads
+# this file before it starts the workers, and importing the model classes there kept them waiting 8-10 s.
+if TYPE_CHECKING:
+    from elmo_hf import ELMoModel, ELMoTokenizer
 
 from .fresh_clone import FRESH_CLONE_TEST, SUBSET, QuickStartRun  # noqa: E402
 
@@ -51,6 +63,17 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=in_the_clone)
         deselected = set(in_the_clone)
         items[:] = [item for item in items if item not in deselected]
+
+
+def pytest_collection_finish(session):
+    """The imported modules and the collected tests live for the whole run: out of every later collection's walk."""
+    gc.freeze()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """The last hook of a test process: its exit need not search 600,000 objects for cycles."""
+    gc.freeze()
 
 
 def pytest_configure(config):
@@ -119,6 +142,8 @@ def installed_package(module: str) -> Path:
 def _torch_threads_as_the_run_started():
     """Every test starts with the run's torch thread count (2 on the CI machine, 1 under ``OMP_NUM_THREADS=1``): a
     script a test drives with ``--threads`` sets torch's count for the whole process."""
+    import torch
+
     threads = torch.get_num_threads()
     yield
     if torch.get_num_threads() != threads:
@@ -147,9 +172,13 @@ def converted_fixture_dir(allennlp_fixture_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def fixture_model(converted_fixture_dir) -> ELMoModel:
+    from elmo_hf import ELMoModel
+
     return ELMoModel.from_pretrained(converted_fixture_dir).eval()
 
 
 @pytest.fixture(scope="session")
 def tokenizer() -> ELMoTokenizer:
+    from elmo_hf import ELMoTokenizer
+
     return ELMoTokenizer(word_splitter="whitespace")

@@ -156,10 +156,16 @@ def running(pid: int) -> bool:
 
 
 class PoisonedEmbedder(ELMoEmbedder):
-    """Fails on a sentence holding the word ``poison`` (in the worker: this class is pickled and imported there)."""
+    """Fails on a sentence holding the word ``poison`` (in the worker: this class is pickled and imported there),
+    once ``wait_for`` exists (or after a minute), if it is set."""
+
+    wait_for: Path | None = None
 
     def embed_words(self, sentences, on_progress=None):
         if any("poison" in words for words in sentences):
+            deadline = time.monotonic() + 60
+            while self.wait_for is not None and not self.wait_for.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
             raise ValueError("poisoned sentence")
         return super().embed_words(sentences, on_progress)
 
@@ -169,11 +175,15 @@ def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, 
     lines[65] = "a poison word"
     corpus = write_lines(tmp_path / "corpus.txt", lines)
     embedder = PoisonedEmbedder.from_pretrained(model_dir)
+    # The error comes once the shard before it is written: without that, a worker the scheduler left behind on a busy
+    # machine could still hold shard 0 when shard 6 fails, and nothing would be kept (the run drops what is in the
+    # workers).
+    embedder.wait_for = tmp_path / "out" / "shard-00005.parquet"
     with pytest.raises(ValueError, match="poisoned sentence") as raised:
         embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", shard_size=10, workers=2, progress=False)
     assert "in embedding worker" in "".join(raised.value.__notes__) and "shard-00006.parquet (input rows 60-69)" in "".join(raised.value.__notes__)
     listed = [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]]
-    assert listed == [f"shard-0000{index}.parquet" for index in range(len(listed))] and 1 <= len(listed) <= 6
+    assert listed == [f"shard-0000{index}.parquet" for index in range(6)]
     assert sorted(path.name for path in (tmp_path / "out").glob("shard-*")) == listed
 
 
