@@ -163,9 +163,8 @@ class PoisonedEmbedder(ELMoEmbedder):
 
     def embed_words(self, sentences, on_progress=None):
         if any("poison" in words for words in sentences):
-            deadline = time.monotonic() + 60
-            while self.wait_for is not None and not self.wait_for.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            if self.wait_for is not None:
+                wait_for_file(self.wait_for)
             raise ValueError("poisoned sentence")
         return super().embed_words(sentences, on_progress)
 
