@@ -49,7 +49,7 @@ from datasets.arrow_writer import OptimizedTypedSequence
 
 from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import CorpusSource, InvalidRowError
-from ..storage.files import sha256_of_file, write_atomically
+from ..storage.files import fill_temporary, move_into_place, sha256_of_file, temporary_path_beside, write_atomically
 from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
@@ -133,7 +133,8 @@ class EmbeddingRunSummary:
     resumed_from_row: int = 0
     already_complete: bool = False
     redone_shards: int = 0
-    # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline.
+    # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline; with
+    # workers, model and write are summed over them.
     stage_seconds: dict[str, float] = field(default_factory=dict)
     # Words longer than the model's character slots hold (ELMoTokenizer.truncated_word_count), repeats counted: the
     # model saw only their beginning. Shards listed by a manifest written before this count existed count 0.
@@ -504,28 +505,72 @@ class ShardWriter:
     def finish(self, shard: PreparedShard, vectors: list[np.ndarray], path: Path) -> dict[str, Any]:
         """Write the shard's table to ``path`` atomically; return its manifest entry."""
         started = time.perf_counter()
-        sentences = shard.sentences.sentences
-        columns = {
-            INPUT_ROW_COLUMN: [input_row for input_row, _ in shard.kept_rows],
-            **{name: [record[name] for _, record in shard.kept_rows] for name in self.input_features},
-            **self.embedder.output_columns(sentences, vectors),
-        }
-        table = shard_table(columns, self.features, self.embedder.output_column)
-        write_atomically(path, lambda temporary: write_parquet(table, temporary, self.embedder.output_column))
-        entry = {
-            "file": path.name,
-            "first_row": shard.rows[0][0] if shard.rows else 0,
-            "input_rows": len(shard.rows),
-            "rows": len(shard.kept_rows),
-            "words": sum(len(words) for words in sentences),
-            "skipped_rows": len(shard.skipped),
-            "skipped": shard.skipped[:MAX_LISTED_SKIPPED_ROWS],
-            "truncated_words": shard.truncated_words,
-            "bytes": path.stat().st_size,
-            "sha256": sha256_of_file(path),
-        }
+        write_atomically(
+            path, lambda temporary: write_shard_file(temporary, shard, vectors, self.embedder, self.features)
+        )
+        entry = shard_entry(shard, path.name, path)
         self.stage_seconds["write"] += time.perf_counter() - started
         return entry
+
+    def file_task(self, shard: PreparedShard, path: Path) -> "ShardFileTask":
+        """The writing of ``shard``'s file as a task for a worker process, with a new temporary file beside ``path``
+        for it to fill (the caller moves it into place, or removes it if the run fails)."""
+        return ShardFileTask(shard, self.features, temporary_path_beside(path), path.name)
+
+
+def write_shard_file(
+    path: Path, shard: PreparedShard, vectors: list[np.ndarray], embedder: ELMoEmbedder, features: Features
+) -> None:
+    """The shard's Parquet file at ``path``: its input rows' numbers and columns, then the embedder's columns."""
+    kept_rows = shard.kept_rows
+    input_columns = [name for name in features if name != INPUT_ROW_COLUMN and name not in embedder.features]
+    columns = {
+        INPUT_ROW_COLUMN: [input_row for input_row, _ in kept_rows],
+        **{name: [record[name] for _, record in kept_rows] for name in input_columns},
+        **embedder.output_columns(shard.sentences.sentences, vectors),
+    }
+    write_parquet(shard_table(columns, features, embedder.output_column), path, embedder.output_column)
+
+
+def shard_entry(shard: PreparedShard, name: str, path: Path) -> dict[str, Any]:
+    """The manifest entry of ``shard``, whose file (to be named ``name``) is at ``path``: its rows, words, skipped
+    rows, cut words, bytes and sha256."""
+    return {
+        "file": name,
+        "first_row": shard.rows[0][0] if shard.rows else 0,
+        "input_rows": len(shard.rows),
+        "rows": len(shard.kept_rows),
+        "words": sum(len(words) for words in shard.sentences.sentences),
+        "skipped_rows": len(shard.skipped),
+        "skipped": shard.skipped[:MAX_LISTED_SKIPPED_ROWS],
+        "truncated_words": shard.truncated_words,
+        "bytes": path.stat().st_size,
+        "sha256": sha256_of_file(path),
+    }
+
+
+@dataclass
+class ShardFileTask:
+    """A shard's file written where its vectors are (an ``EmbeddingWorkerPool`` worker runs it as a task's ``then``):
+    the table goes into ``temporary``, a file the main process created beside the shard's final place and moves there
+    in shard order (``move_into_place``). So the vectors never cross a pipe, and N workers write N shards at once: with
+    one writing thread in the main process, 8 or more workers were bound by it (docs/results/embed-throughput.md).
+    Picklable; returns ``(manifest entry, seconds)``."""
+
+    shard: PreparedShard
+    features: Features
+    temporary: Path
+    name: str
+
+    def __call__(
+        self, embedder: ELMoEmbedder, sentences: Sequence[Sequence[str]], vectors: list[np.ndarray]
+    ) -> tuple[dict[str, Any], float]:
+        started = time.perf_counter()
+        fill_temporary(
+            self.temporary, self.temporary.with_name(self.name),
+            lambda temporary: write_shard_file(temporary, self.shard, vectors, embedder, self.features),
+        )
+        return shard_entry(self.shard, self.name, self.temporary), time.perf_counter() - started
 
 
 def _record_first(writing: deque[Future], record: Callable[[dict], None]) -> None:
@@ -588,15 +633,15 @@ def write_shards_pipelined(
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Data-parallel workers (embed_corpus(workers=N)): the main process reads and writes, worker processes embed
+# Data-parallel workers (embed_corpus(workers=N)): the main process reads and puts files in place; workers embed, write
 # ----------------------------------------------------------------------------------------------------------------------
 
 
 class WorkerShardWriter(ShardWriter):
     """A ``ShardWriter`` whose model stage runs in an ``EmbeddingWorkerPool``: ``prepare`` only splits the rows into
-    words (the worker makes the windows, batches and character ids, so the main process keeps its CPU for reading and
-    writing), ``embed`` waits for one worker, or embeds here while none is up (``embed_here``).
-    ``write_shards_with_workers`` keeps every worker busy instead."""
+    words (the worker makes the windows, batches and character ids, so the main process keeps its CPU for reading),
+    ``embed`` waits for one worker, or embeds here while none is up (``embed_here``). ``write_shards_with_workers``
+    keeps every worker busy instead, and has the workers write the files too (``ShardWriter.file_task``)."""
 
     def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress, pool: EmbeddingWorkerPool):
         super().__init__(source, embedder, on_progress)
@@ -653,27 +698,26 @@ def _describe_shard(index: int | None, shard: PreparedShard) -> str:
 def write_shards_with_workers(
     chunks: Iterable[list], writer: WorkerShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
 ) -> None:
-    """``write_shards_pipelined`` with the model stage spread over ``writer.pool``'s worker processes: this thread
-    reads and splits shards (one ahead of the idle workers) and gives each to the next idle worker that is up (workers
-    take shards as they come up and as they finish, so a slow one takes fewer); while no worker is up and none is
-    embedding, this thread embeds the next shard itself (``WorkerShardWriter.embed_here``). Finished shards are written on a
-    writing thread strictly in shard order (a shard that finished early waits for the ones before it), and
-    ``record(entry)`` is called on this thread for each, in order. Each worker holds up to two shards (the one it
-    embeds and the next, in its pipe), plus those waiting for their turn to be written.
+    """``write_shards_pipelined`` with the model and the writing spread over ``writer.pool``'s worker processes: this
+    thread reads and splits shards (one ahead of the idle workers) and gives each to the next idle worker that is up
+    (workers take shards as they come up and as they finish, so a slow one takes fewer); the worker embeds it and
+    writes its file into a temporary file beside the shard's place (``ShardFileTask``). This thread moves the written
+    files into place strictly in shard order (a shard that finished early waits for the ones before it) and calls
+    ``record(entry)`` for each, in order. While no worker is up and none is embedding, this thread embeds and writes
+    the next shard itself (``WorkerShardWriter.embed_here``). Each worker holds up to two shards (the one it embeds
+    and the next, in its pipe).
 
-    On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the shards being written
-    are finished and recorded in order up to the first that failed and later ones removed, as in
-    ``write_shards_pipelined``; shards still in the workers are dropped (the caller stops the pool)."""
+    On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the workers are stopped
+    and the temporary files of every shard not in place yet are removed: the shards in place are recorded, in order,
+    without a gap; nothing else of the run's stays."""
     chunk_iterator = iter(chunks)
     pool = writer.pool
-    embedding: dict[int, PreparedShard] = {}  # read and given to a worker, not yet written
-    embedded: dict[int, list[np.ndarray]] = {}  # vectors back, waiting for the shards before them
-    writer_thread = ThreadPoolExecutor(1, thread_name_prefix="elmo-hf-write")
-    writing: deque[Future] = deque()
-    next_read, next_write = first_index, first_index
+    in_flight: dict[int, ShardFileTask] = {}  # read and given to a worker (or embedded here), not in place yet
+    written: dict[int, dict[str, Any]] = {}  # manifest entries of shards written, waiting for the ones before them
+    next_read, next_in_place = first_index, first_index
     read_ahead: PreparedShard | None = None  # the next shard, read while the workers embed
     exhausted = False
-    read_error: Exception | None = None  # raised once the shards before it are written, as the pipeline does
+    read_error: Exception | None = None  # raised once the shards before it are in place, as the pipeline does
 
     def read_next() -> PreparedShard | None:
         nonlocal exhausted, read_error
@@ -685,15 +729,21 @@ def write_shards_with_workers(
             read_error, exhausted = error, True
             return None
 
-    def embedded_one(index: int, vectors: list[np.ndarray]) -> None:
-        nonlocal next_write
-        embedded[index] = vectors
-        while next_write in embedded:
-            path = output_dir / shard_file_name(next_write)
-            writing.append(writer_thread.submit(writer.finish, embedding.pop(next_write), embedded.pop(next_write), path))
-            next_write += 1
-        while writing and (writing[0].done() or len(writing) > 1):  # at most one shard waits to be written
-            _record_first(writing, record)
+    def start(shard: PreparedShard) -> int:
+        nonlocal next_read
+        in_flight[next_read] = writer.file_task(shard, output_dir / shard_file_name(next_read))
+        next_read += 1
+        return next_read - 1
+
+    def written_one(index: int, entry: dict[str, Any], write_seconds: float) -> None:
+        nonlocal next_in_place
+        writer.stage_seconds["write"] += write_seconds
+        written[index] = entry
+        while next_in_place in written:
+            task = in_flight.pop(next_in_place)
+            move_into_place(task.temporary, output_dir / task.name)
+            record(written.pop(next_in_place))
+            next_in_place += 1
 
     try:
         while True:
@@ -703,34 +753,31 @@ def write_shards_with_workers(
                 read_ahead = None
                 if shard is None:
                     break
-                embedding[next_read] = shard
-                pool.submit(next_read, shard.sentences.sentences, _describe_shard(next_read, shard))
-                next_read += 1
+                index = start(shard)
+                pool.submit(index, shard.sentences.sentences, _describe_shard(index, shard), then=in_flight[index])
             if read_ahead is None and not exhausted:
                 read_ahead = read_next()  # no worker is free: read the next shard meanwhile
             if not pool.busy:
                 if read_ahead is None:  # nothing left (or a read error)
                     break
-                # No worker is up yet and none is embedding: embed the next shard here rather than wait.
+                # No worker is up yet and none is embedding: embed and write the next shard here rather than wait.
                 shard, read_ahead = read_ahead, None
-                embedding[next_read] = shard
-                next_read += 1
-                embedded_one(next_read - 1, writer.embed_here(shard))
+                index = start(shard)
+                vectors = writer.embed_here(shard)
+                written_one(index, *in_flight[index](writer.embedder, shard.sentences.sentences, vectors))
                 continue
             result = pool.wait()
             if result is not None:  # None: a worker came up
-                index, vectors, seconds = result
-                writer.record_embedded(embedding[index], seconds)
-                embedded_one(index, vectors)
-        while writing:
-            _record_first(writing, record)
+                index, (entry, write_seconds), seconds = result
+                writer.record_embedded(in_flight[index].shard, seconds)
+                written_one(index, entry, write_seconds)
         if read_error is not None:
             raise read_error
     except BaseException:
-        _settle_after_a_failure(writing, record, output_dir)
+        pool.terminate()  # first: a worker still writing would fill (or recreate) its temporary file
+        for task in in_flight.values():
+            task.temporary.unlink(missing_ok=True)
         raise
-    finally:
-        writer_thread.shutdown(wait=True)
 
 
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
@@ -807,8 +854,8 @@ def embed_corpus(
 
     ``workers`` (default ``default_workers(device, rows, shard_size)``: one per usable core, at most one per shard, 1
     for a model off the CPU): with N > 1, N processes (``worker_threads`` torch threads each) embed whole shards in
-    parallel, each with a copy of ``embedder``, while this process reads and writes (and embeds while no worker is up
-    yet); the output is byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU
+    parallel and write their files, each with a copy of ``embedder``, while this process reads and puts the files in
+    place in order (and embeds while no worker is up yet); the output is byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU
     is refused). A worker that dies raises ``EmbeddingWorkerError`` naming it and its shard; the finished shards stay,
     for ``resume``. With ``workers=1`` the model runs in this process at torch's threads."""
     from tqdm.auto import tqdm

@@ -18,7 +18,10 @@ Each worker
 - has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
   (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
 - says it is ready, then runs ``ELMoEmbedder.embed_words`` (windows, length-grouped batches, character ids, the model)
-  on each shard and sends the vectors back, or the error it raised.
+  on each shard and sends the vectors back, or the error it raised; a task may carry ``then``, a picklable callable
+  that the worker applies to them (``then(embedder, sentences, vectors)``) and whose result it sends instead: the
+  embedding driver writes each shard's file there, so that vectors never cross a pipe and N workers write N files at
+  once (``shards.ShardFileTask``).
 
 A worker that dies (killed, out of memory, a crash in native code) is seen through its process sentinel: the pool
 raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the task it held; nothing waits forever.
@@ -140,15 +143,18 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
             return
         if message is None:
             return
-        task, sentences = message
+        task, sentences, then = message
         started = time.perf_counter()
         try:
             try:
-                vectors = embedder.embed_words(sentences)
+                result = embedder.embed_words(sentences)
+                seconds = time.perf_counter() - started  # the model's time; ``then`` reports its own
+                if then is not None:
+                    result = then(embedder, sentences, result)
             except BaseException as error:
                 _send_error(connection, task, error)
                 continue
-            connection.send(("done", task, vectors, time.perf_counter() - started))
+            connection.send(("done", task, result, seconds))
         except (BrokenPipeError, ConnectionResetError, EOFError):  # the main process is gone: nobody to answer
             return
 
@@ -246,8 +252,9 @@ class EmbeddingWorkerPool:
         while self.starting and self._wait_once(timeout=0, starting_only=True) is not None:
             pass
 
-    def wait(self) -> tuple[Any, list, float] | None:
-        """The next event: ``(task, vectors, seconds)`` of a task a worker finished, or None when a worker came up.
+    def wait(self) -> tuple[Any, Any, float] | None:
+        """The next event: ``(task, result, seconds)`` of a task a worker finished (its vectors, or what its ``then``
+        returned; ``seconds``: the model's), or None when a worker came up.
         Raises the worker's own error (with its traceback as a note), or ``EmbeddingWorkerError`` when a worker ended
         without answering."""
         if not self.busy and not self.starting:
@@ -257,20 +264,22 @@ class EmbeddingWorkerPool:
             if event is not None:
                 return None if event == "ready" else event
 
-    def submit(self, task: Any, sentences: Sequence[Sequence[str]], description: str) -> None:
+    def submit(self, task: Any, sentences: Sequence[Sequence[str]], description: str, then: Any = None) -> None:
         """Give ``sentences`` (lists of words) to the worker that is up and holds the fewest tasks; ``description``
-        names the task in errors."""
+        names the task in errors. ``then``: None (the vectors come back) or a picklable callable that the worker
+        applies, ``then(embedder, sentences, vectors)``, and whose result comes back instead."""
         worker = min((worker for worker in self.workers if worker.ready), key=lambda worker: len(worker.tasks))
         if len(worker.tasks) >= TASKS_PER_WORKER:
             raise RuntimeError("submit() with no worker able to take a task")
         worker.tasks.append((task, description))
         try:
-            worker.connection.send((task, [list(words) for words in sentences]))
+            # Lists are sent as they are: a ``then`` holding the same lists pickles them once.
+            worker.connection.send((task, [words if isinstance(words, list) else list(words) for words in sentences], then))
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(worker) from None
 
-    def next_result(self) -> tuple[Any, list, float]:
-        """``(task, vectors, seconds)`` of the next task a worker finished (workers coming up meanwhile are noted), as
+    def next_result(self) -> tuple[Any, Any, float]:
+        """``(task, result, seconds)`` of the next task a worker finished (workers coming up meanwhile are noted), as
         ``wait``."""
         if not self.busy:
             raise RuntimeError("next_result() with no task running")
@@ -278,7 +287,7 @@ class EmbeddingWorkerPool:
             pass
         return result
 
-    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, list, float] | str | None:
+    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, Any, float] | str | None:
         """One message or death: ``"ready"``, a finished task, or None when nothing came within ``timeout``.
         ``starting_only``: watch only the workers still starting (whose only message is "ready" or an error), so that
         no finished task is taken from the others."""
@@ -319,7 +328,7 @@ class EmbeddingWorkerPool:
         _, vectors, seconds = self.next_result()
         return vectors, seconds
 
-    def _answer(self, worker: _Worker, message: tuple) -> tuple[Any, list, float]:
+    def _answer(self, worker: _Worker, message: tuple) -> tuple[Any, Any, float]:
         kind, task, *rest = message
         if kind == "error":
             error, details = rest
@@ -327,8 +336,8 @@ class EmbeddingWorkerPool:
             error.add_note(f"in embedding worker {worker.number} (pid {worker.process.pid}) on {where}:\n{details}")
             raise error
         worker.tasks.popleft()  # a worker answers its tasks in the order it got them
-        vectors, seconds = rest
-        return task, vectors, seconds
+        result, seconds = rest
+        return task, result, seconds
 
     def _died(self, worker: _Worker) -> EmbeddingWorkerError:
         # Its pipe or sentinel closes as the process ends, a moment before it can be reaped with its exit status.

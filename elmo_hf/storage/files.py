@@ -4,6 +4,10 @@
 call, so two writers never share one), which is flushed to disk and renamed over ``path``; the directory entry is
 flushed too. After a crash ``path`` is either complete or absent / its old self. If ``write`` fails (a full disk, an
 exception), the temporary file is removed and the error propagates (an ``OSError`` naming ``path``).
+
+The same two steps apart, for a file filled in one process and put in place by another (the embedding workers write
+shards that the main process renames in order): ``temporary_path_beside`` (the creator knows the name, and removes
+it if the run fails), ``fill_temporary`` (the writer) and ``move_into_place`` (the one that decides the order).
 """
 
 from __future__ import annotations
@@ -46,18 +50,40 @@ def current_umask() -> int:
 def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     """``write(temporary)`` writes the file's content to a temporary path beside ``path``; see the module docstring."""
     temporary = temporary_path_beside(path)
+    fill_temporary(temporary, path, write)
+    move_into_place(temporary, path)
+
+
+def fill_temporary(temporary: Path, path: Path, write: Callable[[Path], Any]) -> None:
+    """``write(temporary)`` fills ``temporary`` (from ``temporary_path_beside(path)``) with what becomes ``path``,
+    then flushes it to disk. On failure ``temporary`` is removed and the error propagates (an ``OSError`` names
+    ``path``)."""
     try:
         write(temporary)
         with open(temporary, "rb+") as file:
             os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as error:  # a full disk, a quota, a file size limit: say which file could not be written
+    except OSError as error:
         temporary.unlink(missing_ok=True)
-        raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from error
+        raise _naming(path, error) from error
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def move_into_place(temporary: Path, path: Path) -> None:
+    """Rename the filled ``temporary`` over ``path`` and flush the directory entry; on failure ``temporary`` is
+    removed (an ``OSError`` names ``path``)."""
+    try:
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise _naming(path, error) from error
     fsync_directory(path.parent)
+
+
+def _naming(path: Path, error: OSError) -> OSError:
+    """A full disk, a quota, a file size limit: say which file could not be written."""
+    return OSError(error.errno, f"cannot write {path}: {error.strerror or error}")
 
 
 def fsync_directory(directory: Path) -> None:
@@ -78,4 +104,7 @@ def sha256_of_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["TEMPORARY_SUFFIX", "fsync_directory", "sha256_of_file", "temporary_path_beside", "write_atomically"]
+__all__ = [
+    "TEMPORARY_SUFFIX", "fill_temporary", "fsync_directory", "move_into_place", "sha256_of_file", "temporary_path_beside",
+    "write_atomically",
+]

@@ -184,6 +184,8 @@ def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, 
     listed = [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]]
     assert listed == [f"shard-0000{index}.parquet" for index in range(6)]
     assert sorted(path.name for path in (tmp_path / "out").glob("shard-*")) == listed
+    # The shards given to the other worker after it (their temporary files made) are gone with the run.
+    assert not [path.name for path in (tmp_path / "out").iterdir() if path.name.endswith(".tmp")]
 
 
 def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_path, model_dir, capsys):
@@ -297,6 +299,33 @@ def test_workers_slow_to_start_leave_the_first_shards_to_the_main_process_in_ord
     assert_same_output(tmp_path / "out", reference_dir)
 
 
+def test_the_workers_write_the_shards_they_embed(tmp_path, one_thread_run, model_dir, monkeypatch):
+    """Each shard's file is written where it was embedded: by a worker (its vectors never come back through a pipe),
+    or here for the shards this process embedded while no worker was up."""
+    from elmo_hf.embedding import shards as shards_module
+
+    common, reference_dir = one_thread_run
+    writers = tmp_path / "writers"
+    original = shards_module.write_shard_file
+
+    def write_shard_file(*args, **kwargs):  # inherited by the forked workers
+        with open(writers, "a") as log:
+            log.write(f"{os.getpid()}\n")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(shards_module, "write_shard_file", write_shard_file)
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    calls = count_calls_here(monkeypatch, embedder)
+    summary = embed_corpus(
+        CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
+        workers=2, progress=False,
+    )
+    pids = writers.read_text().split()
+    assert len(pids) == summary.shards and pids.count(str(os.getpid())) == calls[0] < summary.shards
+    assert summary.stage_seconds["write"] > 0
+    assert_same_output(tmp_path / "out", reference_dir)
+
+
 def test_workers_that_never_start_do_not_stop_the_run(tmp_path, one_thread_run, model_dir, monkeypatch):
     """Decided: a worker alive but silent never gets a shard; the main process embeds them all and the run ends (the
     workers are killed CLOSE_TIMEOUT_SECONDS after it). A worker that dies fails the run instead (tests above)."""
@@ -368,6 +397,10 @@ def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_iden
     assert not worker_pids(process.pid)
     manifest = manifest_of(output_dir)
     assert not manifest["complete"] and 2 <= len(manifest["shards"]) < CORPUS_LINES // SHARD_SIZE
+    # No shard out of order and no temporary file: what a worker was writing went with the run.
+    assert sorted(path.name for path in output_dir.iterdir() if path.name != ".elmo-hf-output.json") == sorted(
+        [entry["file"] for entry in manifest["shards"]] + ["manifest.json"]
+    )
 
     assert run_embed(*common, "--output", output_dir, "--resume", "--workers", "2") == 0
     assert_same_output(output_dir, reference_dir)

@@ -1,4 +1,5 @@
-"""Atomic writes (elmo_hf.storage.files): a failed write leaves the old file and no temporary, and names the file."""
+"""Atomic writes (elmo_hf.storage.files): a failed write leaves the old file and no temporary, and names the file; the
+two steps apart (fill in one process, move into place in another) do the same."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import errno
 
 import pytest
 
-from elmo_hf.storage.files import TEMPORARY_SUFFIX, sha256_of_file, temporary_path_beside, write_atomically
+from elmo_hf.storage.files import (
+    TEMPORARY_SUFFIX, fill_temporary, move_into_place, sha256_of_file, temporary_path_beside, write_atomically,
+)
 
 
 def test_a_failed_write_keeps_the_old_file_leaves_no_temporary_and_names_the_file(tmp_path):
@@ -50,3 +53,29 @@ def test_a_file_written_atomically_gets_the_mode_of_any_new_file(tmp_path):
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "shared.json").stat().st_mode) == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "group.json").stat().st_mode) == 0o640
+
+
+def test_filling_and_moving_apart_put_the_file_in_place_and_a_failure_of_either_leaves_no_temporary(tmp_path):
+    target = tmp_path / "shard-00001.parquet"
+    temporary = temporary_path_beside(target)
+    fill_temporary(temporary, target, lambda path: path.write_bytes(b"vectors"))
+    assert not target.exists() and temporary.read_bytes() == b"vectors"  # filled, not in place yet
+    move_into_place(temporary, target)
+    assert target.read_bytes() == b"vectors" and [path.name for path in tmp_path.iterdir()] == [target.name]
+
+    def disk_full(path):
+        path.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    temporary = temporary_path_beside(target)
+    with pytest.raises(OSError, match=r"cannot write .*shard-00001.parquet: No space left on device"):
+        fill_temporary(temporary, target, disk_full)
+    assert [path.name for path in tmp_path.iterdir()] == [target.name] and target.read_bytes() == b"vectors"
+
+    blocked = tmp_path / "shard-00002.parquet"
+    (blocked / "inside").mkdir(parents=True)  # a non-empty directory where the file goes: the rename fails
+    temporary = temporary_path_beside(blocked)
+    fill_temporary(temporary, blocked, lambda path: path.write_bytes(b"more"))
+    with pytest.raises(OSError, match=r"cannot write .*shard-00002.parquet"):
+        move_into_place(temporary, blocked)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [target.name, blocked.name]
