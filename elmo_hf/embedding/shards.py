@@ -764,7 +764,8 @@ def write_shards_with_workers(
                 shard, read_ahead = read_ahead, None
                 index = start(shard)
                 vectors = writer.embed_here(shard)
-                written_one(index, *in_flight[index](writer.embedder, shard.sentences.sentences, vectors))
+                entry, write_seconds = in_flight[index](writer.embedder, shard.sentences.sentences, vectors)
+                written_one(index, entry, write_seconds)
                 continue
             result = pool.wait()
             if result is not None:  # None: a worker came up
