@@ -503,12 +503,16 @@ class ShardWriter:
         return vectors
 
     def finish(self, shard: PreparedShard, vectors: list[np.ndarray], path: Path) -> dict[str, Any]:
-        """Write the shard's table to ``path`` atomically; return its manifest entry."""
+        """Write the shard's table to ``path`` atomically; return its manifest entry. The same steps as a worker's
+        (``file_task``), the file moved into place at once."""
         started = time.perf_counter()
-        write_atomically(
-            path, lambda temporary: write_shard_file(temporary, shard, vectors, self.embedder, self.features)
-        )
-        entry = shard_entry(shard, path.name, path)
+        task = self.file_task(shard, path)
+        try:
+            entry, _ = task(self.embedder, shard.sentences.sentences, vectors)
+            move_into_place(task.temporary, path)
+        except BaseException:
+            task.temporary.unlink(missing_ok=True)  # e.g. hashing it failed after it was filled
+            raise
         self.stage_seconds["write"] += time.perf_counter() - started
         return entry
 

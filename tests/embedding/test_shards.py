@@ -241,6 +241,29 @@ def test_ctrl_c_before_the_first_shard_keeps_nothing(tmp_path, model_dir, monkey
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt"]  # no output, no parent, no lock
 
 
+def test_a_shard_that_cannot_be_hashed_leaves_no_temporary_file(tmp_path, model_dir, monkeypatch, capsys):
+    """One process (the pipeline's writing thread): the shard whose file was filled but could not be hashed is
+    removed with its temporary file; the shards before it stay, listed."""
+    from elmo_hf.embedding import shards as shards_module
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(40, seed=9))
+    original, hashed = shards_module.sha256_of_file, []
+
+    def failing_on_the_third(path):
+        hashed.append(path)
+        if len(hashed) == 3:
+            raise OSError(5, "Input/output error")
+        return original(path)
+
+    monkeypatch.setattr(shards_module, "sha256_of_file", failing_on_the_third)
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--workers", "1") != 0
+    assert "Input/output error" in capsys.readouterr().err
+    listed = [entry["file"] for entry in json.loads((output_dir / "manifest.json").read_text())["shards"]]
+    assert listed == ["shard-00000.parquet", "shard-00001.parquet"]
+    assert sorted(path.name for path in output_dir.iterdir()) == sorted([".elmo-hf-output.json", "manifest.json", *listed])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_path, model_dir, capsys, device):
     """Resume trusts nothing it has not checked: a listed shard that is missing or damaged is redone (to the same
