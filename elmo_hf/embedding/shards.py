@@ -54,6 +54,7 @@ from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
 from .embedder import ELMoEmbedder, PreparedSentences
+from .interrupts import sigint_deferred
 from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers
 
 logger = logging.getLogger(__name__)
@@ -578,10 +579,12 @@ class ShardFileTask:
 
 
 def _record_first(writing: deque[Future], record: Callable[[dict], None]) -> None:
-    """Record the first shard of ``writing`` once written; if writing it failed, it stays first (for the cleanup)."""
+    """Record the first shard of ``writing`` once written; if writing it failed, it stays first (for the cleanup).
+    A Ctrl-C waits until it is recorded: taken off ``writing`` and not listed yet, nothing would remove its file."""
     entry = writing[0].result()
-    writing.popleft()
-    record(entry)
+    with sigint_deferred():
+        writing.popleft()
+        record(entry)
 
 
 def _settle_after_a_failure(writing: deque[Future], record: Callable[[dict], None], output_dir: Path) -> None:
@@ -744,10 +747,12 @@ def write_shards_with_workers(
         writer.stage_seconds["write"] += write_seconds
         written[index] = entry
         while next_in_place in written:
-            task = in_flight.pop(next_in_place)
-            move_into_place(task.temporary, output_dir / task.name)
-            record(written.pop(next_in_place))
-            next_in_place += 1
+            with sigint_deferred():  # a Ctrl-C between the move and the record would leave a file nothing lists
+                task = in_flight[next_in_place]
+                move_into_place(task.temporary, output_dir / task.name)
+                del in_flight[next_in_place]  # in place: no longer a temporary file to remove on a failure
+                record(written.pop(next_in_place))
+                next_in_place += 1
 
     try:
         while True:

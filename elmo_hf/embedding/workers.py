@@ -34,13 +34,14 @@ import multiprocessing
 import os
 import pickle
 import signal
-import threading
 import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
+
+from .interrupts import sigint_ignored
 
 _WAITED_FOR = "embed"  # the task id of EmbeddingWorkerPool.embed (the driver's are shard indices)
 # How long a worker that ended is waited for, to read its exit status.
@@ -193,7 +194,7 @@ class EmbeddingWorkerPool:
         try:
             # Started with SIGINT ignored, which a child keeps: a Ctrl-C while a worker is still starting does not
             # kill it with a traceback (it ignores SIGINT from then on anyway).
-            with _sigint_ignored():
+            with sigint_ignored():
                 for number in range(workers):
                     parent, child = context.Pipe()
                     # A forked child gets the embedder as it is (shared until written) and closes the main process's
@@ -371,19 +372,6 @@ class EmbeddingWorkerPool:
             worker.process.join()
             worker.connection.close()
         self.workers = []
-
-
-class _sigint_ignored:
-    """SIGINT ignored inside the block (on the main thread; elsewhere a no-op), the previous handler restored after."""
-
-    def __enter__(self) -> None:
-        self.previous = None
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def __exit__(self, *exception) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
 
 
 __all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "usable_cores"]

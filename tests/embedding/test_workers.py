@@ -404,3 +404,34 @@ def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_iden
 
     assert run_embed(*common, "--output", output_dir, "--resume", "--workers", "2") == 0
     assert_same_output(output_dir, reference_dir)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tmp_path, model_dir, monkeypatch, workers):
+    """A Ctrl-C that lands after a shard's file is in place and before the manifest lists it is raised once the
+    manifest is written: no finished file is left that no manifest lists (seen on CI with --workers 2), and one
+    process does not list the next shard in its place."""
+    from tqdm.auto import tqdm
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(100, seed=5))
+    original, records = tqdm.update, []
+
+    def update(self, n=1):  # a shard's record begins by counting its skipped rows (0 here; sentences are counted > 0)
+        if n == 0:
+            records.append(n)
+            if len(records) == 3:
+                signal.raise_signal(signal.SIGINT)
+        return original(self, n)
+
+    monkeypatch.setattr(tqdm, "update", update)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(
+            CorpusSource.open(corpus), ELMoEmbedder.from_pretrained(model_dir), tmp_path / "out", model_name="m",
+            shard_size=10, workers=workers, progress=False,
+        )
+    listed = [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]]
+    # One process also records the shard its writing thread holds (write_shards_pipelined); the workers drop theirs.
+    assert listed == [f"shard-0000{index}.parquet" for index in range(len(listed))] and 3 <= len(listed) <= 4
+    assert sorted(path.name for path in (tmp_path / "out").iterdir() if path.name != ".elmo-hf-output.json") == sorted(
+        listed + ["manifest.json"]
+    )

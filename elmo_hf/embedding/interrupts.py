@@ -1,0 +1,57 @@
+"""What Ctrl-C (SIGINT) may interrupt while the embedding driver works: two blocks, for the main thread.
+
+- ``sigint_ignored``: a Ctrl-C inside the block is dropped; the worker pool starts its processes in it, so that a child
+  inherits SIGINT ignored (the main process decides what Ctrl-C does to a run).
+- ``sigint_deferred``: a Ctrl-C inside the block is raised when the block ends, so the block runs whole. A shard's
+  file is moved into place and listed in the manifest in one such block: a Ctrl-C between the two would leave a
+  finished file that no manifest lists.
+
+Python runs signal handlers on the main thread only, so on any other thread both are no-ops (a Ctrl-C is raised there
+anyway, never on that thread).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+class sigint_ignored:
+    """SIGINT ignored inside the block (on the main thread; elsewhere a no-op), the previous handler restored after."""
+
+    def __enter__(self) -> None:
+        self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _on_main_thread() else None
+
+    def __exit__(self, *exception) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+class sigint_deferred:
+    """A SIGINT that arrives inside the block is held and sent again once the block ends, to the handler that was in
+    place before it: ``KeyboardInterrupt`` is raised just after the block (with the block's own error, if it raised
+    one, as its context), or whatever that handler does."""
+
+    def __enter__(self) -> None:
+        self.arrived = False
+        self.active = _on_main_thread()
+        if self.active:
+            # None: the handler was not set from Python (an embedding interpreter's); the default one stands for it.
+            self.previous = signal.signal(signal.SIGINT, self._hold) or signal.SIG_DFL
+
+    def _hold(self, signum, frame) -> None:
+        self.arrived = True
+
+    def __exit__(self, *exception) -> None:
+        if not self.active:
+            return
+        signal.signal(signal.SIGINT, self.previous)
+        if self.arrived:
+            signal.raise_signal(signal.SIGINT)  # the previous handler runs now, on this thread
+
+
+__all__ = ["sigint_deferred", "sigint_ignored"]
