@@ -49,12 +49,14 @@ from datasets.arrow_writer import OptimizedTypedSequence
 
 from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import CorpusSource, InvalidRowError
-from ..storage.files import fill_temporary, move_into_place, sha256_of_file, temporary_path_beside, write_atomically
+from ..storage.files import (
+    fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside, write_atomically,
+)
+from ..storage.interrupts import sigint_deferred
 from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
 from .embedder import ELMoEmbedder, PreparedSentences
-from .interrupts import sigint_deferred
 from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers
 
 logger = logging.getLogger(__name__)
@@ -507,13 +509,10 @@ class ShardWriter:
         """Write the shard's table to ``path`` atomically; return its manifest entry. The same steps as a worker's
         (``file_task``), the file moved into place at once."""
         started = time.perf_counter()
-        task = self.file_task(shard, path)
-        try:
+        with temporary_file_beside(path) as temporary:  # removed if a step fails, e.g. hashing it after it was filled
+            task = ShardFileTask(shard, self.features, temporary, path.name)
             entry, _ = task(self.embedder, shard.sentences.sentences, vectors)
-            move_into_place(task.temporary, path)
-        except BaseException:
-            task.temporary.unlink(missing_ok=True)  # e.g. hashing it failed after it was filled
-            raise
+            move_into_place(temporary, path)
         self.stage_seconds["write"] += time.perf_counter() - started
         return entry
 
@@ -738,7 +737,8 @@ def write_shards_with_workers(
 
     def start(shard: PreparedShard) -> int:
         nonlocal next_read
-        in_flight[next_read] = writer.file_task(shard, output_dir / shard_file_name(next_read))
+        with sigint_deferred():  # its temporary file is made here and listed for removal together
+            in_flight[next_read] = writer.file_task(shard, output_dir / shard_file_name(next_read))
         next_read += 1
         return next_read - 1
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
-from .interrupts import sigint_ignored
+from ..storage.interrupts import sigint_ignored
 
 _WAITED_FOR = "embed"  # the task id of EmbeddingWorkerPool.embed (the driver's are shard indices)
 # How long a worker that ended is waited for, to read its exit status.

@@ -8,6 +8,9 @@ exception), the temporary file is removed and the error propagates (an ``OSError
 The same two steps apart, for a file filled in one process and put in place by another (the embedding workers write
 shards that the main process renames in order): ``temporary_path_beside`` (the creator knows the name, and removes
 it if the run fails), ``fill_temporary`` (the writer) and ``move_into_place`` (the one that decides the order).
+``temporary_file_beside`` is the creation for a block that fills and moves the file itself: a failure in the block,
+Ctrl-C included, removes it. A Ctrl-C never lands between a temporary file's creation and the name its cleanup holds
+(``interrupts.sigint_deferred``): a caller that keeps one past a block creates it in such a block too.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from .interrupts import sigint_deferred
 
 TEMPORARY_SUFFIX = ".tmp"
 
@@ -49,9 +55,24 @@ def current_umask() -> int:
 
 def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
     """``write(temporary)`` writes the file's content to a temporary path beside ``path``; see the module docstring."""
-    temporary = temporary_path_beside(path)
-    fill_temporary(temporary, path, write)
-    move_into_place(temporary, path)
+    with temporary_file_beside(path) as temporary:
+        fill_temporary(temporary, path, write)
+        move_into_place(temporary, path)
+
+
+@contextmanager
+def temporary_file_beside(path: Path) -> Iterator[Path]:
+    """A new temporary file beside ``path`` (``temporary_path_beside``) for the block to fill and move into place; if
+    the block raises (Ctrl-C included, even one that comes while the file is being made), the file is removed."""
+    temporary = None
+    try:
+        with sigint_deferred():  # made and named here together: a Ctrl-C between the two would leave it unremoved
+            temporary = temporary_path_beside(path)
+        yield temporary
+    except BaseException:
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+        raise
 
 
 def fill_temporary(temporary: Path, path: Path, write: Callable[[Path], Any]) -> None:
@@ -105,6 +126,6 @@ def sha256_of_file(path: Path) -> str:
 
 
 __all__ = [
-    "TEMPORARY_SUFFIX", "fill_temporary", "fsync_directory", "move_into_place", "sha256_of_file", "temporary_path_beside",
-    "write_atomically",
+    "TEMPORARY_SUFFIX", "fill_temporary", "fsync_directory", "move_into_place", "sha256_of_file", "temporary_file_beside",
+    "temporary_path_beside", "write_atomically",
 ]

@@ -435,3 +435,30 @@ def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tm
     assert sorted(path.name for path in (tmp_path / "out").iterdir() if path.name != ".elmo-hf-output.json") == sorted(
         listed + ["manifest.json"]
     )
+
+
+def test_a_ctrl_c_while_a_shards_temporary_file_is_made_leaves_no_temporary_file(tmp_path, model_dir, monkeypatch):
+    """The main process makes each shard's temporary file before a worker fills it: a Ctrl-C right after one is made
+    waits until the run holds its name, so the run's cleanup removes it (the output, with a shard recorded, stays)."""
+    from elmo_hf.embedding import shards as shards_module
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(100, seed=6))
+    original, made = shards_module.temporary_path_beside, []
+
+    def made_then_ctrl_c(path):  # the first temporary file made once a shard is recorded
+        made.append(original(path))
+        if (path.parent / "manifest.json").exists():
+            signal.raise_signal(signal.SIGINT)
+        return made[-1]
+
+    monkeypatch.setattr(shards_module, "temporary_path_beside", made_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        embed_corpus(
+            CorpusSource.open(corpus), ELMoEmbedder.from_pretrained(model_dir), tmp_path / "out", model_name="m",
+            shard_size=10, workers=2, progress=False,
+        )
+    listed = [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]]
+    assert listed and not [path for path in made if path.exists()]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir() if path.name != ".elmo-hf-output.json") == sorted(
+        listed + ["manifest.json"]
+    )

@@ -1,14 +1,17 @@
 """Atomic writes (elmo_hf.storage.files): a failed write leaves the old file and no temporary, and names the file; the
-two steps apart (fill in one process, move into place in another) do the same."""
+two steps apart (fill in one process, move into place in another) do the same; a Ctrl-C leaves no temporary file."""
 
 from __future__ import annotations
 
 import errno
+import signal
 
 import pytest
 
+from elmo_hf.storage import files as files_module
 from elmo_hf.storage.files import (
-    TEMPORARY_SUFFIX, fill_temporary, move_into_place, sha256_of_file, temporary_path_beside, write_atomically,
+    TEMPORARY_SUFFIX, fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside,
+    write_atomically,
 )
 
 
@@ -79,3 +82,28 @@ def test_filling_and_moving_apart_put_the_file_in_place_and_a_failure_of_either_
     with pytest.raises(OSError, match=r"cannot write .*shard-00002.parquet"):
         move_into_place(temporary, blocked)
     assert sorted(path.name for path in tmp_path.iterdir()) == [target.name, blocked.name]
+
+
+def test_a_temporary_file_for_a_block_is_removed_when_the_block_fails(tmp_path):
+    with pytest.raises(ValueError, match="no more"):
+        with temporary_file_beside(tmp_path / "out.bin") as temporary:
+            temporary.write_bytes(b"half")
+            raise ValueError("no more")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ctrl_c_while_the_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """The Ctrl-C lands right after the file exists, before the caller holds its name: it waits until the name is
+    held, so the cleanup finds the file (without the wait the file stays, named by no one)."""
+    made = []
+
+    def made_then_ctrl_c(path):
+        made.append(original(path))
+        signal.raise_signal(signal.SIGINT)
+        return made[-1]
+
+    original = files_module.temporary_path_beside
+    monkeypatch.setattr(files_module, "temporary_path_beside", made_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomically(tmp_path / "manifest.json", lambda temporary: temporary.write_text("{}"))
+    assert len(made) == 1 and list(tmp_path.iterdir()) == []

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from elmo_hf.embedding.interrupts import sigint_deferred, sigint_ignored
+from elmo_hf.storage.interrupts import sigint_deferred, sigint_ignored
 
 
 def test_a_ctrl_c_inside_a_deferred_block_is_raised_after_the_whole_block():

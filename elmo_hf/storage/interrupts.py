@@ -1,10 +1,11 @@
-"""What Ctrl-C (SIGINT) may interrupt while the embedding driver works: two blocks, for the main thread.
+"""What Ctrl-C (SIGINT) may cut: two blocks, for the main thread.
 
-- ``sigint_ignored``: a Ctrl-C inside the block is dropped; the worker pool starts its processes in it, so that a child
-  inherits SIGINT ignored (the main process decides what Ctrl-C does to a run).
-- ``sigint_deferred``: a Ctrl-C inside the block is raised when the block ends, so the block runs whole. A shard's
-  file is moved into place and listed in the manifest in one such block: a Ctrl-C between the two would leave a
-  finished file that no manifest lists.
+- ``sigint_deferred``: a Ctrl-C inside the block is raised when the block ends, so the block runs whole. A file that
+  is ours comes into being in one such block with whatever removes it or lists it: a temporary file and the name its
+  cleanup holds (``files.temporary_file_beside``, ``embed``'s shards given to workers), a shard moved into place and
+  its manifest entry. Cut between the two, the file would stay with nothing to remove it or list it.
+- ``sigint_ignored``: a Ctrl-C inside the block is dropped; ``embed``'s worker pool starts its processes in it, so that
+  a child inherits SIGINT ignored (the main process decides what Ctrl-C does to a run).
 
 Python runs signal handlers on the main thread only, so on any other thread both are no-ops (a Ctrl-C is raised there
 anyway, never on that thread).
