@@ -48,7 +48,8 @@ def run_order(items: list, seconds: dict[str, float], last_node_id: str | None =
 
     def key(item) -> tuple:
         module = module_of(item.nodeid)
-        return (module == last_module, -seconds.get(module, 0.0), first_index[module], item.nodeid == last_node_id)
+        known = module in seconds  # a new module (0 s so far) goes after the known ones that took 0 s too
+        return (module == last_module, not known, -seconds.get(module, 0.0), first_index[module], item.nodeid == last_node_id)
 
     return sorted(items, key=key)
 

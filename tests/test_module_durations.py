@@ -43,6 +43,14 @@ def test_the_longest_module_runs_first_and_unknown_modules_after_the_known_in_co
     ]
 
 
+def test_a_new_module_goes_after_a_known_one_that_took_no_time():
+    """A known module's 0 s and a new module's missing figure are not a tie: a run with a new test module once failed
+    the check below because the new one came first."""
+    items = [Item(node) for node in ("tests/new.py::x", "tests/quick.py::one", "tests/a.py::one")]
+    ordered = run_order(items, {"tests/a.py": 3.0, "tests/quick.py": 0.0})
+    assert node_ids(ordered) == ["tests/a.py::one", "tests/quick.py::one", "tests/new.py::x"]
+
+
 def test_the_last_test_goes_last_with_its_module_whatever_the_module_took():
     items = [Item(node) for node in ("tests/f.py::waits", "tests/f.py::other", "tests/a.py::one", "tests/b.py::one")]
     ordered = run_order(items, {"tests/f.py": 100.0, "tests/a.py": 1.0}, last_node_id="tests/f.py::waits")
