@@ -21,6 +21,19 @@ def test_a_ctrl_c_inside_a_deferred_block_is_raised_after_the_whole_block():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_ctrl_c_inside_nested_deferred_blocks_waits_for_the_outer_one():
+    """A shard's record writes the manifest with write_atomically, which defers too: the inner block hands the held
+    Ctrl-C to the outer one, which raises it when it ends."""
+    after_inner = False
+    with pytest.raises(KeyboardInterrupt):
+        with sigint_deferred():
+            with sigint_deferred():
+                signal.raise_signal(signal.SIGINT)
+            after_inner = True
+    assert after_inner
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_a_deferred_block_without_a_ctrl_c_raises_nothing():
     with sigint_deferred():
         pass
