@@ -24,8 +24,8 @@ from elmo_hf import ELMoModel, ELMoTokenizer
 from elmo_hf_cli import main
 from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
-from elmo_hf.embedding.shards import PROGRESS_REFRESH_SECONDS, verify_embedding_output
-from elmo_hf.storage.output_directory import lock_path_of
+from elmo_hf.embedding.shards import MANIFEST_NAME, PROGRESS_REFRESH_SECONDS, verify_embedding_output
+from elmo_hf.storage.output_directory import MARKER_NAME, lock_path_of
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from ..conftest import REPOSITORY_ROOT
@@ -51,6 +51,14 @@ def load_shards(output_dir: Path) -> Dataset:
 
 def shard_hashes(output_dir: Path) -> dict[str, str]:
     return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(output_dir.glob("shard-*.parquet"))}
+
+
+def listed_and_alone(output_dir: Path) -> list[str]:
+    """The shard files the manifest lists, checked to be all the directory holds besides the manifest and the
+    output's marker (no unlisted shard, no temporary file)."""
+    listed = [entry["file"] for entry in json.loads((output_dir / MANIFEST_NAME).read_text())["shards"]]
+    assert sorted(path.name for path in output_dir.iterdir()) == sorted([MARKER_NAME, MANIFEST_NAME, *listed])
+    return listed
 
 
 def run_embed(*args: str) -> int:
@@ -259,9 +267,7 @@ def test_a_shard_that_cannot_be_hashed_leaves_no_temporary_file(tmp_path, model_
     output_dir = tmp_path / "out"
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--workers", "1") != 0
     assert "Input/output error" in capsys.readouterr().err
-    listed = [entry["file"] for entry in json.loads((output_dir / "manifest.json").read_text())["shards"]]
-    assert listed == ["shard-00000.parquet", "shard-00001.parquet"]
-    assert sorted(path.name for path in output_dir.iterdir()) == sorted([".elmo-hf-output.json", "manifest.json", *listed])
+    assert listed_and_alone(output_dir) == ["shard-00000.parquet", "shard-00001.parquet"]
 
 
 @pytest.mark.parametrize("device", DEVICES)
