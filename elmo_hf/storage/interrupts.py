@@ -17,15 +17,19 @@ import signal
 import threading
 
 
-def _on_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+def _swap_sigint(handler):
+    """Install ``handler`` for SIGINT and return the one it replaces, or ``None`` off the main thread (where Python
+    cannot set one). A handler not set from Python (an embedding interpreter's) comes back as the default one."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, handler) or signal.SIG_DFL
 
 
 class sigint_ignored:
     """SIGINT ignored inside the block (on the main thread; elsewhere a no-op), the previous handler restored after."""
 
     def __enter__(self) -> None:
-        self.previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if _on_main_thread() else None
+        self.previous = _swap_sigint(signal.SIG_IGN)
 
     def __exit__(self, *exception) -> None:
         if self.previous is not None:
@@ -39,16 +43,13 @@ class sigint_deferred:
 
     def __enter__(self) -> None:
         self.arrived = False
-        self.active = _on_main_thread()
-        if self.active:
-            # None: the handler was not set from Python (an embedding interpreter's); the default one stands for it.
-            self.previous = signal.signal(signal.SIGINT, self._hold) or signal.SIG_DFL
+        self.previous = _swap_sigint(self._hold)
 
     def _hold(self, signum, frame) -> None:
         self.arrived = True
 
     def __exit__(self, *exception) -> None:
-        if not self.active:
+        if self.previous is None:
             return
         signal.signal(signal.SIGINT, self.previous)
         if self.arrived:
