@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -150,6 +151,17 @@ def _torch_threads_as_the_run_started():
     yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def ctrl_c_as_from_a_terminal():
+    """SIGINT handled by Python's own handler (``KeyboardInterrupt``) for the test, as in a terminal, and the run's
+    handler back after it: a test run started in the background by a script or ``nohup`` inherits SIGINT ignored,
+    and a Ctrl-C that a test raises in its own process would then be dropped (tests that send SIGINT to a child set
+    the child's handler with ``preexec_fn`` instead)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

@@ -403,6 +403,7 @@ def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_iden
     assert_same_output(output_dir, reference_dir)
 
 
+@pytest.mark.usefixtures("ctrl_c_as_from_a_terminal")
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tmp_path, model_dir, monkeypatch, workers):
     """A Ctrl-C that lands after a shard's file is in place and before the manifest lists it is raised once the
@@ -431,6 +432,7 @@ def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tm
     assert listed == [f"shard-0000{index}.parquet" for index in range(len(listed))] and 3 <= len(listed) <= 4
 
 
+@pytest.mark.usefixtures("ctrl_c_as_from_a_terminal")
 def test_a_ctrl_c_while_a_shards_temporary_file_is_made_leaves_no_temporary_file(tmp_path, model_dir, monkeypatch):
     """The main process makes each shard's temporary file before a worker fills it: a Ctrl-C right after one is made
     waits until the run holds its name, so the run's cleanup removes it (the output, with a shard recorded, stays)."""

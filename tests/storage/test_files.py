@@ -92,6 +92,7 @@ def test_a_temporary_file_for_a_block_is_removed_when_the_block_fails(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.usefixtures("ctrl_c_as_from_a_terminal")
 def test_a_ctrl_c_while_the_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch):
     """The Ctrl-C lands right after the file exists, before the caller holds its name: it waits until the name is
     held, so the cleanup finds the file (without the wait the file stays, named by no one)."""

@@ -11,6 +11,8 @@ import pytest
 
 from elmo_hf.storage.interrupts import sigint_deferred, sigint_ignored
 
+pytestmark = pytest.mark.usefixtures("ctrl_c_as_from_a_terminal")
+
 
 @pytest.mark.parametrize("nested", [False, True])
 def test_a_ctrl_c_inside_a_deferred_block_is_raised_after_the_whole_block(nested):
