@@ -6,6 +6,7 @@ import gc
 import importlib.metadata
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from elmo_hf_cli import build_parser, main
-from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS
+from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS, user_set_malloc_options
 
 COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
 
@@ -160,3 +161,77 @@ def test_main_inside_a_program_leaves_the_collector_as_it_was(capsys):
 def test_the_elmo_hf_executable_is_the_command_process():
     (entry,) = importlib.metadata.entry_points(group="console_scripts", name="elmo-hf")
     assert entry.value == "elmo_hf_cli:command_line"
+
+
+# Page faults of a workload that glibc's default thresholds hand back to the kernel at every round: 100 blocks of
+# 100 kB (below the mmap threshold, so on the heap) filled and freed, 20 times. With the command's thresholds
+# (`common.reuse_freed_memory`) the freed heap is kept and the rounds after the first fault no page in again.
+FAULTS_OF_REUSED_HEAP = (
+    "import ctypes, resource\n"
+    "libc = ctypes.CDLL(None)\n"
+    "libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]\n"
+    "libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]\n"
+    "def faults_of_reused_heap(rounds=20, blocks=100, size=100_000):\n"
+    "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+    "    for _ in range(rounds):\n"
+    "        held = [libc.malloc(size) for _ in range(blocks)]\n"
+    "        for block in held:\n"
+    "            libc.memset(block, 1, size)\n"
+    "        for block in reversed(held):\n"
+    "            libc.free(block)\n"
+    "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
+)
+PAGES_TOUCHED = 20 * 100 * 100_000 // 4096
+
+
+def faults_after(program: str, *arguments: str, env: dict[str, str] | None = None) -> int:
+    """The page faults of ``FAULTS_OF_REUSED_HEAP``'s workload run in a fresh interpreter after ``program``."""
+    script = FAULTS_OF_REUSED_HEAP + program
+    result = subprocess.run(
+        [sys.executable, "-c", script, *arguments], capture_output=True, text=True, timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return int(result.stdout.split("faults")[1])
+
+
+THE_COMMAND_PROCESS = (
+    "import atexit, runpy\n"
+    "atexit.register(lambda: print('faults', faults_of_reused_heap()))\n"
+    "runpy.run_module('elmo_hf_cli', run_name='__main__')\n"
+)
+MAIN_INSIDE_A_PROGRAM = "from elmo_hf_cli import main\nmain(['--version'])\nprint('faults', faults_of_reused_heap())\n"
+glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc's thresholds are glibc's")
+
+
+@glibc_only
+def test_the_command_process_reuses_freed_memory_instead_of_faulting_it_in_again():
+    assert faults_after(THE_COMMAND_PROCESS, "--version") < PAGES_TOUCHED / 10
+
+
+@glibc_only
+def test_main_inside_a_program_and_a_user_who_tunes_malloc_keep_their_own_malloc():
+    """The control, and the user's choice: with glibc's defaults the workload faults its pages in at every round."""
+    assert faults_after(MAIN_INSIDE_A_PROGRAM) > PAGES_TOUCHED / 2
+    user_chose = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=131072"}
+    assert faults_after(THE_COMMAND_PROCESS, "--version", env=user_chose) > PAGES_TOUCHED / 2
+
+
+@pytest.mark.parametrize(
+    ("environment", "user_set"),
+    [
+        ({}, False),
+        ({"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=1024"}, False),
+        ({"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.mmap_threshold=1048576"}, True),
+        ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, True),
+        ({"MALLOC_ARENA_MAX": "2"}, False),  # another malloc setting: the thresholds are still the command's
+        ({"MALLOC_TRIM_THRESHOLD_": "0"}, True),
+        ({"MALLOC_MMAP_THRESHOLD_": "131072"}, True),
+    ],
+)
+def test_a_malloc_setting_in_the_environment_is_the_users_choice(monkeypatch, environment, user_set):
+    for name in ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert user_set_malloc_options() is user_set
