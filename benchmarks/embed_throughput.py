@@ -21,7 +21,13 @@ model loading is not. ``model_alone_scaling`` is the ceiling to read ``scaling``
 model-alone batches of the shards dealt out in turn to as many forked processes (one thread, a token-layer cache each,
 as the workers), started together, nothing else running: words/s over the slowest process's seconds, over one such
 process's. Independent processes on a VM's vCPUs do not scale to the core count either; the gap between the two
-ratios is what the pipeline (reading, pipes, writing) costs.
+ratios is what the pipeline (reading, pipes, writing) costs. One worker is one process whose reading and writing
+threads run beside its model on a second core when there is one; ``--core-per-worker`` runs each count N on N cores
+only (CPU affinity, inherited by its threads and workers), which is throughput per core as cores are added.
+
+Memory: the process first sets the malloc thresholds the ``elmo-hf`` process sets (``reuse_freed_memory``; forked
+workers inherit them), so the figures are the command's; ``--glibc-malloc-defaults`` keeps glibc's defaults, as in a
+program that calls the library. The JSON's ``malloc`` says which.
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
 Prints one JSON object; check ``load_average``: other processes on the machine change the figures.
@@ -37,6 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -49,6 +57,7 @@ from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
 from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
 from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
 from elmo_hf.embedding.shards import embed_corpus, model_fingerprint  # noqa: E402
+from elmo_hf_cli.common import reuse_freed_memory  # noqa: E402
 
 DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
 
@@ -165,6 +174,7 @@ def _time_model_calls(embedder: ELMoEmbedder, shards: list, token_cache_words: i
 
 
 def run(args: argparse.Namespace) -> dict:
+    malloc = "glibc defaults" if args.glibc_malloc_defaults or not reuse_freed_memory() else "the elmo-hf command's thresholds"
     if args.threads:
         torch.set_num_threads(args.threads)
     options = {
@@ -197,6 +207,7 @@ def run(args: argparse.Namespace) -> dict:
         "device": str(embedder.model.device),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "malloc": malloc,
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "model": str(args.model),
         "input": f"{args.input} (first {len(texts):,} lines)",
@@ -218,9 +229,11 @@ def worker_scaling(
     processes. ``scaling_by_round``: each count's words/s over the first count's in the same round; ``scaling``: their
     median (issue 28's target for 2 workers on 2 idle cores: >= 1.8); ``model_alone_scaling_by_round`` and
     ``model_alone_scaling``: the same for the model alone in independent processes. ``end_to_end``: the first round's
-    runs."""
+    runs. With ``args.core_per_worker`` each count N runs on N cores only (``running_on``), so that one worker's
+    reading and writing threads do not borrow a second core: throughput per core as cores are added."""
     threads = torch.get_num_threads()
     shards = prepared_shards(embedder, sentences, args.shard_size)
+    cores = sorted(os.sched_getaffinity(0))
     rounds, alone_rounds = [], []
     torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
     try:
@@ -228,8 +241,9 @@ def worker_scaling(
             order = args.workers if round_index % 2 == 0 else list(reversed(args.workers))
             runs, alone = {}, {}
             for workers in order:
-                runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
-                alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
+                with running_on(cores[:workers] if args.core_per_worker else None):
+                    runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+                    alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
             rounds.append(runs)
             alone_rounds.append(alone)
     finally:
@@ -238,6 +252,7 @@ def worker_scaling(
     by_round, alone_by_round = ratios_by_round(speeds), ratios_by_round(alone_speeds)
     return {
         "threads_per_worker": 1,
+        "core_per_worker": args.core_per_worker,
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "rounds": args.rounds,
         "end_to_end": {str(workers): run for workers, run in rounds[0].items()},
@@ -248,6 +263,20 @@ def worker_scaling(
         "model_alone_scaling_by_round": alone_by_round,
         "model_alone_scaling": medians(alone_by_round),
     }
+
+
+@contextmanager
+def running_on(cores: list[int] | None) -> Iterator[None]:
+    """This thread (and the threads and processes it starts) on ``cores`` only, for the block; None: unchanged."""
+    if cores is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cores)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def speeds_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:
@@ -288,9 +317,19 @@ def main(argv: list[str] | None = None) -> dict:
         "--rounds", type=int, default=1,
         help="with --workers: run every worker count this many times, alternating, and print the median scaling (default 1)",
     )
+    parser.add_argument(
+        "--core-per-worker", action="store_true",
+        help="with --workers: run each count N on N cores only (one worker, one core), as cores are added",
+    )
+    parser.add_argument(
+        "--glibc-malloc-defaults", action="store_true",
+        help="keep glibc's malloc thresholds (a library caller's process) instead of the elmo-hf command's",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.core_per_worker and max(args.workers or [0]) > len(os.sched_getaffinity(0)):
+        parser.error(f"--core-per-worker: {max(args.workers)} workers need as many cores; this process may use {len(os.sched_getaffinity(0))}")
     report = run(args)
     print(json.dumps(report, indent=2))
     return report

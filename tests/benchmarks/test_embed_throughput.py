@@ -1,9 +1,14 @@
 """benchmarks/embed_throughput.py: a tiny run of the whole script (no timing is asserted)."""
 
+import os
+import platform
+import threading
+
 import pytest
 import torch
 
 from elmo_hf.embedding.embedder import ELMoEmbedder
+from elmo_hf_cli.common import user_set_malloc_options
 
 from . import load_benchmark
 
@@ -18,6 +23,8 @@ def test_end_to_end_and_model_alone_cover_the_same_words(tmp_path, converted_fix
     assert report["end_to_end"]["shards"] == 3  # 46 lines (one empty) in shards of 20
     assert set(report["end_to_end"]["stage_seconds"]) == {"read", "model", "write"}
     assert report["ratio"] > 0 and report["options"]["max_words_per_batch"] == 4096
+    as_the_command = platform.libc_ver()[0] == "glibc" and not user_set_malloc_options()
+    assert report["malloc"] == ("the elmo-hf command's thresholds" if as_the_command else "glibc defaults")
 
 
 def test_the_model_alone_in_processes_covers_every_word_once(tmp_path, converted_fixture_dir):
@@ -42,11 +49,12 @@ def test_worker_scaling_is_the_median_of_each_rounds_ratio_over_one_worker(tmp_p
     corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(40)), encoding="utf-8")
     report = script.main([
         "--model", str(converted_fixture_dir), "--input", str(corpus), "--shard-size", "10", "--threads", "1", "--workers", "1", "2",
-        "--rounds", "3",
+        "--rounds", "3", "--glibc-malloc-defaults",
     ])
     capsys.readouterr()
     workers = report["workers"]
     assert set(workers["end_to_end"]) == set(workers["scaling"]) == {"1", "2"} and workers["scaling"]["1"] == 1.0
+    assert report["malloc"] == "glibc defaults"
     assert workers["end_to_end"]["2"]["words"] == workers["end_to_end"]["1"]["words"] == 40 * 9
     speeds, ratios = workers["words_per_second_by_round"], workers["scaling_by_round"]
     assert workers["rounds"] == 3 and len(speeds["1"]) == len(speeds["2"]) == len(ratios["2"]) == 3 and ratios["1"] == [1.0] * 3
@@ -62,3 +70,26 @@ def test_worker_scaling_is_the_median_of_each_rounds_ratio_over_one_worker(tmp_p
     with pytest.raises(SystemExit):
         script.main(["--model", str(converted_fixture_dir), "--input", str(corpus), "--workers", "1", "2", "--rounds", "0"])
     assert "--rounds must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_core_per_worker_runs_each_count_on_as_many_cores_and_gives_them_back(tmp_path, converted_fixture_dir, capsys):
+    script = load_benchmark("embed_throughput")
+    cores = sorted(os.sched_getaffinity(0))
+    seen = []
+    with script.running_on(cores[:1]):
+        thread = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        thread.start()
+        thread.join()
+        assert os.sched_getaffinity(0) == {cores[0]}
+    assert seen == [{cores[0]}] and sorted(os.sched_getaffinity(0)) == cores  # its threads inherit it; given back
+    with pytest.raises(SystemExit):
+        script.main(["--model", str(converted_fixture_dir), "--workers", str(len(cores) + 1), "--core-per-worker"])
+    assert "workers need as many cores" in capsys.readouterr().err
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"sentence {index} of the bank , with words .\n" for index in range(20)), encoding="utf-8")
+    report = script.main([
+        "--model", str(converted_fixture_dir), "--input", str(corpus), "--shard-size", "10", "--threads", "1",
+        "--workers", "1", "--core-per-worker",
+    ])
+    capsys.readouterr()
+    assert report["workers"]["core_per_worker"] is True and sorted(os.sched_getaffinity(0)) == cores
