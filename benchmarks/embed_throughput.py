@@ -328,8 +328,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    if args.core_per_worker and max(args.workers or [0]) > len(os.sched_getaffinity(0)):
-        parser.error(f"--core-per-worker: {max(args.workers)} workers need as many cores; this process may use {len(os.sched_getaffinity(0))}")
+    cores = len(os.sched_getaffinity(0))
+    if args.core_per_worker and max(args.workers or [0]) > cores:
+        parser.error(f"--core-per-worker: {max(args.workers)} workers need as many cores; this process may use {cores}")
     report = run(args)
     print(json.dumps(report, indent=2))
     return report
