@@ -356,3 +356,29 @@ def test_a_two_process_checkpoint_resumes_in_one_process(corpus, tmp_path, two_p
     assert report(output)["resumed_from"] == "checkpoint-2"
     for name, value in weights(two_process_run).items():
         torch.testing.assert_close(weights(output)[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+
+# A process that joined a process group (as torchrun's ranks do through the Trainer) runs `elmo-hf pretrain`.
+PRETRAIN_IN_A_PROCESS_GROUP = (
+    "import sys, torch.distributed as dist\n"
+    "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "from elmo_hf_cli import main\n"
+    "code = main(['pretrain', '--corpus', sys.argv[2], '--output', sys.argv[3], '--no-progress'])\n"
+    "print('exit', code, 'joined', dist.is_initialized())\n"
+)
+
+
+def test_the_pretrain_command_leaves_the_process_group_before_its_process_exits(tmp_path):
+    """Also when the run fails (here: an empty corpus). A group left to the interpreter's exit once killed a finished
+    rank with SIGABRT (`elmo_hf_cli.pretrain.leave_the_process_group`)."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-c", PRETRAIN_IN_A_PROCESS_GROUP, str(port), str(empty), str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-4:] == ["exit", "2", "joined", "False"], result.stdout[-2000:]
