@@ -138,7 +138,7 @@ def leave_the_process_group() -> None:
     """Destroy the torch.distributed process group the run joined (under torchrun: the Trainer's), if any, before the
     process exits. Left to the interpreter's exit, a gloo group's threads were still joinable when C++ tore it down,
     and a rank that had finished its run died with ``terminate called without an active exception`` (SIGABRT), which
-    failed the whole torchrun launch (seen once in 7 default test runs, tests/pretraining/test_distributed.py)."""
+    failed the whole torchrun launch (seen in one of about a dozen default test runs, tests/pretraining/test_distributed.py)."""
     import torch.distributed
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
