@@ -233,7 +233,7 @@ def worker_scaling(
     reading and writing threads do not borrow a second core: throughput per core as cores are added."""
     threads = torch.get_num_threads()
     shards = prepared_shards(embedder, sentences, args.shard_size)
-    cores = sorted(os.sched_getaffinity(0))
+    cores = sorted(os.sched_getaffinity(0)) if args.core_per_worker else []  # Linux only: asked for, not by default
     rounds, alone_rounds = [], []
     torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
     try:
@@ -241,7 +241,7 @@ def worker_scaling(
             order = args.workers if round_index % 2 == 0 else list(reversed(args.workers))
             runs, alone = {}, {}
             for workers in order:
-                with running_on(cores[:workers] if args.core_per_worker else None):
+                with running_on(cores[:workers] if cores else None):
                     runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
                     alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
             rounds.append(runs)
@@ -328,9 +328,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
-    cores = len(os.sched_getaffinity(0))
-    if args.core_per_worker and max(args.workers or [0]) > cores:
-        parser.error(f"--core-per-worker: {max(args.workers)} workers need as many cores; this process may use {cores}")
+    if args.core_per_worker and max(args.workers or [0]) > len(cores := os.sched_getaffinity(0)):
+        parser.error(f"--core-per-worker: {max(args.workers)} workers need as many cores; this process may use {len(cores)}")
     report = run(args)
     print(json.dumps(report, indent=2))
     return report

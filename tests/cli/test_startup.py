@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import signal
 import subprocess
 import sys
@@ -126,12 +127,18 @@ def test_without_the_reset_cpython_would_end_by_sigint(tmp_path):
     assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr[-2000:])
 
 
-# The `elmo-hf` process as `python -m elmo_hf_cli` runs it, with a probe that reports, from the last atexit handler,
-# what the interpreter's shutdown is left with.
-COLLECTOR_AT_EXIT = (
-    "import atexit, gc, runpy\n"
-    "atexit.register(lambda: print('at-exit', *gc.get_threshold(), gc.get_freeze_count(), len(gc.get_objects())))\n"
-    "runpy.run_module('elmo_hf_cli', run_name='__main__')"
+def the_command_process_reporting(report: str) -> str:
+    """The `elmo-hf` process as `python -m elmo_hf_cli` runs it, with a probe that prints ``report`` (an expression)
+    from the last atexit handler: what the command leaves the interpreter's shutdown with."""
+    return (
+        "import atexit, gc, runpy\n"
+        f"atexit.register(lambda: print({report}))\n"
+        "runpy.run_module('elmo_hf_cli', run_name='__main__')\n"
+    )
+
+
+COLLECTOR_AT_EXIT = the_command_process_reporting(
+    "'at-exit', *gc.get_threshold(), gc.get_freeze_count(), len(gc.get_objects())"
 )
 
 
@@ -166,22 +173,23 @@ def test_the_elmo_hf_executable_is_the_command_process():
 # Page faults of a workload that glibc's default thresholds hand back to the kernel at every round: 100 blocks of
 # 100 kB (below the mmap threshold, so on the heap) filled and freed, 20 times. With the command's thresholds
 # (`common.reuse_freed_memory`) the freed heap is kept and the rounds after the first fault no page in again.
+ROUNDS, BLOCKS, BLOCK_BYTES = 20, 100, 100_000
 FAULTS_OF_REUSED_HEAP = (
     "import ctypes, resource\n"
     "libc = ctypes.CDLL(None)\n"
     "libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]\n"
     "libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]\n"
-    "def faults_of_reused_heap(rounds=20, blocks=100, size=100_000):\n"
+    "def faults_of_reused_heap():\n"
     "    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-    "    for _ in range(rounds):\n"
-    "        held = [libc.malloc(size) for _ in range(blocks)]\n"
+    f"    for _ in range({ROUNDS}):\n"
+    f"        held = [libc.malloc({BLOCK_BYTES}) for _ in range({BLOCKS})]\n"
     "        for block in held:\n"
-    "            libc.memset(block, 1, size)\n"
+    f"            libc.memset(block, 1, {BLOCK_BYTES})\n"
     "        for block in reversed(held):\n"
     "            libc.free(block)\n"
     "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before\n"
 )
-PAGES_TOUCHED = 20 * 100 * 100_000 // 4096
+PAGES_TOUCHED = ROUNDS * BLOCKS * BLOCK_BYTES // resource.getpagesize()
 
 
 def faults_after(program: str, *arguments: str, env: dict[str, str] | None = None) -> int:
@@ -195,11 +203,7 @@ def faults_after(program: str, *arguments: str, env: dict[str, str] | None = Non
     return int(result.stdout.split("faults")[1])
 
 
-THE_COMMAND_PROCESS = (
-    "import atexit, runpy\n"
-    "atexit.register(lambda: print('faults', faults_of_reused_heap()))\n"
-    "runpy.run_module('elmo_hf_cli', run_name='__main__')\n"
-)
+THE_COMMAND_PROCESS = the_command_process_reporting("'faults', faults_of_reused_heap()")
 MAIN_INSIDE_A_PROGRAM = "from elmo_hf_cli import main\nmain(['--version'])\nprint('faults', faults_of_reused_heap())\n"
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc's thresholds are glibc's")
 
