@@ -27,9 +27,11 @@ biLM (``fast_encoder_forward``)
     * one direction runs all its steps, then the other (its weights stay in cache); per step: one recurrent matmul
       added into that step's gate inputs, the nonlinearities and the cell update in place, one output projection
       copied into the output buffer, which is also the next step's recurrent state;
+    * the candidate gate's weights are doubled (exact), so one sigmoid serves all four gates: tanh(g) = 2 sigmoid(2g)
+      - 1; on CPU tanh of the cell is computed the same way (``TANH_BY_SIGMOID_DEVICES``: torch's tanh is ~9x slower
+      than its sigmoid there);
     * small layers on CPU (``FUSED_GATES_MAX_INNER_SIZE``) instead compute each step's gates in one pre-packed matmul
-      over [x_t; h_{t-1}] with a single sigmoid inside it: the candidate's weights are doubled, and tanh(g) = 2
-      sigmoid(2g) - 1 (about 1.1x the words/s of the shipped model);
+      over [x_t; h_{t-1}] with the sigmoid inside it (about 1.1x the words/s of the shipped model);
     * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build
       has it), which is what makes the small per-step matmuls fast;
     * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
@@ -41,6 +43,7 @@ oneDNN keeps memory for every shape it has seen: without it, memory grew steadil
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -525,7 +528,8 @@ class LstmDirectionWeights:
 @dataclass
 class _LayerWeights:
     """One biLM layer, both directions (index 0 forward, 1 backward), ready for the fast loop: either ``gates`` (small
-    layers on the pre-packed CPU path, ``FUSED_GATES_MAX_INNER_SIZE``) or ``input_projection`` + ``recurrent``."""
+    layers on the pre-packed CPU path, ``FUSED_GATES_MAX_INNER_SIZE``) or ``input_projection`` + ``recurrent``. In
+    both forms the candidate's rows are doubled (``_candidate_doubled``): the gate pre-activations are (i, f, 2g, o)."""
 
     cell_size: int
     gates: list[Matmul] | None  # [x_t; h_{t-1}] (n, P_in + P) -> (n, 4D) sigmoids, see _sigmoid_gates_weights
@@ -536,15 +540,25 @@ class _LayerWeights:
     projection_clip: float | None
 
 
-def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tensor, torch.Tensor]:
-    """The weight [W_x | W_h] (4D, P_in + P) and bias (4D,) of ``_LayerWeights.gates``: both gates' inputs in one
-    matmul, the candidate's rows doubled so that one sigmoid serves all four gates (tanh(x) = 2 sigmoid(2x) - 1;
-    doubling is exact in floating point)."""
-    bias = direction.gate_bias  # (4D,) float32
-    doubling = torch.ones_like(bias)
+def _candidate_doubled(direction: LstmDirectionWeights) -> LstmDirectionWeights:
+    """``direction`` with the candidate gate's rows of both weights and of the bias doubled, so that one sigmoid over
+    all four gates' pre-activations serves the candidate too: tanh(g) = 2 sigmoid(2g) - 1. Doubling is exact in
+    floating point, so the pre-activation 2g is exactly twice the reference path's g."""
+    doubling = torch.ones_like(direction.gate_bias)  # (4D,) float32
     doubling.view(4, -1)[2] = 2.0  # gate blocks (input, forget, candidate, output)
-    weight = torch.cat([direction.input_weight, direction.recurrent_weight], dim=1)  # (4D, P_in + P)
-    return weight * doubling.unsqueeze(1).to(weight.dtype), bias * doubling
+    rows = doubling.unsqueeze(1).to(direction.input_weight.dtype)
+    return dataclasses.replace(
+        direction,
+        input_weight=direction.input_weight * rows,
+        recurrent_weight=direction.recurrent_weight * rows,
+        gate_bias=direction.gate_bias * doubling,
+    )
+
+
+def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight [W_x | W_h] (4D, P_in + P) and bias (4D,) of ``_LayerWeights.gates`` from a direction whose
+    candidate is already doubled (``_candidate_doubled``): both gates' inputs in one matmul."""
+    return torch.cat([direction.input_weight, direction.recurrent_weight], dim=1), direction.gate_bias
 
 
 # Device types on which the first layer's input projection (the two-matmul form's) is computed once per distinct
@@ -553,7 +567,9 @@ def _sigmoid_gates_weights(direction: LstmDirectionWeights) -> tuple[torch.Tenso
 # row's product does not depend on the rows computed with it (at least MATMUL_ROW_MULTIPLE rows), so the outputs keep
 # their bits (on the CPUs measured here). ``benchmarks/gates_forms.py --compare first-layer-inputs --shape original``
 # on 2 cores (AVX2), words/s distinct / every position, best and median of 3 rounds: 1.09 / 1.14 at the bulk word
-# budget, 1.07 / 1.08 at 32 sentences, 1.06 / 1.06 at 8. Not measured on a GPU. (The one-matmul form has no input
+# budget, 1.07 / 1.08 at 32 sentences, 1.06 / 1.06 at 8; on a Zen 5 core (AVX-512, 1 thread, 1,000 lines), with the
+# products gathered per step: 1.10 / 1.10, 1.06 / 1.07, 1.02 / 1.06 (gathered per block of steps, as before: 1.10 /
+# 1.11, 1.04 / 1.03, 1.05 / 1.05). Not measured on a GPU. (The one-matmul form has no input
 # projection of its own; a trial that split its first layer's matmul to gather the input half measured 1.05-1.09 at
 # the word budget but 0.92-0.94 at 32 sentences, and changes the last bits: not adopted.)
 DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu",)
@@ -564,7 +580,8 @@ DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu",)
 # of one matmul / two matmuls: P_in + P = 256 (the shipped model, the released small shape) 1.08-1.15 at the bulk
 # word budget, 1.10-1.19 at 32 sentences, 0.94-0.99 at 8; 512 (medium) 1.08-1.10 at the budget but 0.85 at 32;
 # 1024 (original) 0.92 at 32, 0.79-0.85 at 8. Each step re-reads the input weights, and the gate passes saved are a
-# smaller share of a larger layer's step.
+# smaller share of a larger layer's step. Re-measured once the two-matmul form also had one sigmoid for all gates
+# (Zen 5, 1 thread, median of 3): 256: 1.00 at the word budget, 1.11 at 32 sentences, 1.06 at 8: kept.
 FUSED_GATES_MAX_INNER_SIZE = 256
 
 
@@ -588,6 +605,7 @@ class PreparedLstmWeights:
     def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool) -> _LayerWeights:
         inner_size = directions[0].input_weight.shape[1] + directions[0].recurrent_weight.shape[1]
         fused = pre_pack and inner_size <= FUSED_GATES_MAX_INNER_SIZE
+        directions = tuple(_candidate_doubled(d) for d in directions)
         # Unfused, the gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
         return _LayerWeights(
             cell_size=directions[0].recurrent_weight.shape[0] // 4,
@@ -649,6 +667,22 @@ def _rows_rounded_up(matrix: torch.Tensor, first_row: int, end_row: int) -> torc
     rows = matrix.new_zeros(end - first_row, matrix.shape[1])
     rows[: matrix.shape[0] - first_row] = matrix[first_row:]
     return rows
+
+
+# Device types on which the fast path computes tanh of the cell as 2 sigmoid(2c) - 1 (four passes) instead of with
+# torch.tanh (one). On CPU this torch's tanh is about 9x slower than its sigmoid: 2.2 ns against 0.23 ns per float32
+# on a Zen 5 core (AVX-512, torch 2.13.0), where it took 14% of the shipped model's biLM time; the identity's four
+# passes take 0.4 ns in all. Its error is at most 2.4e-7 (2 ulp of 1.0) absolute, against the reference path's
+# torch.tanh; tanh(c) is bounded by 1, so the error is absolute where it matters. Not measured on a GPU, where the
+# step's cost is the number of kernel launches: torch.tanh stays there.
+TANH_BY_SIGMOID_DEVICES = ("cpu",)
+
+
+def tanh_into(values: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out = tanh(values)`` (float32, same shape), the faster way on this device (``TANH_BY_SIGMOID_DEVICES``)."""
+    if values.device.type not in TANH_BY_SIGMOID_DEVICES:
+        return torch.tanh(values, out=out)
+    return torch.mul(values, 2.0, out=out).sigmoid_().mul_(2.0).sub_(1.0)
 
 
 def _first_step_is_shared(packing: PackedBatch, inputs: torch.Tensor, hidden_state: torch.Tensor, cell_state: torch.Tensor) -> bool:
@@ -724,17 +758,16 @@ def _run_direction(
     if gates_matmul is None and distinct_inputs is not None:
         distinct, row_of_distinct = distinct_inputs  # (U, P_in), (N,)
         distinct_gate_inputs = input_projection(_rows_rounded_up(distinct, 0, len(distinct))).float()  # (U rounded up, 4D)
+        step_gate_buffer = distinct_gate_inputs.new_empty(hidden.shape[0], distinct_gate_inputs.shape[1])  # (B, 4D)
     previous_start = None
     for first_step, end_step in blocks:
         first_row = step_starts[first_step]
         if gates_matmul is None:
-            # 1. Input projections of the block's positions in one matmul (or gathered from those of the distinct
-            #    inputs), float32 gate pre-activations.
+            # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations (from distinct
+            #    inputs they are gathered per step, below).
             end_row = step_starts[end_step - 1] + step_rows[end_step - 1]
             if distinct_inputs is None:
                 gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
-            else:
-                gate_inputs = distinct_gate_inputs.index_select(0, row_of_distinct[first_row:end_row])  # (rows, 4D)
         for start, rows in zip(step_starts[first_step:end_step], step_rows[first_step:end_step]):
             previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
             # 2. Gates of the rows still running, from x_t and h_{t-1}.
@@ -743,21 +776,23 @@ def _run_direction(
                 step_inputs[:, input_size:] = previous
                 gates = gates_matmul(step_inputs)  # (n, 4D): sigmoid of (i, f, 2g, o)
                 input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
-                candidate.mul_(2.0).sub_(1.0)  # tanh(g) = 2 sigmoid(2g) - 1
             else:
-                step_gate_inputs = gate_inputs[start - first_row : start - first_row + rows]  # (n, 4D)
-                gates = recurrent.add_into(step_gate_inputs, previous)
+                if distinct_inputs is None:
+                    step_gate_inputs = gate_inputs[start - first_row : start - first_row + rows]  # (n, 4D)
+                else:  # gathered into one reused buffer, which stays in cache (a block's gathered rows did not)
+                    step_gate_inputs = torch.index_select(
+                        distinct_gate_inputs, 0, row_of_distinct[start : start + rows], out=step_gate_buffer[:rows]
+                    )  # (n, 4D)
+                gates = recurrent.add_into(step_gate_inputs, previous).sigmoid_()  # (n, 4D): sigmoid of (i, f, 2g, o)
                 input_gate, forget_gate, candidate, output_gate = gates.chunk(4, dim=1)  # (n, D) each, PyTorch order
-                gates[:, : 2 * cell_size].sigmoid_()  # input and forget gates (the +1.0 is in the gate bias)
-                candidate.tanh_()
-                output_gate.sigmoid_()
+            candidate.mul_(2.0).sub_(1.0)  # tanh(g) = 2 sigmoid(2g) - 1 (the forget gate's +1.0 is in the gate bias)
             # 3. New cell, clipped; rows that ended keep theirs untouched (they are outside [:rows]).
             step_cell = cell[:rows]
             step_cell.mul_(forget_gate).addcmul_(input_gate, candidate)
             if weights.cell_clip is not None:
                 step_cell.clamp_(-weights.cell_clip, weights.cell_clip)
             # 4. Output o * tanh(c), projected and clipped, written into its packed rows.
-            step_output = torch.tanh(step_cell, out=cell_output[:rows]).mul_(output_gate)  # (n, D)
+            step_output = tanh_into(step_cell, cell_output[:rows]).mul_(output_gate)  # (n, D)
             target = outputs[start : start + rows]  # (n, P)
             if projection is None:
                 target.copy_(step_output)

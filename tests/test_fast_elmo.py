@@ -306,10 +306,24 @@ def test_the_gates_form_follows_the_layer_size():
         assert all((layer.gates is not None) == fused for layer in prepared.layers)
         assert all((layer.input_projection is None) == fused for layer in prepared.layers)
     direction = model.encoder.forward_layers[0].fast_path_weights()
-    weight, bias = fast_elmo._sigmoid_gates_weights(direction)
+    doubled = fast_elmo._candidate_doubled(direction)
     doubling = torch.tensor([1.0, 1.0, 2.0, 1.0]).repeat_interleave(direction.gate_bias.shape[0] // 4)
-    assert torch.equal(weight, torch.cat([direction.input_weight, direction.recurrent_weight], 1) * doubling[:, None])
-    assert torch.equal(bias, direction.gate_bias * doubling)
+    assert torch.equal(doubled.input_weight, direction.input_weight * doubling[:, None])
+    assert torch.equal(doubled.recurrent_weight, direction.recurrent_weight * doubling[:, None])
+    assert torch.equal(doubled.gate_bias, direction.gate_bias * doubling)
+    weight, bias = fast_elmo._sigmoid_gates_weights(doubled)
+    assert torch.equal(weight, torch.cat([doubled.input_weight, doubled.recurrent_weight], 1)) and bias is doubled.gate_bias
+
+
+def test_tanh_of_the_cell_by_the_sigmoid_identity_is_within_two_ulp_of_one():
+    """``tanh_into`` on CPU (2 sigmoid(2c) - 1) against torch.tanh, over the range a clipped cell takes and beyond;
+    NaN stays NaN and infinities go to +-1, as with torch.tanh."""
+    values = torch.cat([torch.linspace(-20, 20, 400_001), torch.tensor([0.0, -0.0, 1e-30, -1e-30, float("inf"), float("-inf")])])
+    out = torch.empty_like(values)
+    assert fast_elmo.tanh_into(values, out) is out
+    assert is_close(max_abs_difference(out, torch.tanh(values)), 2 * torch.finfo(torch.float32).eps)
+    assert out[-2:].tolist() == [1.0, -1.0]
+    assert fast_elmo.tanh_into(torch.tensor([float("nan")]), torch.empty(1)).isnan().all()
 
 
 def test_fast_path_is_padding_invariant_and_zero_at_padding(tiny_model, tokenizer):
