@@ -12,13 +12,16 @@ the default before workers were), ``one-thread`` (``OMP_NUM_THREADS=1``: one pro
 explicitly), ``spinning`` (``OMP_WAIT_POLICY`` set but empty, so that the command leaves it alone and libgomp keeps
 its own default, spinning before it sleeps: the command before issue 28; libgomp prints a warning about the empty
 value), ``workers-2`` (``--workers 2``: two processes of one thread each), ``workers-2-threads-2`` (``--workers 2
---threads 2``: oversubscribed on 2 cores, for comparison). Runs alternate within a round so that a machine whose speed
-drifts shifts every setting alike.
+--threads 2``: oversubscribed on 2 cores, for comparison), ``one-core`` (``one-thread`` with the process held to one
+core by CPU affinity, Linux: its reading and writing threads cannot use a second core, so default / one-core is the
+throughput per core as cores are added; ``one-thread`` uses about 1.08 cores). Runs alternate within a round so that a
+machine whose speed drifts shifts every setting alike.
 
 Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: from the
 first shard read to the manifest complete, so the workers' start-up counts; importing and loading the model do not), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
 median idle of the same setting; a fair share beside two busy processes on two cores is 0.5); ``idle_vs_one_thread``
-compares each setting idle with ``one-thread`` idle. Check ``cpus`` and ``load_average_before``.
+(and ``idle_vs_one_core``, when measured) compares each setting idle with ``one-thread`` (``one-core``) idle. Check
+``cpus`` and ``load_average_before``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ SETTINGS = {
     "spinning": {"OMP_WAIT_POLICY": ""},  # with --workers 1 (below): the command before issue 28
     "workers-2": {},
     "workers-2-threads-2": {},
+    "one-core": {"OMP_NUM_THREADS": "1"},  # and pinned to one core (PINNED_SETTINGS)
 }
+# Settings whose process runs on one core only (the first it may use), by CPU affinity.
+PINNED_SETTINGS = ("one-core",)
 # Command-line arguments a setting adds to `elmo-hf embed`.
 SETTING_ARGUMENTS = {
     "one-process": ["--workers", "1"],
@@ -85,7 +91,10 @@ def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) ->
         command += ["--model", model]
     command += SETTING_ARGUMENTS.get(setting, [])
     started = time.perf_counter()
-    process = subprocess.Popen(command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pin = one_core_only if setting in PINNED_SETTINGS else None
+    process = subprocess.Popen(
+        command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=pin
+    )
     stdout, stderr = process.communicate()
     wall = time.perf_counter() - started
     if process.returncode != 0:
@@ -94,6 +103,13 @@ def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) ->
     if not found:
         raise RuntimeError(f"no words/s in the output of {' '.join(command)}:\n{stdout[-2000:]}")
     return {"words_per_second": int(found[1].replace(",", "")), "wall_seconds": round(wall, 2)}
+
+
+def one_core_only() -> None:
+    """Hold the calling process (and what it starts) to the first core it may use."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise RuntimeError("the one-core setting needs CPU affinity (os.sched_setaffinity: Linux)")
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def first_lines(source: Path, lines: int, target: Path) -> Path:
@@ -120,12 +136,13 @@ def summarize(runs: dict[str, dict[int, list[dict]]]) -> dict:
             idle = entry["busy_0"]["median"]
             entry["ratio_to_idle"] = {name: round(value["median"] / idle, 3) for name, value in entry.items() if name != "busy_0"}
         report["settings"][setting] = entry
-    one_thread_idle = report["settings"].get("one-thread", {}).get("busy_0", {}).get("median")
-    if one_thread_idle:
-        report["idle_vs_one_thread"] = {
-            setting: round(entry["busy_0"]["median"] / one_thread_idle, 3)
-            for setting, entry in report["settings"].items() if "busy_0" in entry
-        }
+    for baseline in ("one-thread", "one-core"):
+        baseline_idle = report["settings"].get(baseline, {}).get("busy_0", {}).get("median")
+        if baseline_idle:
+            report[f"idle_vs_{baseline.replace('-', '_')}"] = {
+                setting: round(entry["busy_0"]["median"] / baseline_idle, 3)
+                for setting, entry in report["settings"].items() if "busy_0" in entry
+            }
     return report
 
 

@@ -1,5 +1,9 @@
 """benchmarks/contention.py: a tiny run of the whole script (no timing is asserted)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from . import load_benchmark
@@ -67,3 +71,36 @@ def test_ratios_compare_medians_to_the_same_settings_idle_median():
     assert report["settings"]["default"]["ratio_to_idle"] == {"busy_2": 0.1}
     assert report["settings"]["one-thread"]["ratio_to_idle"] == {"busy_2": 0.5}
     assert report["idle_vs_one_thread"] == {"default": 1.25, "one-thread": 1.0}
+    assert "idle_vs_one_core" not in report  # not measured
+
+    report = script.summarize({"default": {0: runs(3600)}, "one-core": {0: runs(2000)}})
+    assert report["idle_vs_one_core"] == {"default": 1.8, "one-core": 1.0} and "idle_vs_one_thread" not in report
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs CPU affinity, 2 cores")
+def test_the_one_core_setting_runs_its_command_on_one_core_only(monkeypatch, tmp_path):
+    """Only ``one-core`` is pinned, in the child before the command runs (``preexec_fn``): a process started that
+    way sees one core."""
+    script = load_benchmark("contention")
+    preexec_functions = []
+
+    class Finished:
+        returncode = 0
+
+        def __init__(self, command, preexec_fn=None, **kwargs):
+            preexec_functions.append(preexec_fn)
+
+        def communicate(self):
+            return "= 1 words/s", ""
+
+    monkeypatch.setattr(script.subprocess, "Popen", Finished)
+    script.embed_once(tmp_path / "c.txt", None, "default", tmp_path)
+    script.embed_once(tmp_path / "c.txt", None, "one-core", tmp_path)
+    monkeypatch.undo()
+    assert preexec_functions[0] is None and preexec_functions[1] is not None
+    assert script.setting_environment("one-core")["OMP_NUM_THREADS"] == "1"
+    probe = subprocess.run(
+        [sys.executable, "-c", "import os; print(len(os.sched_getaffinity(0)))"],
+        preexec_fn=preexec_functions[1], capture_output=True, text=True, check=True,
+    )
+    assert probe.stdout.strip() == "1"
