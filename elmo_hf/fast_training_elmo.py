@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from .fast_elmo import tanh_into
+
 
 # ----------------------------------------------------------------------------------------------------------------------
 # biLSTM
@@ -96,13 +98,14 @@ class _LstmWindow(torch.autograd.Function):
             # (out= rather than addmm_: FLOP counters see it.)
             step_gates = torch.addmm(gates[step], hidden, recurrent_weight.t(), out=gates[step])  # (B, 4D)
             step_gates[:, : 2 * cells].sigmoid_()  # input, forget
-            step_gates[:, 2 * cells : 3 * cells].tanh_()  # candidate
+            candidate_gate = step_gates[:, 2 * cells : 3 * cells]
+            tanh_into(candidate_gate, candidate_gate)  # in place (fast_elmo.TANH_BY_SIGMOID_DEVICES)
             step_gates[:, 3 * cells :].sigmoid_()  # output
             input_gate, forget_gate, candidate, output_gate = step_gates.chunk(4, dim=1)
             cell = torch.mul(forget_gate, cell, out=cells_before_clip[step]).addcmul_(input_gate, candidate)
             if cell_clip is not None:
                 cell = cell.clamp(-cell_clip, cell_clip)
-            torch.tanh(cell, out=tanh_cells[step])
+            tanh_into(cell, tanh_cells[step])
             hidden = torch.mul(output_gate, tanh_cells[step], out=unprojected[step])  # (B, D)
             if projection_weight is not None:
                 hidden = torch.mm(hidden, projection_weight.t(), out=projected[step])  # (B, P)
