@@ -40,6 +40,10 @@ from itertools import islice
 from pathlib import Path
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPOSITORY_ROOT))
+
+from benchmarks.cpu_affinity import running_on  # noqa: E402
+
 DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")
 SETTINGS = {
@@ -91,11 +95,11 @@ def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) ->
         command += ["--model", model]
     command += SETTING_ARGUMENTS.get(setting, [])
     started = time.perf_counter()
-    pin = one_core_only if setting in PINNED_SETTINGS else None
-    process = subprocess.Popen(
-        command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=pin
-    )
-    stdout, stderr = process.communicate()
+    with running_on(sorted(os.sched_getaffinity(0))[:1] if setting in PINNED_SETTINGS else None):  # the child inherits it
+        process = subprocess.Popen(
+            command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        stdout, stderr = process.communicate()
     wall = time.perf_counter() - started
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} ({setting}) exited {process.returncode}:\n{stderr[-3000:]}")
@@ -103,13 +107,6 @@ def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) ->
     if not found:
         raise RuntimeError(f"no words/s in the output of {' '.join(command)}:\n{stdout[-2000:]}")
     return {"words_per_second": int(found[1].replace(",", "")), "wall_seconds": round(wall, 2)}
-
-
-def one_core_only() -> None:
-    """Hold the calling process (and what it starts) to the first core it may use."""
-    if not hasattr(os, "sched_setaffinity"):
-        raise RuntimeError("the one-core setting needs CPU affinity (os.sched_setaffinity: Linux)")
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 def first_lines(source: Path, lines: int, target: Path) -> Path:

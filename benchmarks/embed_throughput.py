@@ -43,8 +43,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -53,6 +51,7 @@ import torch
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
+from benchmarks.cpu_affinity import running_on  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
 from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
 from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
@@ -263,20 +262,6 @@ def worker_scaling(
         "model_alone_scaling_by_round": alone_by_round,
         "model_alone_scaling": medians(alone_by_round),
     }
-
-
-@contextmanager
-def running_on(cores: list[int] | None) -> Iterator[None]:
-    """This thread (and the threads and processes it starts) on ``cores`` only, for the block; None: unchanged."""
-    if cores is None:
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cores)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def speeds_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:

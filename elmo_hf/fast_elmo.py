@@ -763,12 +763,11 @@ def _run_direction(
     previous_start = None
     for first_step, end_step in blocks:
         first_row = step_starts[first_step]
-        if gates_matmul is None:
+        if gates_matmul is None and distinct_inputs is None:
             # 1. Input projections of the block's positions in one matmul, float32 gate pre-activations (from distinct
             #    inputs they are gathered per step, below).
             end_row = step_starts[end_step - 1] + step_rows[end_step - 1]
-            if distinct_inputs is None:
-                gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
+            gate_inputs = input_projection(_rows_rounded_up(inputs, first_row, end_row)).float()  # (rows rounded up, 4D)
         for start, rows in zip(step_starts[first_step:end_step], step_rows[first_step:end_step]):
             previous = hidden[:rows] if previous_start is None else outputs[previous_start : previous_start + rows]  # (n, P)
             # 2. Gates of the rows still running, from x_t and h_{t-1}.
