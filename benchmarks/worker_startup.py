@@ -42,7 +42,7 @@ def time_start_up(embedder: ELMoEmbedder, method: str, count: int, expected: lis
             while pool.starting:
                 pool.wait()
             seconds = time.perf_counter() - started
-            vectors, _ = pool.embed(SENTENCES, "benchmark sentences")
+            vectors, _ = pool.run(workers.EmbedSentences(SENTENCES), "benchmark sentences")
     finally:
         workers.start_method = chosen
     if not all(np.array_equal(got, want) for got, want in zip(vectors, expected)):

@@ -443,8 +443,8 @@ class PreparedShard:
 class ShardWriter:
     """Turns one shard's rows into a Parquet file in three stages: ``prepare`` (split the words, group and encode the
     model batches; CPU only), ``embed`` (the model) and ``finish`` (the typed table, the Parquet file written
-    atomically, its sha256). ``write`` runs them in a row; ``embed_corpus`` runs them as a pipeline. Each stage adds
-    its busy time to ``stage_seconds``."""
+    atomically, its sha256). ``write`` runs them in a row; ``embed_corpus`` runs them as a pipeline
+    (``write_shards_pipelined``). Each stage adds its busy time to ``stage_seconds``."""
 
     def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress: Callable[[int, int], None] | None):
         self.source = source
@@ -475,28 +475,10 @@ class ShardWriter:
         """Split each row into words (invalid rows raise or are skipped, as the embedder says) and prepare the model
         batches."""
         started = time.perf_counter()
-        kept_rows, sentences, skipped, truncated = self.split_rows(rows)
+        kept_rows, sentences, skipped, truncated = split_rows(rows, self.embedder, self.source)
         shard = PreparedShard(rows, kept_rows, skipped, self.embedder.prepare(sentences), truncated)
         self.stage_seconds["read"] += time.perf_counter() - started
         return shard
-
-    def split_rows(self, rows: list[tuple[int, dict | InvalidRowError]]) -> tuple[list, list, list, int]:
-        """``(kept_rows, sentences, skipped, truncated_words)``: each row split into words; invalid rows raise or are
-        skipped, as the embedder says."""
-        kept_rows, sentences, skipped = [], [], []
-        for input_row, record in rows:
-            try:
-                if isinstance(record, InvalidRowError):
-                    raise record
-                sentences.append(self.embedder.words_of(record[self.embedder.input_column]))
-                kept_rows.append((input_row, record))
-            except InvalidRowError as error:
-                message = f"{self.source.row_name(input_row)}: {error}"
-                if self.embedder.on_invalid == "raise":
-                    raise InvalidRowError(f"{message} (pass --skip-invalid to skip such rows)") from None
-                skipped.append({"row": input_row, "reason": str(error)})
-        truncated = sum(self.embedder.tokenizer.truncated_word_count(words) for words in sentences)
-        return kept_rows, sentences, skipped, truncated
 
     def embed(self, shard: PreparedShard) -> list[np.ndarray]:
         """The vectors of the shard's sentences (the model's stage)."""
@@ -506,20 +488,33 @@ class ShardWriter:
         return vectors
 
     def finish(self, shard: PreparedShard, vectors: list[np.ndarray], path: Path) -> dict[str, Any]:
-        """Write the shard's table to ``path`` atomically; return its manifest entry. The same steps as a worker's
-        (``file_task``), the file moved into place at once."""
+        """Write the shard's table to ``path`` atomically; return its manifest entry."""
         started = time.perf_counter()
         with temporary_file_beside(path) as temporary:  # removed if a step fails, e.g. hashing it after it was filled
-            task = ShardFileTask(shard, self.features, temporary, path.name)
-            entry, _ = task(self.embedder, shard.sentences.sentences, vectors)
+            entry = write_shard_temporary(shard, vectors, self.embedder, self.features, temporary, path.name)
             move_into_place(temporary, path)
         self.stage_seconds["write"] += time.perf_counter() - started
         return entry
 
-    def file_task(self, shard: PreparedShard, path: Path) -> "ShardFileTask":
-        """The writing of ``shard``'s file as a task for a worker process, with a new temporary file beside ``path``
-        for it to fill (the caller moves it into place, or removes it if the run fails)."""
-        return ShardFileTask(shard, self.features, temporary_path_beside(path), path.name)
+
+def split_rows(
+    rows: list[tuple[int, dict | InvalidRowError]], embedder: ELMoEmbedder, source: CorpusSource
+) -> tuple[list, list, list, int]:
+    """``(kept_rows, sentences, skipped, truncated_words)``: each row split into words (``embedder.words_of``); an
+    invalid row raises ``InvalidRowError`` naming it (``source.row_name``) or is skipped, as the embedder says."""
+    kept_rows, sentences, skipped = [], [], []
+    for input_row, record in rows:
+        try:
+            if isinstance(record, InvalidRowError):
+                raise record
+            sentences.append(embedder.words_of(record[embedder.input_column]))
+            kept_rows.append((input_row, record))
+        except InvalidRowError as error:
+            if embedder.on_invalid == "raise":
+                raise InvalidRowError(f"{source.row_name(input_row)}: {error} (pass --skip-invalid to skip such rows)") from None
+            skipped.append({"row": input_row, "reason": str(error)})
+    truncated = sum(embedder.tokenizer.truncated_word_count(words) for words in sentences)
+    return kept_rows, sentences, skipped, truncated
 
 
 def write_shard_file(
@@ -553,28 +548,55 @@ def shard_entry(shard: PreparedShard, name: str, path: Path) -> dict[str, Any]:
     }
 
 
+def write_shard_temporary(
+    shard: PreparedShard, vectors: list[np.ndarray], embedder: ELMoEmbedder, features: Features, temporary: Path, name: str
+) -> dict[str, Any]:
+    """Fill ``temporary`` (from ``temporary_path_beside``) with the shard's file, to be moved to ``name`` beside it,
+    flushed to disk; return its manifest entry."""
+    fill_temporary(
+        temporary, temporary.with_name(name), lambda path: write_shard_file(path, shard, vectors, embedder, features)
+    )
+    return shard_entry(shard, name, temporary)
+
+
+@dataclass
+class WrittenShard:
+    """What ``ShardFileTask`` did: the shard's manifest entry, or the invalid row that stopped it (``invalid``, with
+    ``entry`` None); and the busy seconds of each stage it ran (``read``: splitting, ``model``, ``write``)."""
+
+    entry: dict[str, Any] | None
+    invalid: InvalidRowError | None
+    seconds: dict[str, float]
+
+
 @dataclass
 class ShardFileTask:
-    """A shard's file written where its vectors are (an ``EmbeddingWorkerPool`` worker runs it as a task's ``then``):
-    the table goes into ``temporary``, a file the main process created beside the shard's final place and moves there
-    in shard order (``move_into_place``). So the vectors never cross a pipe, and N workers write N shards at once: with
-    one writing thread in the main process, 8 or more workers were bound by it (docs/results/embed-throughput.md).
-    Picklable; returns ``(manifest entry, seconds)``."""
+    """A whole shard where a worker of ``EmbeddingWorkerPool`` runs it (or the main process, while no worker is up):
+    its rows split into words, embedded, and its file written into ``temporary``, a file the main process created
+    beside the shard's final place and moves there in shard order (``move_into_place``). So the main process only
+    reads rows and puts files in place (splitting the words there held two one-thread workers back by 3-7%,
+    docs/results/embed-throughput.md), vectors never cross a pipe, and N workers write N shards at once (with one
+    writing thread in the main process, 8 or more workers were bound by it). Picklable; returns a ``WrittenShard``."""
 
-    shard: PreparedShard
+    rows: list[tuple[int, dict | InvalidRowError]]
+    source: CorpusSource  # names an invalid row
     features: Features
     temporary: Path
     name: str
 
-    def __call__(
-        self, embedder: ELMoEmbedder, sentences: Sequence[Sequence[str]], vectors: list[np.ndarray]
-    ) -> tuple[dict[str, Any], float]:
+    def __call__(self, embedder: ELMoEmbedder) -> WrittenShard:
         started = time.perf_counter()
-        fill_temporary(
-            self.temporary, self.temporary.with_name(self.name),
-            lambda temporary: write_shard_file(temporary, self.shard, vectors, embedder, self.features),
-        )
-        return shard_entry(self.shard, self.name, self.temporary), time.perf_counter() - started
+        try:
+            kept_rows, sentences, skipped, truncated = split_rows(self.rows, embedder, self.source)
+        except InvalidRowError as error:  # the driver stops after the shards before this one, as a read error
+            return WrittenShard(None, error, {"read": time.perf_counter() - started})
+        split = time.perf_counter()
+        vectors = embedder.embed_words(sentences) if sentences else []
+        embedded = time.perf_counter()
+        shard = PreparedShard(self.rows, kept_rows, skipped, PreparedSentences(sentences, [], []), truncated)
+        entry = write_shard_temporary(shard, vectors, embedder, self.features, self.temporary, self.name)
+        seconds = {"read": split - started, "model": embedded - split, "write": time.perf_counter() - embedded}
+        return WrittenShard(entry, None, seconds)
 
 
 def _record_first(writing: deque[Future], record: Callable[[dict], None]) -> None:
@@ -644,108 +666,118 @@ def write_shards_pipelined(
 
 
 class WorkerShardWriter(ShardWriter):
-    """A ``ShardWriter`` whose model stage runs in an ``EmbeddingWorkerPool``: ``prepare`` only splits the rows into
-    words (the worker makes the windows, batches and character ids, so the main process keeps its CPU for reading),
-    ``embed`` waits for one worker, or embeds here while none is up (``embed_here``). ``write_shards_with_workers``
-    keeps every worker busy instead, and has the workers write the files too (``ShardWriter.file_task``)."""
+    """A ``ShardWriter`` whose shards run whole in an ``EmbeddingWorkerPool``'s workers (``ShardFileTask``: split,
+    embedded, written), or here while no worker is up (``run_here``); ``write_shards_with_workers`` keeps every worker
+    busy, ``write`` (redoing a damaged shard on resume) runs one."""
 
     def __init__(self, source: CorpusSource, embedder: ELMoEmbedder, on_progress, pool: EmbeddingWorkerPool):
         super().__init__(source, embedder, on_progress)
         self.pool = pool
 
-    def prepare(self, rows: list[tuple[int, dict | InvalidRowError]]) -> PreparedShard:
-        """The rows split into words; its ``sentences`` have no batches yet (the worker makes them)."""
-        started = time.perf_counter()
-        kept_rows, sentences, skipped, truncated = self.split_rows(rows)
-        shard = PreparedShard(rows, kept_rows, skipped, PreparedSentences(sentences, [], []), truncated)
-        self.stage_seconds["read"] += time.perf_counter() - started
-        return shard
+    def file_task(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> ShardFileTask:
+        """The shard of ``rows`` as a task, with a new temporary file beside ``path`` for it to fill (the caller moves
+        it into place, or removes it if the run fails)."""
+        return ShardFileTask(rows, self.source, self.features, temporary_path_beside(path), path.name)
 
-    def embed(self, shard: PreparedShard) -> list[np.ndarray]:
-        if not shard.sentences.sentences:
-            return []
-        self.pool.collect_ready()
-        if not self.pool.has_idle_worker():
-            return self.embed_here(shard)
-        vectors, seconds = self.pool.embed(shard.sentences.sentences, _describe_shard(None, shard))
-        self.record_embedded(shard, seconds)
-        return vectors
+    def write(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> dict[str, Any]:
+        """The shard of ``rows`` written to ``path`` atomically by a worker (here while none is up); its entry."""
+        with temporary_file_beside(path) as temporary:
+            task = ShardFileTask(rows, self.source, self.features, temporary, path.name)
+            self.pool.collect_ready()
+            if self.pool.has_idle_worker():
+                written = self.pool.run(task, _describe_rows(None, rows))
+            else:
+                written = self.run_here(task)
+            self.count(written)
+            if written.invalid is not None:
+                raise written.invalid
+            move_into_place(temporary, path)
+        return written.entry
 
-    def embed_here(self, shard: PreparedShard) -> list[np.ndarray]:
-        """The shard's vectors from this process, at the workers' torch threads (so the bytes are the same as a
-        worker's), while no worker is up: a worker slow to start (or one that never does) does not hold the run."""
-        started = time.perf_counter()
+    def run_here(self, task: ShardFileTask) -> WrittenShard:
+        """``task`` in this process, at the workers' torch threads (so the bytes are the same as a worker's), while no
+        worker is up: a worker slow to start (or one that never does) does not hold the run."""
         threads = torch.get_num_threads()
         torch.set_num_threads(self.pool.threads)
         try:
-            vectors = self.embedder.embed_words(shard.sentences.sentences)
+            return task(self.embedder)
         finally:
             torch.set_num_threads(threads)
-        self.record_embedded(shard, time.perf_counter() - started)
-        return vectors
 
-    def record_embedded(self, shard: PreparedShard, seconds: float) -> None:
-        """Count a shard a worker embedded in ``seconds``: the model stage's busy time (summed over the workers) and
+    def count(self, written: WrittenShard) -> None:
+        """Count a shard that a worker (or this process) ran: each stage's busy time, summed over the workers, and
         the progress."""
-        self.stage_seconds["model"] += seconds
-        if self.on_progress is not None:
-            sentences = shard.sentences.sentences
-            self.on_progress(len(sentences), sum(len(words) for words in sentences))
+        for stage, seconds in written.seconds.items():
+            self.stage_seconds[stage] += seconds
+        if self.on_progress is not None and written.entry is not None:
+            self.on_progress(written.entry["rows"], written.entry["words"])
 
 
-def _describe_shard(index: int | None, shard: PreparedShard) -> str:
+def _describe_rows(index: int | None, rows: list[tuple[int, Any]]) -> str:
     """How errors name a shard: ``shard-00003.parquet (input rows 60-79)``."""
     name = "a shard" if index is None else shard_file_name(index)
-    if not shard.rows:
+    if not rows:
         return name
-    return f"{name} (input rows {shard.rows[0][0]}-{shard.rows[-1][0]})"
+    return f"{name} (input rows {rows[0][0]}-{rows[-1][0]})"
 
 
 def write_shards_with_workers(
     chunks: Iterable[list], writer: WorkerShardWriter, output_dir: Path, first_index: int, record: Callable[[dict], None]
 ) -> None:
-    """``write_shards_pipelined`` with the model and the writing spread over ``writer.pool``'s worker processes: this
-    thread reads and splits shards (one ahead of the idle workers) and gives each to the next idle worker that is up
-    (workers take shards as they come up and as they finish, so a slow one takes fewer); the worker embeds it and
-    writes its file into a temporary file beside the shard's place (``ShardFileTask``). This thread moves the written
-    files into place strictly in shard order (a shard that finished early waits for the ones before it) and calls
-    ``record(entry)`` for each, in order. While no worker is up and none is embedding, this thread embeds and writes
-    the next shard itself (``WorkerShardWriter.embed_here``). Each worker holds up to two shards (the one it embeds
-    and the next, in its pipe).
+    """``write_shards_pipelined`` with the shards spread over ``writer.pool``'s worker processes: this thread reads
+    each shard's rows (one shard ahead of the idle workers) and gives them to the next idle worker that is up (workers
+    take shards as they come up and as they finish, so a slow one takes fewer); the worker splits, embeds and writes
+    the shard into a temporary file beside its place (``ShardFileTask``). This thread moves the written files into
+    place strictly in shard order (a shard that finished early waits for the ones before it) and calls
+    ``record(entry)`` for each, in order. While no worker is up and none is embedding, this thread runs the next shard
+    itself (``WorkerShardWriter.run_here``). Each worker holds up to two shards (the one it embeds and the next, in its
+    pipe).
 
-    On any error (a worker's own, a worker that died: ``EmbeddingWorkerError``) or Ctrl-C, the workers are stopped
-    and the temporary files of every shard not in place yet are removed: the shards in place are recorded, in order,
-    without a gap; nothing else of the run's stays."""
+    A read error, or an invalid row in a shard (``InvalidRowError``, unless the embedder skips such rows), stops the
+    reading and is raised once the shards before it are in place. On any other error (a worker's own, a worker that
+    died: ``EmbeddingWorkerError``) or Ctrl-C, the workers are stopped at once. Either way the temporary files of every
+    shard not in place are removed: the shards in place are recorded, in order, without a gap; nothing else of the
+    run's stays."""
     chunk_iterator = iter(chunks)
     pool = writer.pool
-    in_flight: dict[int, ShardFileTask] = {}  # read and given to a worker (or embedded here), not in place yet
+    in_flight: dict[int, ShardFileTask] = {}  # given to a worker (or run here), not in place yet
     written: dict[int, dict[str, Any]] = {}  # manifest entries of shards written, waiting for the ones before them
     next_read, next_in_place = first_index, first_index
-    read_ahead: PreparedShard | None = None  # the next shard, read while the workers embed
+    read_ahead: list | None = None  # the next shard's rows, read while the workers embed
     exhausted = False
-    read_error: Exception | None = None  # raised once the shards before it are in place, as the pipeline does
+    stop_error: Exception | None = None  # raised once the shards before ``stop_index`` are in place
+    stop_index: int | None = None
 
-    def read_next() -> PreparedShard | None:
-        nonlocal exhausted, read_error
+    def stop_before(index: int, error: Exception) -> None:
+        nonlocal exhausted, read_ahead, stop_error, stop_index
+        if stop_index is None or index < stop_index:
+            stop_error, stop_index = error, index
+        exhausted, read_ahead = True, None
+
+    def read_next() -> list | None:
+        nonlocal exhausted
         try:
             rows = None if exhausted else next(chunk_iterator, None)
-            exhausted = rows is None
-            return None if rows is None else writer.prepare(rows)
-        except Exception as error:  # e.g. an invalid row: stop reading, finish the shards before it
-            read_error, exhausted = error, True
+        except Exception as error:  # stop reading, finish the shards before it
+            stop_before(next_read, error)
             return None
+        exhausted = rows is None
+        return rows
 
-    def start(shard: PreparedShard) -> int:
+    def start(rows: list) -> int:
         nonlocal next_read
         with sigint_deferred():  # its temporary file is made here and listed for removal together
-            in_flight[next_read] = writer.file_task(shard, output_dir / shard_file_name(next_read))
+            in_flight[next_read] = writer.file_task(rows, output_dir / shard_file_name(next_read))
         next_read += 1
         return next_read - 1
 
-    def written_one(index: int, entry: dict[str, Any], write_seconds: float) -> None:
+    def finished(index: int, result: WrittenShard) -> None:
         nonlocal next_in_place
-        writer.stage_seconds["write"] += write_seconds
-        written[index] = entry
+        writer.count(result)
+        if result.invalid is not None:
+            stop_before(index, result.invalid)
+            return
+        written[index] = result.entry
         while next_in_place in written:
             with sigint_deferred():  # a Ctrl-C between the move and the record would leave a file nothing lists
                 task = in_flight[next_in_place]
@@ -755,34 +787,30 @@ def write_shards_with_workers(
                 next_in_place += 1
 
     try:
-        while True:
+        while stop_index is None or next_in_place < stop_index:
             pool.collect_ready()
             while pool.has_idle_worker() and (read_ahead is not None or not exhausted):
-                shard = read_ahead if read_ahead is not None else read_next()
+                rows = read_ahead if read_ahead is not None else read_next()
                 read_ahead = None
-                if shard is None:
+                if rows is None:
                     break
-                index = start(shard)
-                pool.submit(index, shard.sentences.sentences, _describe_shard(index, shard), then=in_flight[index])
+                index = start(rows)
+                pool.submit(index, in_flight[index], _describe_rows(index, rows))
             if read_ahead is None and not exhausted:
                 read_ahead = read_next()  # no worker is free: read the next shard meanwhile
             if not pool.busy:
-                if read_ahead is None:  # nothing left (or a read error)
+                if read_ahead is None:  # nothing left (or stopped)
                     break
-                # No worker is up yet and none is embedding: embed and write the next shard here rather than wait.
-                shard, read_ahead = read_ahead, None
-                index = start(shard)
-                vectors = writer.embed_here(shard)
-                entry, write_seconds = in_flight[index](writer.embedder, shard.sentences.sentences, vectors)
-                written_one(index, entry, write_seconds)
+                # No worker is up yet and none is embedding: run the next shard here rather than wait.
+                rows, read_ahead = read_ahead, None
+                index = start(rows)
+                finished(index, writer.run_here(in_flight[index]))
                 continue
             result = pool.wait()
             if result is not None:  # None: a worker came up
-                index, (entry, write_seconds), seconds = result
-                writer.record_embedded(in_flight[index].shard, seconds)
-                written_one(index, entry, write_seconds)
-        if read_error is not None:
-            raise read_error
+                finished(*result)
+        if stop_error is not None:
+            raise stop_error
     except BaseException:
         pool.terminate()  # first: a worker still writing would fill (or recreate) its temporary file
         for task in in_flight.values():

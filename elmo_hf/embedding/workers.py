@@ -17,11 +17,11 @@ Each worker
   keeps what is finished);
 - has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
   (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
-- says it is ready, then runs ``ELMoEmbedder.embed_words`` (windows, length-grouped batches, character ids, the model)
-  on each shard and sends the vectors back, or the error it raised; a task may carry ``then``, a picklable callable
-  that the worker applies to them (``then(embedder, sentences, vectors)``) and whose result it sends instead: the
-  embedding driver writes each shard's file there, so that vectors never cross a pipe and N workers write N files at
-  once (``shards.ShardFileTask``).
+- says it is ready, then runs each task's work, a picklable callable ``work(embedder) -> result``, and sends back
+  its result or the error it raised. ``EmbedSentences`` is the vectors of some sentences (``ELMoEmbedder.embed_words``:
+  windows, length-grouped batches, character ids, the model); the embedding driver sends a whole shard instead
+  (``shards.ShardFileTask``: its rows split into words, embedded, its file written), so that the main process only
+  reads rows and puts files in place, vectors never cross a pipe, and N workers write N files at once.
 
 A worker that dies (killed, out of memory, a crash in native code) is seen through its process sentinel: the pool
 raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the task it held; nothing waits forever.
@@ -39,11 +39,11 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..storage.interrupts import sigint_ignored
 
-_WAITED_FOR = "embed"  # the task id of EmbeddingWorkerPool.embed (the driver's are shard indices)
+_WAITED_FOR = "run"  # the task id of EmbeddingWorkerPool.run (the driver's are shard indices)
 # How long a worker that ended is waited for, to read its exit status.
 STOP_TIMEOUT_SECONDS = 10.0
 # A worker asked to stop has this long to exit by itself (an interpreter holding torch takes a moment to tear down;
@@ -144,20 +144,29 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
             return
         if message is None:
             return
-        task, sentences, then = message
-        started = time.perf_counter()
+        task, work = message
         try:
             try:
-                result = embedder.embed_words(sentences)
-                seconds = time.perf_counter() - started  # the model's time; ``then`` reports its own
-                if then is not None:
-                    result = then(embedder, sentences, result)
+                result = work(embedder)
             except BaseException as error:
                 _send_error(connection, task, error)
                 continue
-            connection.send(("done", task, result, seconds))
+            connection.send(("done", task, result))
         except (BrokenPipeError, ConnectionResetError, EOFError):  # the main process is gone: nobody to answer
             return
+
+
+@dataclass
+class EmbedSentences:
+    """A worker's work: the vectors of ``sentences`` (lists of words; ``ELMoEmbedder.embed_words``) and the seconds
+    they took, ``(vectors, seconds)``."""
+
+    sentences: list[list[str]]
+
+    def __call__(self, embedder: Any) -> tuple[list, float]:
+        started = time.perf_counter()
+        vectors = embedder.embed_words(self.sentences)
+        return vectors, time.perf_counter() - started
 
 
 def _send_error(connection: Connection, task: Any, error: BaseException) -> None:
@@ -173,8 +182,8 @@ def _send_error(connection: Connection, task: Any, error: BaseException) -> None
 class EmbeddingWorkerPool:
     """``workers`` processes with a copy of ``embedder`` each, at ``threads`` torch threads, started without waiting
     for them: ``collect_ready`` (or ``wait``) notes those that came up. One task per worker at a time: ``submit`` to an
-    idle worker that is up, ``wait`` / ``next_result`` for the next answer. A context manager: leaving it stops the
-    workers (killing any that do not stop)."""
+    idle worker that is up, ``wait`` / ``next_result`` for the next answer (or ``run`` for one). A context manager:
+    leaving it stops the workers (killing any that do not stop)."""
 
     def __init__(self, embedder, workers: int, threads: int = 1):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -253,9 +262,9 @@ class EmbeddingWorkerPool:
         while self.starting and self._wait_once(timeout=0, starting_only=True) is not None:
             pass
 
-    def wait(self) -> tuple[Any, Any, float] | None:
-        """The next event: ``(task, result, seconds)`` of a task a worker finished (its vectors, or what its ``then``
-        returned; ``seconds``: the model's), or None when a worker came up.
+    def wait(self) -> tuple[Any, Any] | None:
+        """The next event: ``(task, result)`` of a task a worker finished (what its work returned), or None when a
+        worker came up.
         Raises the worker's own error (with its traceback as a note), or ``EmbeddingWorkerError`` when a worker ended
         without answering."""
         if not self.busy and not self.starting:
@@ -265,22 +274,20 @@ class EmbeddingWorkerPool:
             if event is not None:
                 return None if event == "ready" else event
 
-    def submit(self, task: Any, sentences: Sequence[Sequence[str]], description: str, then: Any = None) -> None:
-        """Give ``sentences`` (lists of words) to the worker that is up and holds the fewest tasks; ``description``
-        names the task in errors. ``then``: None (the vectors come back) or a picklable callable that the worker
-        applies, ``then(embedder, sentences, vectors)``, and whose result comes back instead."""
+    def submit(self, task: Any, work: Callable[[Any], Any], description: str) -> None:
+        """Give ``work`` (a picklable callable, ``work(embedder) -> result``, e.g. ``EmbedSentences``) to the worker
+        that is up and holds the fewest tasks; ``task`` identifies its result, ``description`` names it in errors."""
         worker = min((worker for worker in self.workers if worker.ready), key=lambda worker: len(worker.tasks))
         if len(worker.tasks) >= TASKS_PER_WORKER:
             raise RuntimeError("submit() with no worker able to take a task")
         worker.tasks.append((task, description))
         try:
-            # Lists are sent as they are: a ``then`` holding the same lists pickles them once.
-            worker.connection.send((task, [words if isinstance(words, list) else list(words) for words in sentences], then))
+            worker.connection.send((task, work))
         except (BrokenPipeError, ConnectionResetError, EOFError):
             raise self._died(worker) from None
 
-    def next_result(self) -> tuple[Any, Any, float]:
-        """``(task, result, seconds)`` of the next task a worker finished (workers coming up meanwhile are noted), as
+    def next_result(self) -> tuple[Any, Any]:
+        """``(task, result)`` of the next task a worker finished (workers coming up meanwhile are noted), as
         ``wait``."""
         if not self.busy:
             raise RuntimeError("next_result() with no task running")
@@ -288,7 +295,7 @@ class EmbeddingWorkerPool:
             pass
         return result
 
-    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, Any, float] | str | None:
+    def _wait_once(self, timeout: float | None, starting_only: bool = False) -> tuple[Any, Any] | str | None:
         """One message or death: ``"ready"``, a finished task, or None when nothing came within ``timeout``.
         ``starting_only``: watch only the workers still starting (whose only message is "ready" or an error), so that
         no finished task is taken from the others."""
@@ -320,16 +327,15 @@ class EmbeddingWorkerPool:
         except (EOFError, OSError):
             raise self._died(worker) from None
 
-    def embed(self, sentences: Sequence[Sequence[str]], description: str) -> tuple[list, float]:
-        """The vectors of ``sentences`` from one worker, waiting for one to be up and for the vectors (no other task
-        may be running)."""
+    def run(self, work: Callable[[Any], Any], description: str) -> Any:
+        """What ``work`` returns in one worker, waiting for one to be up and for the result (no other task may be
+        running)."""
         while not self.has_idle_worker():
             self.wait()
-        self.submit(_WAITED_FOR, sentences, description)
-        _, vectors, seconds = self.next_result()
-        return vectors, seconds
+        self.submit(_WAITED_FOR, work, description)
+        return self.next_result()[1]
 
-    def _answer(self, worker: _Worker, message: tuple) -> tuple[Any, Any, float]:
+    def _answer(self, worker: _Worker, message: tuple) -> tuple[Any, Any]:
         kind, task, *rest = message
         if kind == "error":
             error, details = rest
@@ -337,8 +343,7 @@ class EmbeddingWorkerPool:
             error.add_note(f"in embedding worker {worker.number} (pid {worker.process.pid}) on {where}:\n{details}")
             raise error
         worker.tasks.popleft()  # a worker answers its tasks in the order it got them
-        result, seconds = rest
-        return task, result, seconds
+        return task, rest[0]
 
     def _died(self, worker: _Worker) -> EmbeddingWorkerError:
         # Its pipe or sentinel closes as the process ends, a moment before it can be reaped with its exit status.
@@ -374,4 +379,4 @@ class EmbeddingWorkerPool:
         self.workers = []
 
 
-__all__ = ["EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "usable_cores"]
+__all__ = ["EmbedSentences", "EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "usable_cores"]

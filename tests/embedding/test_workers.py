@@ -19,7 +19,7 @@ from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.embedding.shards import embed_corpus
 from elmo_hf.embedding import workers as workers_module
-from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, start_method
+from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, EmbedSentences, default_workers, start_method
 
 from ..conftest import REPOSITORY_ROOT
 from .test_shards import listed_and_alone, run_embed, shard_hashes, synthetic_sentences, wait_for_shards, write_lines
@@ -236,7 +236,7 @@ def test_workers_forked_after_the_model_ran_at_two_threads_give_the_bytes_of_one
         embedder.embed_words(sentences)  # the main process's OpenMP pool runs before the fork
         with EmbeddingWorkerPool(embedder, 2) as pool:
             assert pool.start_method == "fork"
-            vectors, _ = pool.embed(sentences, "test sentences")
+            vectors, _ = pool.run(EmbedSentences(sentences), "test sentences")
         torch.set_num_threads(1)
         expected = embedder.embed_words(sentences)
     finally:
@@ -264,12 +264,12 @@ def test_noting_workers_that_come_up_leaves_the_others_results_waiting(model_dir
     with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 2) as pool:
         while not pool.has_idle_worker():
             pool.wait()
-        pool.submit("the task", [["a", "sentence", "."]], "a test sentence")  # to worker 0: worker 1 is still starting
+        pool.submit("the task", EmbedSentences([["a", "sentence", "."]]), "a test sentence")  # to worker 0: worker 1 is still starting
         while not pool.workers[0].connection.poll():  # its answer is waiting
             time.sleep(0.01)
         pool.collect_ready()
         assert pool.busy == 1 and pool.starting == 1
-        task, vectors, _ = pool.next_result()
+        task, (vectors, _) = pool.next_result()
     assert task == "the task" and len(vectors) == 1
 
 
