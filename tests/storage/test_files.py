@@ -4,6 +4,7 @@ two steps apart (fill in one process, move into place in another) do the same; a
 from __future__ import annotations
 
 import errno
+import os
 import signal
 
 import pytest
@@ -82,6 +83,23 @@ def test_filling_and_moving_apart_put_the_file_in_place_and_a_failure_of_either_
     with pytest.raises(OSError, match=r"cannot write .*shard-00002.parquet"):
         move_into_place(temporary, blocked)
     assert sorted(path.name for path in tmp_path.iterdir()) == [target.name, blocked.name]
+
+
+def test_the_file_is_flushed_to_disk_by_the_move_before_its_rename(tmp_path, monkeypatch):
+    """A worker that fills a shard never waits on the disk; the process that moves it flushes it first, then renames it
+    (a crash after the rename finds the whole file), then flushes the directory."""
+    from elmo_hf.storage import files as files_module
+
+    events = []
+    original_fsync, original_replace = os.fsync, os.replace
+    monkeypatch.setattr(files_module.os, "fsync", lambda fd: events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))) or original_fsync(fd))
+    monkeypatch.setattr(files_module.os, "replace", lambda source, target: events.append(("replace", str(source))) or original_replace(source, target))
+    target = tmp_path / "shard-00001.parquet"
+    temporary = temporary_path_beside(target)
+    fill_temporary(temporary, target, lambda path: path.write_bytes(b"vectors"))
+    assert events == []
+    move_into_place(temporary, target)
+    assert events == [("fsync", str(temporary)), ("replace", str(temporary)), ("fsync", str(tmp_path))]
 
 
 def test_a_temporary_file_for_a_block_is_removed_when_the_block_fails(tmp_path):
