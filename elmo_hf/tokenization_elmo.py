@@ -523,16 +523,21 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         """
         num_slots = self.token_row_width
         self._warn_once_if_truncated(sentences)
-        longest = max((len(words) for words in sentences), default=0)
+        lengths = np.array([len(words) for words in sentences], dtype=np.int64)  # (batch,)
+        longest = int(lengths.max(initial=0))
         input_ids = np.zeros((len(sentences), longest, num_slots), dtype=np.int64)
-        attention_mask = np.zeros((len(sentences), longest), dtype=np.int64)
-        for index, words in enumerate(sentences):
-            try:
-                input_ids[index, : len(words)] = self.word_rows(words)
-            except (TypeError, ValueError) as error:
-                raise type(error)(f"sentence {index} ({' '.join(map(str, words))[:60]!r}): {error}") from None
-            attention_mask[index, : len(words)] = 1
-        return input_ids, attention_mask
+        is_word = np.arange(longest) < lengths[:, None]  # (batch, longest): True where a word is, in reading order
+        try:
+            # Every word's row in one array (one `np.stack` for the batch, not one per sentence), then put in place.
+            input_ids[is_word] = self.word_rows([word for words in sentences for word in words])
+        except (TypeError, ValueError):
+            for index, words in enumerate(sentences):  # which sentence: the error names it
+                try:
+                    self.word_rows(words)
+                except (TypeError, ValueError) as error:
+                    raise type(error)(f"sentence {index} ({' '.join(map(str, words))[:60]!r}): {error}") from None
+            raise
+        return input_ids, is_word.astype(np.int64)
 
     @staticmethod
     def _as_batch_of_sentences(text: Any, is_split_into_words: bool) -> tuple[list[Any], bool]:
