@@ -20,8 +20,10 @@ machine whose speed drifts shifts every setting alike.
 Prints one JSON object: per setting and busy count the words/s each run reported (the command's own figure: from the
 first shard read to the manifest complete, so the workers' start-up counts; importing and loading the model do not), the median, the process's wall and CPU seconds, and ``ratio_to_idle`` (median loaded /
 median idle of the same setting; a fair share beside two busy processes on two cores is 0.5); ``idle_vs_one_thread``
-(and ``idle_vs_one_core``, when measured) compares each setting idle with ``one-thread`` (``one-core``) idle. Check
-``cpus`` and ``load_average_before``.
+(and ``idle_vs_one_core``, when measured) compares each setting idle with ``one-thread`` (``one-core``) idle, and
+``idle_vs_one_thread_by_round`` (``idle_vs_one_core_by_round``) each round's ratio and their median: on a VM whose
+speed drifts between rounds, the pairs of a round are the steadier figure. Check ``cpus`` and
+``load_average_before``.
 """
 
 from __future__ import annotations
@@ -134,12 +136,21 @@ def summarize(runs: dict[str, dict[int, list[dict]]]) -> dict:
             entry["ratio_to_idle"] = {name: round(value["median"] / idle, 3) for name, value in entry.items() if name != "busy_0"}
         report["settings"][setting] = entry
     for baseline in ("one-thread", "one-core"):
-        baseline_idle = report["settings"].get(baseline, {}).get("busy_0", {}).get("median")
-        if baseline_idle:
-            report[f"idle_vs_{baseline.replace('-', '_')}"] = {
-                setting: round(entry["busy_0"]["median"] / baseline_idle, 3)
-                for setting, entry in report["settings"].items() if "busy_0" in entry
-            }
+        baseline_runs = report["settings"].get(baseline, {}).get("busy_0")
+        if not baseline_runs:
+            continue
+        name = f"idle_vs_{baseline.replace('-', '_')}"
+        idle = {setting: entry["busy_0"] for setting, entry in report["settings"].items() if "busy_0" in entry}
+        report[name] = {setting: round(runs["median"] / baseline_runs["median"], 3) for setting, runs in idle.items()}
+        # Each round's pair (runs alternate within a round): steadier than the ratio of medians where the machine's
+        # speed drifts between rounds.
+        by_round = {
+            setting: [round(speed / base, 3) for speed, base in zip(runs["words_per_second"], baseline_runs["words_per_second"])]
+            for setting, runs in idle.items()
+        }
+        report[f"{name}_by_round"] = {
+            setting: {"ratios": ratios, "median": statistics.median(ratios)} for setting, ratios in by_round.items()
+        }
     return report
 
 

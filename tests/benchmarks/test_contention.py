@@ -71,6 +71,11 @@ def test_ratios_compare_medians_to_the_same_settings_idle_median():
     assert report["idle_vs_one_thread"] == {"default": 1.25, "one-thread": 1.0}
     assert "idle_vs_one_core" not in report  # not measured
 
+    # Round by round: each round's pair, then their median.
+    report = script.summarize({"default": {0: runs(3000, 1000, 2400)}, "one-thread": {0: runs(2000, 1000, 1200)}})
+    assert report["idle_vs_one_thread"]["default"] == 2.0  # the medians: 2400 / 1200
+    assert report["idle_vs_one_thread_by_round"]["default"] == {"ratios": [1.5, 1.0, 2.0], "median": 1.5}
+
     report = script.summarize({"default": {0: runs(3600)}, "one-core": {0: runs(2000)}})
     assert report["idle_vs_one_core"] == {"default": 1.8, "one-core": 1.0} and "idle_vs_one_thread" not in report
 
