@@ -551,8 +551,8 @@ def shard_entry(shard: PreparedShard, name: str, path: Path) -> dict[str, Any]:
 def write_shard_temporary(
     shard: PreparedShard, vectors: list[np.ndarray], embedder: ELMoEmbedder, features: Features, temporary: Path, name: str
 ) -> dict[str, Any]:
-    """Fill ``temporary`` (from ``temporary_path_beside``) with the shard's file, to be moved to ``name`` beside it,
-    flushed to disk; return its manifest entry."""
+    """Fill ``temporary`` (from ``temporary_path_beside``) with the shard's file, to be moved to ``name`` beside it
+    (``move_into_place`` flushes it to disk and renames it); return its manifest entry."""
     fill_temporary(
         temporary, temporary.with_name(name), lambda path: write_shard_file(path, shard, vectors, embedder, features)
     )
@@ -574,7 +574,7 @@ class ShardFileTask:
     """A whole shard where a worker of ``EmbeddingWorkerPool`` runs it (or the main process, while no worker is up):
     its rows split into words, embedded, and its file written into ``temporary``, a file the main process created
     beside the shard's final place and moves there in shard order (``move_into_place``). So the main process only
-    reads rows and puts files in place (splitting the words there held two one-thread workers back by 3-7%,
+    reads rows and puts files in place (splitting the words there held two one-thread workers back by about 4%,
     docs/results/embed-throughput.md), vectors never cross a pipe, and N workers write N shards at once (with one
     writing thread in the main process, 8 or more workers were bound by it). Picklable; returns a ``WrittenShard``."""
 
