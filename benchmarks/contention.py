@@ -135,12 +135,12 @@ def summarize(runs: dict[str, dict[int, list[dict]]]) -> dict:
             idle = entry["busy_0"]["median"]
             entry["ratio_to_idle"] = {name: round(value["median"] / idle, 3) for name, value in entry.items() if name != "busy_0"}
         report["settings"][setting] = entry
+    idle = {setting: entry["busy_0"] for setting, entry in report["settings"].items() if "busy_0" in entry}
     for baseline in ("one-thread", "one-core"):
-        baseline_runs = report["settings"].get(baseline, {}).get("busy_0")
+        baseline_runs = idle.get(baseline)
         if not baseline_runs:
             continue
         name = f"idle_vs_{baseline.replace('-', '_')}"
-        idle = {setting: entry["busy_0"] for setting, entry in report["settings"].items() if "busy_0" in entry}
         report[name] = {setting: round(runs["median"] / baseline_runs["median"], 3) for setting, runs in idle.items()}
         # Each round's pair (runs alternate within a round): steadier than the ratio of medians where the machine's
         # speed drifts between rounds.
