@@ -21,7 +21,7 @@ import functools
 import importlib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenizers import Regex, pre_tokenizers
 
@@ -31,8 +31,22 @@ from .validation_elmo import check_choice
 # ----------------------------------------------------------------------------------------------------------------
 # Word splitters
 # ----------------------------------------------------------------------------------------------------------------
-_WORD_CHARACTER = r"[\p{L}\p{M}\p{N}]"  # letters, combining marks, digits
-_NOT_FOLLOWED_BY_WORD_CHARACTER = r"(?![\p{L}\p{M}\p{N}])"
+class CharacterClasses(NamedTuple):
+    """The character classes the treebank patterns are written in, as one regular-expression dialect spells them."""
+
+    letter: str
+    digit: str
+    word: str  # a word character: a letter, a combining mark or a digit
+    grapheme: str  # one user-perceived character (a grapheme cluster)
+
+
+# Oniguruma's, which `tokenizers.Regex` compiles: the definition.
+UNICODE_CLASSES = CharacterClasses(letter=r"\p{L}", digit=r"\p{N}", word=r"[\p{L}\p{M}\p{N}]", grapheme=r"\X")
+# The same classes within ASCII, for Python's `re` with `re.ASCII` (which has no `\p{..}` or `\X`): ASCII holds no
+# combining marks, and every ASCII character but whitespace is a grapheme cluster of its own (CR LF, the one cluster
+# of two, is whitespace). `re.ASCII`'s `\s` is Rust's `char::is_whitespace` within ASCII (TAB to CR and space; not
+# U+001C-U+001F, which Python's `str.split` takes as whitespace).
+ASCII_CLASSES = CharacterClasses(letter="[A-Za-z]", digit="[0-9]", word="[A-Za-z0-9]", grapheme=r"\S")
 _APOSTROPHE = r"['’]"  # ASCII apostrophe and U+2019 RIGHT SINGLE QUOTATION MARK
 _CLITIC = r"(?i:s|m|d|ll|re|ve)"  # 's 'm 'd 'll 're 've
 _NOT_SUFFIX = rf"(?i:n{_APOSTROPHE}t)"  # n't
@@ -43,17 +57,22 @@ _ABBREVIATIONS = (
 )  # fmt: skip
 
 
-def _word_body(apostrophe_suffixes: str) -> str:
+def _not_followed_by_word_character(classes: CharacterClasses) -> str:
+    return rf"(?!{classes.word})"
+
+
+def _word_body(apostrophe_suffixes: str, classes: CharacterClasses) -> str:
     """Word characters joined by `-`, `.`, digit-only `,` `:` `/`, or an apostrophe not starting a suffix."""
+    word = classes.word
     joiner = (
         r"(?:-|\."
-        r"|(?<=\p{N})[,:/](?=\p{N})"
-        rf"|{_APOSTROPHE}(?!{apostrophe_suffixes}{_NOT_FOLLOWED_BY_WORD_CHARACTER}))"
+        rf"|(?<={classes.digit})[,:/](?={classes.digit})"
+        rf"|{_APOSTROPHE}(?!{apostrophe_suffixes}{_not_followed_by_word_character(classes)}))"
     )
-    return rf"{_WORD_CHARACTER}+(?:{joiner}(?={_WORD_CHARACTER}){_WORD_CHARACTER}+)*"
+    return rf"{word}+(?:{joiner}(?={word}){word}+)*"
 
 
-def _treebank_word_pattern(contraction_style: str) -> str:
+def _treebank_word_pattern(contraction_style: str, classes: CharacterClasses = UNICODE_CLASSES) -> str:
     """
     The regular expression of the "ptb" (`contraction_style="ptb"`) and "moses" splitters: each match is a word.
 
@@ -74,32 +93,67 @@ def _treebank_word_pattern(contraction_style: str) -> str:
     sentence-final abbreviation from a period (`in the U.S.` keeps one `U.S.`, no extra `.`), know abbreviations
     outside its list (`approx.` -> `approx .`), split a missing space after a period (`end.Start` is one word), or
     keep URLs and e-mail addresses with `/`, `@`, `:` together.
+
+    `classes` spells the character classes: `UNICODE_CLASSES` (the definition, for `tokenizers.Regex`), or
+    `ASCII_CLASSES` for the same split of ASCII text by Python's `re` (`ascii_word_finder`).
     """
-    initialism = r"(?:\p{L}\.){2,}"
-    abbreviation = rf"(?:{'|'.join(_ABBREVIATIONS)})\.(?!\p{{L}})"
+    initialism = rf"(?:{classes.letter}\.){{2,}}"
+    abbreviation = rf"(?:{'|'.join(_ABBREVIATIONS)})\.(?!{classes.letter})"
+    not_followed_by_word_character = _not_followed_by_word_character(classes)
     alternatives = [initialism, abbreviation]
     if contraction_style == "ptb":
         alternatives += [
-            _word_body(rf"(?:{_CLITIC}|t)") + rf"(?={_NOT_SUFFIX}{_NOT_FOLLOWED_BY_WORD_CHARACTER})",  # do|n't
-            _NOT_SUFFIX + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # n't
-            _APOSTROPHE + _CLITIC + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 's 'm 'd 'll 're 've
-            _word_body(rf"(?:{_CLITIC}|t)"),
+            _word_body(rf"(?:{_CLITIC}|t)", classes) + rf"(?={_NOT_SUFFIX}{not_followed_by_word_character})",  # do|n't
+            _NOT_SUFFIX + not_followed_by_word_character,  # n't
+            _APOSTROPHE + _CLITIC + not_followed_by_word_character,  # 's 'm 'd 'll 're 've
+            _word_body(rf"(?:{_CLITIC}|t)", classes),
         ]
     elif contraction_style == "moses":
         suffix = rf"(?:{_CLITIC}|(?i:t))"
         alternatives += [
-            _APOSTROPHE + suffix + _NOT_FOLLOWED_BY_WORD_CHARACTER,  # 't 's 'm 'd 'll 're 've
-            _word_body(suffix),
+            _APOSTROPHE + suffix + not_followed_by_word_character,  # 't 's 'm 'd 'll 're 've
+            _word_body(suffix, classes),
         ]
     else:
         raise ValueError(f"contraction_style must be 'ptb' or 'moses', got {contraction_style!r}")
-    alternatives += [r"\.{2,}|-{2,}", r"\X"]
+    alternatives += [r"\.{2,}|-{2,}", classes.grapheme]
     return "|".join(alternatives)
 
 
 PTB_WORD_PATTERN = _treebank_word_pattern("ptb")
 MOSES_WORD_PATTERN = _treebank_word_pattern("moses")
 DEFAULT_WORD_SPLITTER = "moses"  # the tokenisation of the released models' training data (approximated)
+
+# What the "whitespace", "ptb" and "moses" splitters do to ASCII text, in Python's `re` (`ascii_word_pattern`).
+_ASCII_WORD_PATTERNS = {
+    "whitespace": r"\S+",
+    "ptb": _treebank_word_pattern("ptb", ASCII_CLASSES),
+    "moses": _treebank_word_pattern("moses", ASCII_CLASSES),
+}
+
+
+def ascii_word_pattern(name: str) -> re.Pattern | None:
+    """
+    For the splitters whose split of ASCII text Python's `re` reproduces ("whitespace", "ptb", "moses"), a compiled
+    pattern whose `findall(text)` gives the words of an ASCII `text` (`text.isascii()`): the same words as the
+    splitter's `pre_tokenize_str`, 2-3x faster for bulk work (no offsets, no Rust round trip per word; tested equal on
+    random ASCII text). None for the other splitters.
+
+    One match per word, whitespace skipped: the treebank patterns need no whitespace pass first, because no
+    alternative matches whitespace and each look-around sees only characters of the same chunk or the whitespace
+    after it, which is no word character, like the chunk's end.
+    """
+    pattern = _ASCII_WORD_PATTERNS.get(name) if isinstance(name, str) else None
+    return None if pattern is None else re.compile(pattern, re.ASCII)
+
+
+def words_of_text(text: str, splitter: Any, pattern: re.Pattern | None) -> list[str]:
+    """The words `splitter` (`build_word_splitter`) finds in `text`, without offsets: by its `ascii_word_pattern`
+    (`pattern`) when `text` is ASCII and the splitter has one, else by the splitter itself."""
+    if pattern is not None and text.isascii():
+        return pattern.findall(text)
+    return [word for word, _ in splitter.pre_tokenize_str(text)]
+
 
 # Korean morphological analysers behind the "kiwi" and "mecab" splitters (optional): splitter name -> (module
 # imported, pip package, elmo-hf extra). The module is imported when a tokenizer is built with the splitter, never
@@ -235,6 +289,8 @@ __all__ = [
     "MorphemeWordSplitter",
     "PTB_WORD_PATTERN",
     "WORD_SPLITTERS",
+    "ascii_word_pattern",
     "build_word_splitter",
     "surface_words",
+    "words_of_text",
 ]

@@ -98,6 +98,7 @@ def test_truncated_words_are_counted_in_utf8_bytes():
     words = ["민주공", "민주공화", "abcdefghi", "abcdefghij", "<S>", "😀😀", "😀😀😀", "민주공화"]
     assert [tokenizer.is_truncated_word(word) for word in words] == [False, True, False, True, False, False, True, True]
     assert tokenizer.truncated_word_count(words) == 4
+    assert tokenizer.truncated_words(words) == ["민주공화", "abcdefghij", "😀😀😀", "민주공화"]  # in order, repeats kept
     assert ELMoTokenizer().truncated_word_count(["가" * 16, "가" * 17]) == 1  # 50 slots hold 16 syllables
 
 

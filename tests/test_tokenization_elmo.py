@@ -2,6 +2,7 @@
 
 import json
 import pickle
+import random
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from elmo_hf.tokenization_elmo import (
     NUM_CHARACTERS,
     PADDING_CHARACTER_ID,
     ELMoTokenizer,
+    ascii_word_pattern,
     build_word_splitter,
     character_ids_to_word,
     word_to_character_ids,
@@ -207,6 +209,33 @@ def test_whitespace_and_bert_splitters():
     text = "I don't know. U.S."
     assert ELMoTokenizer(word_splitter="whitespace").tokenize(text) == ["I", "don't", "know.", "U.S."]
     assert ELMoTokenizer(word_splitter="bert").tokenize(text) == ["I", "don", "'", "t", "know", ".", "U", ".", "S", "."]
+
+
+# Characters and pieces the treebank patterns treat specially, joined at random into ASCII text; U+001C-U+001F are
+# whitespace to Python's str.split but not to the splitters.
+ASCII_PIECES = [
+    *"abcXYZ019'-.,:/ \t\n\x0b\x0c\r\x1c\x1f\x00\x7f!?;\"()&@#$%*+=<>[]_`~^|\\{}",
+    "Mr.", "Mrs", "U.S.", "e.g.", "a.m.", "etc.", "Sept.", "vs", "n't", "N'T", "'ll", "'S", "'t", "'ve", "ll", "re",
+    "don't", "can't", "1,000", "12:30", "1/2", "3.5", "...", "--", "O'Neill", "rock'n'roll", "www.x.com",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace"])
+def test_the_ascii_word_pattern_splits_ascii_text_as_the_splitter_does(word_splitter):
+    splitter, pattern = build_word_splitter(word_splitter), ascii_word_pattern(word_splitter)
+    rng = random.Random(0)
+    texts = ["".join(rng.choice(ASCII_PIECES) for _ in range(rng.randint(0, 25))) for _ in range(3000)]
+    texts += ["a\x1cb c\x1fd\x1e", "\x0bx\x0cy\rz\r\n", "Mrs. vs.A 1,000. ..-- it's", ""]
+    for text in texts:
+        assert pattern.findall(text) == [word for word, _ in splitter.pre_tokenize_str(text)], repr(text)
+
+
+@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "bert"])
+def test_tokenize_gives_the_words_of_split_words(word_splitter):
+    tokenizer = ELMoTokenizer(word_splitter=word_splitter)
+    for text in ["I don't know, Mr. Smith... it's 1,000\x1c$.", "naïve café, it’s 한국어 😀.", "", "  "]:
+        assert tokenizer.tokenize(text) == [word for word, _ in tokenizer.split_words(text)]
+    assert (ascii_word_pattern(word_splitter) is None) == (word_splitter == "bert")
 
 
 @pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "bert"])

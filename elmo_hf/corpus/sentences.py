@@ -20,7 +20,7 @@ from typing import Any
 
 from datasets import Dataset, Features, List, Value
 
-from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, build_word_splitter
+from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, ascii_word_pattern, build_word_splitter, words_of_text
 from .progress import CorpusProgress
 from .readers import CONLLU_WORDS_COLUMN, CorpusError, CorpusSource, InvalidRowError, conllu_features, corpus_sources
 
@@ -53,14 +53,14 @@ def _words_of_rows(
     sources: Sequence[CorpusSource], word_splitter: str, text_column: str | None, words_column: str | None
 ) -> Iterator[list[str]]:
     """The words of every row of ``sources``, in order (an empty list for a row without words)."""
-    splitter = build_word_splitter(word_splitter)
+    splitter, pattern = build_word_splitter(word_splitter), ascii_word_pattern(word_splitter)
     for source in sources:
         default_text, default_words = source.default_columns
         text, words_of = (text_column, words_column) if (text_column or words_column) else (default_text, default_words)
         for row, record in source.rows():
             if isinstance(record, InvalidRowError):
                 raise CorpusError(f"{source.row_name(row)}: {record}")
-            yield _words_of_record(source, row, record, splitter, text, words_of)
+            yield _words_of_record(source, row, record, splitter, pattern, text, words_of)
 
 
 def _sentence_rows(
@@ -110,7 +110,7 @@ def _total_rows(sources: Sequence[CorpusSource]) -> int | None:
     return total
 
 
-def _words_of_record(source, row, record, splitter, text_column, words_column) -> list[str]:
+def _words_of_record(source, row, record, splitter, pattern, text_column, words_column) -> list[str]:
     column = words_column or text_column
     if column not in record:
         raise CorpusError(f"{source.row_name(row)} has no column {column!r}; its columns are {sorted(record)}")
@@ -121,7 +121,7 @@ def _words_of_record(source, row, record, splitter, text_column, words_column) -
         return list(value)
     if not isinstance(value, str):
         raise CorpusError(f"{source.row_name(row)}: {column!r} must be a string, got {value!r:.60}")
-    return [word for word, _ in splitter.pre_tokenize_str(value)]
+    return words_of_text(value, splitter, pattern)
 
 
 def load_sentences(

@@ -160,7 +160,7 @@ class DataCollatorForBiLM:
             text = feature["text"]
             if not isinstance(text, str):
                 raise TypeError(f"feature {index} 'text' must be a str, got {type(text).__name__}")
-            words = [word for word, _ in self.tokenizer.split_words(text)]
+            words = self.tokenizer.tokenize(text)
             return check_sentence_words(words, f"feature {index} 'text'")
         raise KeyError(
             f"feature {index} has neither 'words' nor 'text' (keys: {sorted(feature)}); with Trainer, set "

@@ -108,6 +108,7 @@ def test_tokenizer_counts_characters_not_bytes(converted):
     assert byte_tokenizer.decode(byte_tokenizer.word_row(seven_syllables)) == "서울\ufffd"
     twelve = "대한민국의수도서울특별시"
     assert tokenizer.decode(tokenizer.word_row(twelve)) == twelve[:8] and vocabulary.is_truncated(twelve, 10)
+    assert tokenizer.truncated_words([seven_syllables, twelve, "a" * 8, "a" * 9, "<bos>"]) == [twelve, "a" * 9]
     # Boundary words are real tokens with their own rows, also when typed in a sentence.
     begin, end = tokenizer.character_vocabulary.boundary_rows(10)
     assert tokenizer.word_row("<eos>").tolist() == end and tokenizer.decode(begin) == "<bos>"
