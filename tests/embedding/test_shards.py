@@ -446,7 +446,7 @@ def test_shard_tables_are_byte_identical_to_the_datasets_engine(fixture_model, t
         sentences = [embedder.words_of(text) for text in texts]
         columns = {"input_row": list(range(len(texts))), "text": texts, **embedder.embed_sentences(sentences)}
         expected = Dataset.from_dict(columns, features=features).data.table
-        table = shard_table(columns, features, embedder.output_column)
+        table = shard_table(columns, features, embedder.output_column, typed_columns=["input_row", *embedder.features])
         assert table.schema == expected.schema and table.schema.metadata == expected.schema.metadata
         assert parquet_bytes(table) == parquet_bytes(expected)
 
