@@ -197,6 +197,31 @@ def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_
     assert [entry["file"] for entry in manifest_of(tmp_path / "out")["shards"]] == [f"shard-0000{index}.parquet" for index in range(3)]
 
 
+def test_spawned_workers_write_the_bytes_of_one_thread_in_input_order(tmp_path, one_thread_run, model_dir, monkeypatch):
+    """Workers at 2 threads are spawned (a fresh interpreter receives the pickled embedder, seconds to start) and take
+    whole shards to split, embed and write, as forked ones do. This process holds its first shard until a worker is
+    up, so that the workers get the rest."""
+    from elmo_hf.embedding.shards import WorkerShardWriter
+
+    common, reference_dir = one_thread_run
+    here, original = [], WorkerShardWriter.run_here
+
+    def run_here_once_a_worker_is_up(writer, task):
+        here.append(task.name)
+        while writer.pool.starting == writer.pool.size:
+            writer.pool.wait()  # None: a worker came up
+        return original(writer, task)
+
+    monkeypatch.setattr(WorkerShardWriter, "run_here", run_here_once_a_worker_is_up)
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    summary = embed_corpus(
+        CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
+        workers=2, worker_threads=2, progress=False,
+    )
+    assert start_method(2) == "spawn" and 1 <= len(here) < summary.shards  # the workers wrote the others
+    assert_same_output(tmp_path / "out", reference_dir)
+
+
 def test_a_spawned_worker_that_cannot_load_the_embedder_is_named(tmp_path, model_dir):
     class Unpicklable(ELMoEmbedder):  # a local class cannot be imported in the worker
         pass
