@@ -70,6 +70,7 @@ SETTING_ARGUMENTS = {
 }
 BUSY_LOOP_LIMIT_S = 1800  # a busy process ends by itself after this long, whatever happens to this script
 WORDS_PER_SECOND = re.compile(r"= ([\d,]+) words/s")
+WORDS_THIS_RUN = re.compile(r"this run: ([\d,]+) words in")
 
 
 def start_busy_processes(count: int) -> list[subprocess.Popen]:
@@ -91,24 +92,32 @@ def setting_environment(setting: str) -> dict:
 
 
 def embed_once(corpus: Path, model: str | None, setting: str, work_dir: Path) -> dict:
-    """One ``elmo-hf embed`` process: the words/s it reports and its wall seconds (start-up included)."""
-    command = ["elmo-hf", "embed", str(corpus), "--output", str(work_dir / "out"), "--overwrite", "--no-progress"]
-    if model:
-        command += ["--model", model]
-    command += SETTING_ARGUMENTS.get(setting, [])
-    started = time.perf_counter()
+    """One ``elmo-hf embed`` process in ``setting``: the words/s it reports and its wall seconds (start-up included)."""
+    arguments = (["--model", model] if model else []) + SETTING_ARGUMENTS.get(setting, [])
     with running_on(sorted(os.sched_getaffinity(0))[:1] if setting in PINNED_SETTINGS else None):  # the child inherits it
-        process = subprocess.Popen(
-            command, env=setting_environment(setting), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        stdout, stderr = process.communicate()
+        return embed_command(corpus, work_dir, arguments, setting_environment(setting))
+
+
+def embed_command(corpus: Path, work_dir: Path, arguments: list[str], environment: dict) -> dict:
+    """``elmo-hf embed corpus`` into ``work_dir/out`` (overwritten) with ``arguments``, in a fresh process with
+    ``environment``, as a user runs it: the words/s and words of the run it reports (``words`` None where it reports
+    none) and its wall seconds, start-up included. Shared with ``embed_throughput.py --workers``."""
+    command = ["elmo-hf", "embed", str(corpus), "--output", str(work_dir / "out"), "--overwrite", "--no-progress", *arguments]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate()
     wall = time.perf_counter() - started
     if process.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} ({setting}) exited {process.returncode}:\n{stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(command)} exited {process.returncode}:\n{stderr[-3000:]}")
     found = WORDS_PER_SECOND.search(stdout)
     if not found:
         raise RuntimeError(f"no words/s in the output of {' '.join(command)}:\n{stdout[-2000:]}")
-    return {"words_per_second": int(found[1].replace(",", "")), "wall_seconds": round(wall, 2)}
+    words = WORDS_THIS_RUN.search(stdout)
+    return {
+        "words_per_second": int(found[1].replace(",", "")),
+        "words": int(words[1].replace(",", "")) if words else None,
+        "wall_seconds": round(wall, 2),
+    }
 
 
 def first_lines(source: Path, lines: int, target: Path) -> Path:

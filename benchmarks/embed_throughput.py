@@ -12,12 +12,14 @@ apart. ``ratio`` = end-to-end words/s / model-alone words/s. ``stage_seconds``: 
 (read = split + batch + character ids, model, write = table + Parquet + sha256); they overlap, so their sum may exceed
 the wall time. Both measurements start with an empty token-layer cache.
 
-``workers`` (with ``--workers 1 2``): end to end again with 1 and 2 worker processes of one thread each (1: this
-process at one thread), and ``scaling``: words/s over the first count's (issue 28's target: >= 1.8 for 2 workers on 2
-idle cores). With ``--rounds N`` every count runs N times, alternating, and ``scaling`` is the median of the rounds'
-ratios (``scaling_by_round``): on a VM whose speed swings by 10-20% from run to run, one pair of runs is not a
-figure. The workers' start-up is in the words/s (they start with the run; one-thread workers fork, about 0.1 s);
-model loading is not. ``model_alone_scaling`` is the ceiling to read ``scaling`` against: in the same rounds, the
+``workers`` (with ``--workers 1 2``): the command itself, ``elmo-hf embed --workers N --threads 1`` with this run's
+model and options, in a fresh process per run as a user runs it (``contention.embed_command``; 1: one process at one
+thread), and ``scaling``: words/s over the first count's (issue 28's target: >= 1.8 for 2 workers on 2 idle cores).
+Run in this process instead, the two workers were forked from a process holding the whole corpus's batches and a
+filled cache, and came out slower than the command's (1.47 against 1.77 on the whole corpus, docs/results/
+embed-throughput.md). With ``--rounds N`` every count runs N times, alternating, and ``scaling`` is the median of the
+rounds' ratios (``scaling_by_round``): on a VM whose speed swings by 10-20% from run to run, one pair of runs is not a
+figure. The words/s are the command's own (its workers' start-up in, importing and loading the model out). ``model_alone_scaling`` is the ceiling to read ``scaling`` against: in the same rounds, the
 model-alone batches of the shards dealt out in turn to as many forked processes (one thread, a token-layer cache each,
 as the workers), started together, nothing else running: words/s over the slowest process's seconds, over one such
 process's. Independent processes on a VM's vCPUs do not scale to the core count either; the gap between the two
@@ -26,8 +28,9 @@ threads run beside its model on a second core when there is one; ``--core-per-wo
 only (CPU affinity, inherited by its threads and workers), which is throughput per core as cores are added.
 
 Memory: the process first sets the malloc thresholds the ``elmo-hf`` process sets (``reuse_freed_memory``; forked
-workers inherit them), so the figures are the command's; ``--glibc-malloc-defaults`` keeps glibc's defaults, as in a
-program that calls the library. The JSON's ``malloc`` says which.
+processes inherit them), so the figures are the command's; ``--glibc-malloc-defaults`` keeps glibc's defaults, as in a
+program that calls the library. The JSON's ``malloc`` says which. The ``--workers`` command runs set their own
+thresholds, as the command always does, unless the environment sets them (``user_set_malloc_options``).
 
 Words are the corpus's words; the two sentence-boundary positions the model adds per sentence are not counted.
 Prints one JSON object; check ``load_average``: other processes on the machine change the figures.
@@ -51,6 +54,7 @@ import torch
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
+from benchmarks.contention import embed_command, setting_environment  # noqa: E402
 from benchmarks.cpu_affinity import running_on  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
 from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
@@ -106,13 +110,12 @@ def timed_model_calls(embedder: ELMoEmbedder, batches: list, token_cache_words: 
         return time.perf_counter() - started
 
 
-def end_to_end(
-    embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size: int, token_cache_words: int, workers: int = 1
-) -> dict:
+def end_to_end(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size: int, token_cache_words: int) -> dict:
+    """``embed_corpus`` in this process (one process: no workers), at this process's threads."""
     fresh_token_cache(embedder, token_cache_words)
     summary = embed_corpus(
         CorpusSource.open(corpus), embedder, work_dir / "out", model_name="benchmark", shard_size=shard_size,
-        progress=False, workers=workers, overwrite=True,
+        progress=False, workers=1, overwrite=True,
     )
     seconds = summary.seconds
     return {
@@ -222,16 +225,17 @@ def run(args: argparse.Namespace) -> dict:
 def worker_scaling(
     embedder: ELMoEmbedder, corpus: Path, work_dir: Path, sentences: list[list[str]], args: argparse.Namespace
 ) -> dict:
-    """End to end with each of ``args.workers`` processes of one thread each (1: this process at one thread), for
-    ``args.rounds`` rounds; each round runs every count in turn (odd rounds in reverse order, so that a machine whose
-    speed drifts favours no count), each end-to-end run followed by ``model_alone_in_processes`` with as many
-    processes. ``scaling_by_round``: each count's words/s over the first count's in the same round; ``scaling``: their
+    """The command (``elmo-hf embed --workers N --threads 1``, a fresh process each run) with each of ``args.workers``
+    worker counts, for ``args.rounds`` rounds; each round runs every count in turn (odd rounds in reverse order, so
+    that a machine whose speed drifts favours no count), each command run followed by ``model_alone_in_processes``
+    with as many processes. ``scaling_by_round``: each count's words/s over the first count's in the same round; ``scaling``: their
     median (issue 28's target for 2 workers on 2 idle cores: >= 1.8); ``model_alone_scaling_by_round`` and
     ``model_alone_scaling``: the same for the model alone in independent processes. ``end_to_end``: the first round's
     runs. With ``args.core_per_worker`` each count N runs on N cores only (``running_on``), so that one worker's
     reading and writing threads do not borrow a second core: throughput per core as cores are added."""
     threads = torch.get_num_threads()
     shards = prepared_shards(embedder, sentences, args.shard_size)
+    command_options = command_arguments(args)
     cores = sorted(os.sched_getaffinity(0)) if args.core_per_worker else []  # Linux only: asked for, not by default
     rounds, alone_rounds = [], []
     torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
@@ -241,7 +245,10 @@ def worker_scaling(
             runs, alone = {}, {}
             for workers in order:
                 with running_on(cores[:workers] if cores else None):
-                    runs[workers] = end_to_end(embedder, corpus, work_dir, args.shard_size, args.token_cache_words, workers=workers)
+                    runs[workers] = embed_command(
+                        corpus, work_dir, [*command_options, "--workers", str(workers), "--threads", "1"],
+                        setting_environment("default"),
+                    )
                     alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
             rounds.append(runs)
             alone_rounds.append(alone)
@@ -262,6 +269,17 @@ def worker_scaling(
         "model_alone_scaling_by_round": alone_by_round,
         "model_alone_scaling": medians(alone_by_round),
     }
+
+
+def command_arguments(args: argparse.Namespace) -> list[str]:
+    """The ``elmo-hf embed`` options that give the command this run's model, embedder options and shards."""
+    options = (
+        ("--model", args.model), ("--device", args.device), ("--shard-size", args.shard_size),
+        ("--token-cache-words", args.token_cache_words), ("--batch-size", args.batch_size),
+        ("--max-words-per-batch", args.max_words_per_batch), ("--dtype", args.dtype),
+        ("--representation", args.representation), ("--compute-dtype", args.compute_dtype),
+    )
+    return [str(part) for flag, value in options if value is not None for part in (flag, value)]
 
 
 def speeds_by_round(rounds: list[dict], counts: list[int]) -> dict[str, list[float]]:
