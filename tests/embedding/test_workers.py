@@ -198,9 +198,10 @@ def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_
 
 
 def test_spawned_workers_write_the_bytes_of_one_thread_in_input_order(tmp_path, one_thread_run, model_dir, monkeypatch):
-    """Workers at 2 threads are spawned (a fresh interpreter receives the pickled embedder, seconds to start) and take
-    whole shards to split, embed and write, as forked ones do. This process holds its first shard until a worker is
-    up, so that the workers get the rest."""
+    """Workers at 2 threads are spawned (a fresh interpreter receives the pickled embedder) and take whole shards to
+    split, embed and write, as forked ones do. Should no worker be up when this process would run a shard itself, it
+    waits for one first, so that the workers get the rest (on a busy machine they may be up before the first shard:
+    then they get all)."""
     from elmo_hf.embedding.shards import WorkerShardWriter
 
     common, reference_dir = one_thread_run
@@ -218,7 +219,7 @@ def test_spawned_workers_write_the_bytes_of_one_thread_in_input_order(tmp_path, 
         CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
         workers=2, worker_threads=2, progress=False,
     )
-    assert start_method(2) == "spawn" and 1 <= len(here) < summary.shards  # the workers wrote the others
+    assert start_method(2) == "spawn" and len(here) <= 1 < summary.shards  # the workers wrote the others
     assert_same_output(tmp_path / "out", reference_dir)
 
 
