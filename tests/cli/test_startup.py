@@ -87,8 +87,8 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr[-2000:]
-    assert "Traceback" not in stderr and "interrupted" in stderr
-    assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"]
+    assert "Traceback" not in stderr and "interrupted" in stderr, stderr[-2000:]
+    assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"], (os.listdir(tmp_path), stderr[-2000:])
 
 
 # A command whose work is interrupted inside code CPython runs from a string (``exec(str)``: dataclasses builds every
