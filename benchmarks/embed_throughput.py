@@ -19,13 +19,14 @@ Run in this process instead, the two workers were forked from a process holding 
 filled cache, and came out slower than the command's (1.47 against 1.77 on the whole corpus, docs/results/
 embed-throughput.md). With ``--rounds N`` every count runs N times, alternating, and ``scaling`` is the median of the
 rounds' ratios (``scaling_by_round``): on a VM whose speed swings by 10-20% from run to run, one pair of runs is not a
-figure. The words/s are the command's own (its workers' start-up in, importing and loading the model out). ``model_alone_scaling`` is the ceiling to read ``scaling`` against: in the same rounds, the
-model-alone batches of the shards dealt out in turn to as many forked processes (one thread, a token-layer cache each,
-as the workers), started together, nothing else running: words/s over the slowest process's seconds, over one such
-process's. Independent processes on a VM's vCPUs do not scale to the core count either; the gap between the two
-ratios is what the pipeline (reading, pipes, writing) costs. One worker is one process whose reading and writing
-threads run beside its model on a second core when there is one; ``--core-per-worker`` runs each count N on N cores
-only (CPU affinity, inherited by its threads and workers), which is throughput per core as cores are added.
+figure. The words/s are the command's own (its workers' start-up in, importing and loading the model out).
+``model_alone_scaling`` is the ceiling to read ``scaling`` against: in the same rounds, the model-alone batches of the
+shards dealt out in turn to as many forked processes (one thread, a token-layer cache each, as the workers), started
+together, nothing else running: words/s over the slowest process's seconds, over one such process's. Independent
+processes on a VM's vCPUs do not scale to the core count either; the gap between the two ratios is what the pipeline
+(reading, pipes, writing) costs. One worker is one process whose reading and writing threads run beside its model on a
+second core when there is one; ``--core-per-worker`` runs each count N on N cores only (CPU affinity, inherited by the
+command and its workers), which is throughput per core as cores are added.
 
 Memory: the process first sets the malloc thresholds the ``elmo-hf`` process sets (``reuse_freed_memory``; forked
 processes inherit them), so the figures are the command's; ``--glibc-malloc-defaults`` keeps glibc's defaults, as in a
@@ -228,27 +229,26 @@ def worker_scaling(
     """The command (``elmo-hf embed --workers N --threads 1``, a fresh process each run) with each of ``args.workers``
     worker counts, for ``args.rounds`` rounds; each round runs every count in turn (odd rounds in reverse order, so
     that a machine whose speed drifts favours no count), each command run followed by ``model_alone_in_processes``
-    with as many processes. ``scaling_by_round``: each count's words/s over the first count's in the same round; ``scaling``: their
-    median (issue 28's target for 2 workers on 2 idle cores: >= 1.8); ``model_alone_scaling_by_round`` and
-    ``model_alone_scaling``: the same for the model alone in independent processes. ``end_to_end``: the first round's
-    runs. With ``args.core_per_worker`` each count N runs on N cores only (``running_on``), so that one worker's
-    reading and writing threads do not borrow a second core: throughput per core as cores are added."""
+    with as many processes. ``scaling_by_round``: each count's words/s over the first count's in the same round;
+    ``scaling``: their median (issue 28's target for 2 workers on 2 idle cores: >= 1.8);
+    ``model_alone_scaling_by_round`` and ``model_alone_scaling``: the same for the model alone in independent
+    processes. ``end_to_end``: the first round's runs. With ``args.core_per_worker`` each count N runs on N cores
+    only (``running_on``), so that one worker's reading and writing threads do not borrow a second core: throughput
+    per core as cores are added."""
     threads = torch.get_num_threads()
     shards = prepared_shards(embedder, sentences, args.shard_size)
-    command_options = command_arguments(args)
+    command_options, command_environment = command_arguments(args), setting_environment("default")
     cores = sorted(os.sched_getaffinity(0)) if args.core_per_worker else []  # Linux only: asked for, not by default
     rounds, alone_rounds = [], []
-    torch.set_num_threads(1)  # one worker: this process at one thread; more: the workers have one thread each
+    torch.set_num_threads(1)  # the model-alone processes fork from here and must not inherit a used OpenMP pool
     try:
         for round_index in range(args.rounds):
             order = args.workers if round_index % 2 == 0 else list(reversed(args.workers))
             runs, alone = {}, {}
             for workers in order:
                 with running_on(cores[:workers] if cores else None):
-                    runs[workers] = embed_command(
-                        corpus, work_dir, [*command_options, "--workers", str(workers), "--threads", "1"],
-                        setting_environment("default"),
-                    )
+                    arguments = [*command_options, "--workers", str(workers), "--threads", "1"]
+                    runs[workers] = embed_command(corpus, work_dir, arguments, command_environment)
                     alone[workers] = model_alone_in_processes(embedder, shards, workers, args.token_cache_words)
             rounds.append(runs)
             alone_rounds.append(alone)
