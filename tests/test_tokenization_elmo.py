@@ -16,11 +16,11 @@ from elmo_hf.tokenization_elmo import (
     NUM_CHARACTERS,
     PADDING_CHARACTER_ID,
     ELMoTokenizer,
-    ascii_word_pattern,
     build_word_splitter,
     character_ids_to_word,
     word_to_character_ids,
 )
+from elmo_hf.word_splitters_elmo import ascii_word_pattern
 
 PADDING_ROW = [0] * 50
 
