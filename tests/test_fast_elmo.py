@@ -573,6 +573,22 @@ def test_a_growing_token_cache_changes_no_bit_and_keeps_its_bound(tokenizer, thr
         assert len(model.char_embeddings.token_embedding_cache) == 10
 
 
+def test_a_token_cache_grown_in_inference_mode_keeps_growing_under_no_grad(tokenizer):
+    """The embedder runs the model in `torch.inference_mode()`, a user's code often under `torch.no_grad()`: the
+    cache's storage, reallocated as it grows past its first capacity (1,026 words here), must stay updatable in both."""
+    model = random_model()
+    model.cache_token_embeddings(max_words=5000)
+    words = [f"w{index}" for index in range(1500)]
+    first, then = encode(tokenizer, [words[:1200]]), encode(tokenizer, [words[1200:]])
+    with torch.inference_mode():
+        model(**first)
+    with torch.no_grad():
+        cached = model(**then)
+    assert len(model.char_embeddings.token_embedding_cache) == 1502
+    model.cache_token_embeddings(None)
+    assert max_difference(cached, run(model, "fast", **then)) == 0.0
+
+
 def test_a_token_cache_does_not_grow_where_the_probe_fails(tokenizer, monkeypatch):
     monkeypatch.setattr(fast_elmo, "is_batch_invariant", lambda *args: False)
     model = random_model()
