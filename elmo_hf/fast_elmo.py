@@ -308,8 +308,8 @@ class TokenEmbeddingCache:
     # The cache's own tensors are normal ones even when it is filled inside `torch.inference_mode()`, as the embedder
     # runs the model: an inference tensor cannot be updated in place outside inference mode, so a cache grown there
     # would fail the model's next call under `torch.no_grad()`.
-    @torch.no_grad()
     @torch.inference_mode(False)
+    @torch.no_grad()  # inside: leaving inference mode turns gradients back on
     def refresh(
         self, token_layer: TokenLayer, widest_filter: int, key: tuple, device: torch.device, batch_size: int = 4096
     ) -> None:
@@ -338,8 +338,8 @@ class TokenEmbeddingCache:
         indices = [self.row_of.get(key.tobytes(), -1) for key in _row_bytes(character_ids, self.wide_keys)]
         return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
 
-    @torch.no_grad()
     @torch.inference_mode(False)
+    @torch.no_grad()  # inside: leaving inference mode turns gradients back on
     def add(self, character_ids: torch.LongTensor, vectors: torch.Tensor) -> None:
         """Keep the vectors (N, P) of words (N, C) not cached yet, as many as ``max_words`` leaves room for; they must
         come from ``token_layer_on_rows`` under the current ``parameter_key``."""
