@@ -268,6 +268,14 @@ def is_batch_invariant(
     )
 
 
+def _keeps_normal_tensors(method: Callable) -> Callable:
+    """``method`` run outside inference mode and without gradients: the cache's own tensors stay normal ones even when
+    it is filled inside `torch.inference_mode()`, as the embedder runs the model (an inference tensor cannot be updated
+    in place outside inference mode, so a cache grown there would fail the model's next call under
+    `torch.no_grad()`). `no_grad` goes inside: leaving inference mode turns gradients back on."""
+    return torch.inference_mode(False)(torch.no_grad()(method))
+
+
 class TokenEmbeddingCache:
     """Token-layer vectors of words, looked up by their character-id rows: a vocabulary given up front and, while
     fewer than ``max_words`` are held, every word the model meets (first come, first kept; nothing is evicted).
@@ -305,11 +313,7 @@ class TokenEmbeddingCache:
         """(len(self), P) token vectors, row i for the i-th cached word."""
         return self._vectors[: len(self)]
 
-    # The cache's own tensors are normal ones even when it is filled inside `torch.inference_mode()`, as the embedder
-    # runs the model: an inference tensor cannot be updated in place outside inference mode, so a cache grown there
-    # would fail the model's next call under `torch.no_grad()`.
-    @torch.inference_mode(False)
-    @torch.no_grad()  # inside: leaving inference mode turns gradients back on
+    @_keeps_normal_tensors
     def refresh(
         self, token_layer: TokenLayer, widest_filter: int, key: tuple, device: torch.device, batch_size: int = 4096
     ) -> None:
@@ -338,8 +342,7 @@ class TokenEmbeddingCache:
         indices = [self.row_of.get(key.tobytes(), -1) for key in _row_bytes(character_ids, self.wide_keys)]
         return torch.tensor(indices, dtype=torch.long, device=character_ids.device)
 
-    @torch.inference_mode(False)
-    @torch.no_grad()  # inside: leaving inference mode turns gradients back on
+    @_keeps_normal_tensors
     def add(self, character_ids: torch.LongTensor, vectors: torch.Tensor) -> None:
         """Keep the vectors (N, P) of words (N, C) not cached yet, as many as ``max_words`` leaves room for; they must
         come from ``token_layer_on_rows`` under the current ``parameter_key``."""
