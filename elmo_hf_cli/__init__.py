@@ -37,7 +37,7 @@ from typing import NoReturn
 
 from . import convert, embed, neighbours, pretrain, similarity
 from .common import (
-    EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, exit_code_after_interrupt,
+    EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
     exit_without_a_final_collection, reuse_freed_memory, wait_passively,
 )
 
@@ -81,12 +81,15 @@ def main(argv: list[str] | None = None) -> int:
 def command_line() -> NoReturn:
     """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, which collects
     garbage as a short-lived process does (``common.collect_garbage_as_a_short_lived_process``), reuses freed memory
-    (``common.reuse_freed_memory``) and exits without the interpreter's final search for cycles
+    (``common.reuse_freed_memory``), ends by SIGINT at once on a Ctrl-C once the command has returned
+    (``common.ctrl_c_ends_the_exit``) and exits without the interpreter's final search for cycles
     (``common.exit_without_a_final_collection``). Call ``main`` to run a command inside a program of your own: it
     changes none of them."""
     collect_garbage_as_a_short_lived_process()
     reuse_freed_memory()
-    exit_without_a_final_collection(main())
+    code = main()
+    ctrl_c_ends_the_exit()
+    exit_without_a_final_collection(code)
 
 
 __all__ = ["build_parser", "command_line", "installed_version", "main"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .arguments import existing_directory, existing_path, output_directory
-from .common import EXIT_FAILED_CHECK, EXIT_OK, report_error
+from .common import EXIT_FAILED_CHECK, EXIT_OK, libraries_imported_whole, report_error
 
 CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
 
@@ -102,7 +102,8 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.options is None or args.weights is None or args.vocab is not None:
         return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
     try:
-        from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
+        with libraries_imported_whole():
+            from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
 
@@ -144,7 +145,8 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     if given:
         return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
     try:
-        from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
+        with libraries_imported_whole():
+            from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -162,8 +164,9 @@ def run_convert_zip(args: argparse.Namespace) -> int:
     if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
         return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
     try:
-        from elmo_hf.conversion.convert_allennlp_to_hf import print_report
-        from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip
+        with libraries_imported_whole():
+            from elmo_hf.conversion.convert_allennlp_to_hf import print_report
+            from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
 
@@ -188,7 +191,8 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
         )
     try:
-        from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
+        with libraries_imported_whole():
+            from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     return run_conversion(
@@ -202,7 +206,8 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     try:
-        from elmo_hf.conversion.convert_hf_to_allennlp import WEIGHTS_FILE_NAME, convert_hf_to_allennlp
+        with libraries_imported_whole():
+            from elmo_hf.conversion.convert_hf_to_allennlp import WEIGHTS_FILE_NAME, convert_hf_to_allennlp
     except ImportError as error:
         return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
     from elmo_hf import ELMoHFError

@@ -6,7 +6,10 @@ import argparse
 import sys
 
 from .arguments import choices, existing_directory, existing_path, model_argument, output_directory, representation_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error, set_torch_threads
+from .common import (
+    DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error,
+    set_torch_threads,
+)
 
 ENGINES = ("datasets", "ray")
 
@@ -119,12 +122,13 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray" and (hasattr(args, "workers") or hasattr(args, "threads")):
         return report_error(ValueError("--workers and --threads are for the datasets engine; with --engine ray use --ray-workers"))
     progress = not getattr(args, "no_progress", False)
-    if not progress:
-        quiet_progress_bars()
-    from elmo_hf import DEFAULT_MODEL_DIR
-    from elmo_hf.corpus import CorpusSource
-    from elmo_hf.embedding.embedder import ELMoEmbedder
-    from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
+    with libraries_imported_whole():
+        if not progress:
+            quiet_progress_bars()
+        from elmo_hf import DEFAULT_MODEL_DIR
+        from elmo_hf.corpus import CorpusSource
+        from elmo_hf.embedding.embedder import ELMoEmbedder
+        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
 
     model = getattr(args, "model", None)
     revision = getattr(args, "revision", None)
@@ -193,7 +197,8 @@ def sentence_columns(args: argparse.Namespace, source) -> dict:
 
 
 def verify(output_dir: str) -> int:
-    from elmo_hf.embedding.shards import verify_embedding_output
+    with libraries_imported_whole():
+        from elmo_hf.embedding.shards import verify_embedding_output
 
     problems = verify_embedding_output(output_dir)
     if problems:

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from .arguments import choices, existing_directory, model_argument, output_directory
-from .common import EXIT_OK, quiet_progress_bars, report_error, set_torch_threads
+from .common import EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error, set_torch_threads
 
 # Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
 BUILD_OPTIONS = {
@@ -82,9 +82,10 @@ def given(args: argparse.Namespace, names: dict[str, str]) -> dict:
 
 def run_build(args: argparse.Namespace) -> int:
     progress = not getattr(args, "no_progress", False)
-    if not progress:
-        quiet_progress_bars()
-    from elmo_hf.search import build_index
+    with libraries_imported_whole():
+        if not progress:
+            quiet_progress_bars()
+        from elmo_hf.search import build_index
 
     try:
         summary = build_index(
@@ -97,8 +98,9 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_query(args: argparse.Namespace) -> int:
-    quiet_progress_bars()
-    from elmo_hf.search import ContextualIndex
+    with libraries_imported_whole():
+        quiet_progress_bars()
+        from elmo_hf.search import ContextualIndex
 
     if not hasattr(args, "word") and not hasattr(args, "position"):
         return report_error(ValueError("name the query word: --word WORD (its first occurrence) or --position N (0-based)"))

@@ -7,7 +7,7 @@ import os
 import sys
 
 from .arguments import choices, existing_path, output_directory
-from .common import EXIT_INTERRUPTED, EXIT_OK, quiet_progress_bars, report_error
+from .common import EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
 
@@ -103,15 +103,16 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelerate import PartialState
-
-    from elmo_hf import ELMoHFError
-    from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
-
     options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
     progress = not getattr(args, "no_progress", False)
-    if not progress:
-        quiet_progress_bars()
+    with libraries_imported_whole():
+        from accelerate import PartialState
+
+        from elmo_hf import ELMoHFError
+        from elmo_hf.pretraining.run import PretrainingInterrupted, PretrainingOptions, pretrain
+
+        if not progress:
+            quiet_progress_bars()
     try:
         report = pretrain(PretrainingOptions(**options, progress=progress))
         is_main_process = PartialState().is_main_process

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .arguments import model_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_OK, report_error, set_torch_threads
+from .common import DEFAULT_MODEL_NOTE, EXIT_OK, libraries_imported_whole, report_error, set_torch_threads
 
 
 def add_parsers(commands) -> None:
@@ -24,10 +24,11 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
+    with libraries_imported_whole():
+        import torch
 
-    from elmo_hf import DEFAULT_MODEL_DIR, ELMoModel, ELMoTokenizer
-    from elmo_hf.embedding.word_vectors import contextual_word_vectors, representation_names
+        from elmo_hf import DEFAULT_MODEL_DIR, ELMoModel, ELMoTokenizer
+        from elmo_hf.embedding.word_vectors import contextual_word_vectors, representation_names
 
     if args.model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)

@@ -3,7 +3,9 @@
 - ``sigint_deferred``: a Ctrl-C inside the block is raised when the block ends, so the block runs whole. A file that
   is ours comes into being in one such block with whatever removes it or lists it: a temporary file and the name its
   cleanup holds (``files.temporary_file_beside``, ``embed``'s shards given to workers), a shard moved into place and
-  its manifest entry. Cut between the two, the file would stay with nothing to remove it or list it.
+  its manifest entry. Cut between the two, the file would stay with nothing to remove it or list it. The CLI's
+  commands also import their libraries in one (``elmo_hf_cli.common.libraries_imported_whole``): a KeyboardInterrupt
+  raised inside torch's or datasets' import came out as another error, or aborted the process.
 - ``sigint_ignored``: a Ctrl-C inside the block is dropped; ``embed``'s worker pool starts its processes in it, so that
   a child inherits SIGINT ignored (the main process decides what Ctrl-C does to a run).
 

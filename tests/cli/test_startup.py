@@ -91,6 +91,47 @@ def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"], (os.listdir(tmp_path), stderr[-2000:])
 
 
+def embed_interrupted_after(seconds: float, directory) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """A one-sentence ``elmo-hf embed`` in ``directory``, sent SIGINT after ``seconds`` (as from a terminal): its
+    result and what the directory holds after it."""
+    directory.mkdir()
+    (directory / "corpus.txt").write_text("a sentence .\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "elmo_hf_cli", "embed", "corpus.txt", "--output", "out"], cwd=directory,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(seconds)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), sorted(os.listdir(directory))
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_moments_spread_over_a_whole_run_never_gives_a_traceback(tmp_path):
+    """SIGINT every 0.1 s from 0.3 s (past the interpreter's own start, which the CLI cannot guard) to past the end of
+    a one-sentence embed (about 3 s on 2 cores, so the later ones land in the work, the exit or after it). Each
+    outcome must be one the CLI promises: interrupted (130, no output, or the finished shards kept and said so),
+    finished (0), or ended by SIGINT in the exit with the report out (``common.ctrl_c_ends_the_exit``)."""
+    outcomes = []
+    for step in range(36):
+        seconds = round(0.3 + 0.1 * step, 1)
+        result, listing = embed_interrupted_after(seconds, tmp_path / f"run-{step}")
+        finished = "embedded 1 sentence (3 words)" in result.stdout
+        if result.returncode == 130:
+            outcome = "interrupted"
+            good = "interrupted" in result.stderr and (listing == ["corpus.txt"] or "kept" in result.stderr)
+        elif result.returncode in (0, -signal.SIGINT):
+            outcome = "finished" if result.returncode == 0 else "ended in the exit"
+            good = finished and listing == ["corpus.txt", "out"]
+        else:
+            outcome, good = f"exit {result.returncode}", False
+        good = good and "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+        outcomes.append((seconds, outcome))
+        assert good, (seconds, result.returncode, listing, result.stdout[-500:], result.stderr[-3000:])
+    assert {"interrupted", "finished"} <= {outcome for _, outcome in outcomes}, outcomes
+
+
 # A command whose work is interrupted inside code CPython runs from a string (``exec(str)``: dataclasses builds every
 # class that way, so any import can be inside one). Under ``python -m`` CPython 3.11 then kills the finished
 # interpreter with SIGINT even though the interrupt was caught, unless ``main`` clears that
@@ -125,6 +166,75 @@ def test_without_the_reset_cpython_would_end_by_sigint(tmp_path):
     switched_off = INTERRUPTED_INSIDE_EXEC.replace("embed.run =", "common.exec = lambda source: None\nembed.run =")
     result = run_as_module(tmp_path, switched_off)
     assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr[-2000:])
+
+
+# Ctrl-C as a command's libraries are first imported, inside a class being built: CPython 3.11 turns a
+# KeyboardInterrupt raised in ``__set_name__`` into ``RuntimeError: Error calling __set_name__`` (sending SIGINT at
+# random moments of the start-up hit that inside datasets' ``DownloadConfig``; see
+# ``common.libraries_imported_whole``). The finder builds such a class when ``{library}`` is first looked for.
+CTRL_C_WHILE_A_LIBRARY_IMPORTS = """
+import os, signal, sys
+
+class CtrlCWhileNamed:
+    def __set_name__(self, owner, name):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # Python runs its SIGINT handler between these steps, still inside __set_name__
+            pass
+
+class CtrlCAsItImports:
+    def find_spec(self, name, path=None, target=None):
+        if name == {library!r}:
+            sys.meta_path.remove(self)
+            type("Built", (), {{"field": CtrlCWhileNamed()}})
+        return None
+
+sys.meta_path.insert(0, CtrlCAsItImports())
+from elmo_hf_cli import command_line
+sys.argv[1:] = {arguments!r}
+command_line()
+"""
+
+
+@pytest.mark.parametrize(
+    "arguments, library",
+    [
+        (["embed", "corpus.txt", "--output", "out"], "datasets"),
+        (["embed", "corpus.txt", "--output", "out"], "torch"),
+        (["similarity", "--word", "sentence", "a sentence .", "one more sentence ."], "torch"),
+        (["export", "--model", ".", "--output", "out"], "torch"),
+    ],
+)
+def test_ctrl_c_while_the_libraries_import_exits_130_without_a_traceback(tmp_path, arguments, library):
+    result = run_as_module(tmp_path, CTRL_C_WHILE_A_LIBRARY_IMPORTS.format(library=library, arguments=arguments))
+    assert result.returncode == 130, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr and "interrupted" in result.stderr, result.stderr[-2000:]
+    assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "interrupted_program.py"]
+
+
+# Ctrl-C while the interpreter exits after the command returned, inside an ``atexit`` callback (the first 20 ms of a
+# one-sentence embed's 0.16 s exit run 16 of them): see ``common.ctrl_c_ends_the_exit``.
+CTRL_C_WHILE_EXITING = """
+import atexit, os, signal, sys
+from elmo_hf_cli import command_line, embed
+
+def ctrl_c_in_an_atexit_callback():
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):
+        pass
+    print("the callback ran to its end", file=sys.stderr)
+
+atexit.register(ctrl_c_in_an_atexit_callback)
+embed.run = lambda args: print("the command's report") or 0
+sys.argv[1:] = ["embed", "corpus.txt", "--output", "out"]
+command_line()
+"""
+
+
+def test_ctrl_c_while_exiting_ends_the_process_by_sigint_with_its_report_out(tmp_path):
+    result = run_as_module(tmp_path, CTRL_C_WHILE_EXITING)
+    assert result.returncode == -signal.SIGINT, (result.returncode, result.stderr[-2000:])
+    assert result.stdout == "the command's report\n"
+    assert "Traceback" not in result.stderr and "ran to its end" not in result.stderr, result.stderr[-2000:]
 
 
 def the_command_process_reporting(report: str) -> str:
