@@ -743,6 +743,26 @@ def test_verify_finds_infinite_values_stored_in_float16_shards(tmp_path, model_d
     assert verify_embedding_output(tmp_path / "refused-never-made") != []
 
 
+def test_verify_reads_the_shards_on_its_own_thread(tmp_path, model_dir, monkeypatch):
+    """`elmo-hf embed --verify` reads every shard's floats just before its process exits. Through Arrow's thread pool
+    (``pq.read_table``, or a read with threads), a pool thread could still be releasing the vectors' Python extension
+    type as the interpreter finalized, and the process aborted (exit 134 in 2-4 of 30 runs beside other work): the
+    check reads on the calling thread (see ``shards.non_finite_values``)."""
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "out") == 0
+    reads = []
+    read = pq.ParquetFile.read
+
+    def recorded_read(self, *arguments, **options):
+        reads.append(options.get("use_threads", True))
+        return read(self, *arguments, **options)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", recorded_read)
+    monkeypatch.setattr(pq, "read_table", lambda *arguments, **options: pytest.fail("pq.read_table reads through Arrow's pool"))
+    assert verify_embedding_output(tmp_path / "out") == []
+    assert reads == [False]
+
+
 def test_the_model_fingerprint_covers_buffers_too(fixture_model):
     """A warm initial LSTM state is a buffer, not a parameter: a model differing only there is another model, and a
     resumed run must not mix the two."""
