@@ -269,7 +269,9 @@ def test_main_inside_a_program_leaves_the_collector_as_it_was(capsys):
     try:
         frozen = gc.get_freeze_count()
         assert main(["--version"]) == 0
-        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == frozen
+        # No gc.freeze: it would move every object of this process's young generations (thousands) into the frozen
+        # one. The count may fall: a frozen object that the call frees leaves it (one did once, in a loaded full run).
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() <= frozen
     finally:
         gc.set_threshold(*thresholds)
     assert capsys.readouterr().out.startswith("elmo-hf ")
