@@ -139,7 +139,14 @@ def leave_the_process_group() -> None:
     """Destroy the torch.distributed process group the run joined (under torchrun: the Trainer's), if any, before the
     process exits. Left to the interpreter's exit, a gloo group's threads were still joinable when C++ tore it down,
     and a rank that had finished its run died with ``terminate called without an active exception`` (SIGABRT), which
-    failed the whole torchrun launch (seen in one of about a dozen default test runs, tests/pretraining/test_distributed.py)."""
+    failed the whole torchrun launch (seen in one of about a dozen default test runs, tests/pretraining/test_distributed.py).
+
+    Not all of it: beside two busy processes one launch in 39 of the two-process test run still ended that way (core
+    dump, 2026-11-27): a gloo thread (``ProcessGroupGloo::runLoop``) destroyed a finished ``AsyncAllgatherWork``
+    after the interpreter had begun to finalize; the work held a tensor whose Python object it owned, freeing it needs
+    the GIL, and a thread that asks for the GIL then is ended by ``pthread_exit`` through C++ frames. Why that thread
+    still ran after ``destroy_process_group`` was not found: open. The same mechanism ended ``embed --verify``
+    (``embedding.shards.non_finite_values``)."""
     import torch.distributed
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
