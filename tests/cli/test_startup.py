@@ -11,12 +11,12 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from elmo_hf_cli import build_parser, main
 from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS, user_set_malloc_options
+from scripts.ctrl_c_stress import interrupted_run, start_up_run
 
 COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
 
@@ -76,61 +76,32 @@ def test_help_of_every_command_loads_no_torch_and_no_elmo_hf(command):
 
 
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("a sentence .\n")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "elmo_hf_cli", "embed", str(corpus), "--output", str(tmp_path / "out")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal (see tests/embedding)
-    )
-    time.sleep(1.0)  # the command is importing torch and the library (several seconds)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr[-2000:]
+    (tmp_path / "corpus.txt").write_text("a sentence .\n")
+    # 1 s in, the command is importing torch and the library (several seconds); SIGINT as from a terminal
+    result = interrupted_run(["embed", "corpus.txt", "--output", "out"], 1.0, tmp_path, whole_group=False)
+    stderr = result.stderr
+    assert result.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr and "interrupted" in stderr, stderr[-2000:]
     assert not (tmp_path / "out").exists() and os.listdir(tmp_path) == ["corpus.txt"], (os.listdir(tmp_path), stderr[-2000:])
-
-
-def embed_interrupted_after(seconds: float, directory) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """A one-sentence ``elmo-hf embed`` in ``directory``, sent SIGINT after ``seconds`` (as from a terminal): its
-    result and what the directory holds after it."""
-    directory.mkdir()
-    (directory / "corpus.txt").write_text("a sentence .\n")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "elmo_hf_cli", "embed", "corpus.txt", "--output", "out"], cwd=directory,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    time.sleep(seconds)
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), sorted(os.listdir(directory))
 
 
 @pytest.mark.slow
 def test_ctrl_c_at_moments_spread_over_a_whole_run_never_gives_a_traceback(tmp_path):
     """SIGINT every 0.1 s from 0.3 s (past the interpreter's own start, which the CLI cannot guard) until a
     one-sentence embed ends before or as it comes (about 3 s on 2 cores idle, more beside the other slow tests), so
-    the moments cover the imports, the work and the exit. Each outcome must be one the CLI promises: interrupted
-    (130, no output, or the finished shards kept and said so), finished (0), or ended by SIGINT in the exit with the
-    report out (``common.ctrl_c_ends_the_exit``)."""
+    the moments cover the imports, the work and the exit. Each outcome must be one the CLI promises
+    (``scripts/ctrl_c_stress.py``'s ``start_up_run``): interrupted (130, no output, or the finished shards kept and
+    said so), finished (0), or ended by SIGINT in the exit with the report out (``common.ctrl_c_ends_the_exit``); no
+    traceback, ignored exception or abort."""
     outcomes = []
     while not outcomes or outcomes[-1][1] == "interrupted":
         seconds = round(0.3 + 0.1 * len(outcomes), 1)
         assert seconds <= 30, outcomes  # a one-sentence run ends in seconds
-        result, listing = embed_interrupted_after(seconds, tmp_path / f"run-{len(outcomes)}")
-        finished = "embedded 1 sentence (3 words)" in result.stdout
-        if result.returncode == 130:
-            outcome = "interrupted"
-            good = "interrupted" in result.stderr and (listing == ["corpus.txt"] or "kept" in result.stderr)
-        elif result.returncode in (0, -signal.SIGINT):
-            outcome = "finished" if result.returncode == 0 else "ended in the exit"
-            good = finished and listing == ["corpus.txt", "out"]
-        else:
-            outcome, good = f"exit {result.returncode}", False
-        good = good and "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
+        work = tmp_path / f"run-{len(outcomes)}"
+        work.mkdir()
+        outcome, problems = start_up_run(seconds, work)
         outcomes.append((seconds, outcome))
-        assert good, (seconds, result.returncode, listing, result.stdout[-500:], result.stderr[-3000:])
+        assert not problems, (seconds, outcome, problems)
 
 
 # A command whose work is interrupted inside code CPython runs from a string (``exec(str)``: dataclasses builds every
