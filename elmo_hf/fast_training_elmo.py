@@ -128,7 +128,7 @@ class _LstmWindow(torch.autograd.Function):
             recurrent_weight, projection_weight,
         ) = ctx.saved_tensors
         cell_clip, projection_clip = ctx.clips
-        time, cells = gates.shape[0], tanh_cells.shape[2]
+        time = gates.shape[0]
         grad_outputs = grad_outputs.transpose(0, 1)  # (T, B, P)
         grad_gates = torch.empty_like(gates)  # (T, B, 4D)
         grad_projected = torch.empty_like(outputs) if projection_weight is not None else None  # (T, B, P)

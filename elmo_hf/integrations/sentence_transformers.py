@@ -35,8 +35,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import torch
-
 try:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import InputModule

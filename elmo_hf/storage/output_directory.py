@@ -872,7 +872,8 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
     if journal_path.exists():
         try:
             journal = json.loads(journal_path.read_text(encoding="utf-8"))
-            staging_name, replaced_name, run = journal["staging"], journal["replaced"], journal["run"]
+            staging_name, replaced_name = journal["staging"], journal["replaced"]
+            journal["run"]  # a journal without its run is as unreadable as one without its folders
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
             raise OutputDirectoryError(
                 f"output {path}: the journal of an interrupted replacement, {journal_path}, cannot be read; look at "

@@ -382,3 +382,43 @@ def test_the_pretrain_command_leaves_the_process_group_before_its_process_exits(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-4:] == ["exit", "2", "joined", "False"], result.stdout[-2000:]
+
+
+# A process in a gloo group whose only holder left is a DistributedDataParallel wrapper in a reference cycle, as the
+# Trainer leaves it after a torchrun rank's run; the collector stays off, as in the command's exit. torch.distributed.nn
+# is imported before the group exists, as the command's imports do: imported later, its functions' default arguments
+# would hold the group for good.
+LEAVE_A_GROUP_HELD_BY_A_CYCLE = (
+    "import gc, os, sys, torch, torch.distributed as dist, torch.distributed.nn\n"
+    "from torch.nn.parallel import DistributedDataParallel\n"
+    "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "model = DistributedDataParallel(torch.nn.Linear(2, 2))\n"
+    "model(torch.ones(3, 2)).sum().backward()\n"
+    "model.cycle = [model]\n"
+    "del model\n"
+    "gc.disable()\n"
+    "from elmo_hf_cli.pretrain import leave_the_process_group\n"
+    "def gloo_threads():\n"
+    "    names = (open(f'/proc/self/task/{task}/comm').read().strip() for task in os.listdir('/proc/self/task'))\n"
+    "    return sorted(name for name in names if 'gloo' in name)\n"
+    "print('before', gloo_threads())\n"
+    "leave_the_process_group()\n"
+    "print('after', gloo_threads())\n"
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through /proc (Linux)")
+def test_leaving_the_process_group_joins_its_threads_although_a_reference_cycle_held_it(tmp_path):
+    """The gloo threads of a group left alive into the interpreter's finalization aborted a rank that had finished
+    (`elmo_hf_cli.pretrain.leave_the_process_group`): after leaving, none of them runs."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-c", LEAVE_A_GROUP_HELD_BY_A_CYCLE, str(port)],
+        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    before, after = result.stdout.splitlines()[-2:]
+    assert "pt_gloo_runloop" in before, result.stdout  # the check sees the group's threads
+    assert after == "after []", result.stdout
