@@ -740,8 +740,8 @@ def write_shards_with_workers(
     the shard into a temporary file beside its place (``ShardFileTask``). This thread moves the written files into
     place strictly in shard order (a shard that finished early waits for the ones before it) and calls
     ``record(entry)`` for each, in order. While no worker is up and none is embedding, this thread runs the next shard
-    itself (``WorkerShardWriter.run_here``). Each worker holds up to two shards (the one it embeds and the next, in its
-    pipe).
+    itself (``WorkerShardWriter.run_here``). Each worker holds up to two shards (the one it embeds and the next, which
+    it has read already: handing it over never waits for the worker).
 
     A read error, or an invalid row in a shard (``InvalidRowError``, unless the embedder skips such rows), stops the
     reading and is raised once the shards before it are in place. On any other error (a worker's own, a worker that

@@ -18,8 +18,10 @@ Each worker
 - has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
   (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
 - says it is ready, then runs each task's work, a picklable callable ``work(embedder) -> result``, and sends back
-  its result or the error it raised. ``EmbedSentences`` is the vectors of some sentences (``ELMoEmbedder.embed_words``:
-  windows, length-grouped batches, character ids, the model); the embedding driver sends a whole shard instead
+  its result or the error it raised. It reads its tasks on a thread of its own as they come (the one it embeds and
+  the next), so that handing a worker a large task never holds the main process up. ``EmbedSentences`` is the
+  vectors of some sentences (``ELMoEmbedder.embed_words``: windows, length-grouped batches, character ids, the
+  model); the embedding driver sends a whole shard instead
   (``shards.ShardFileTask``: its rows split into words, embedded, its file written), so that the main process only
   reads rows and puts files in place, vectors never cross a pipe, and N workers write N files at once.
 
@@ -33,7 +35,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import queue
 import signal
+import threading
 import time
 import traceback
 from collections import deque
@@ -44,12 +48,13 @@ from typing import Any, Callable, Sequence
 from ..storage.interrupts import sigint_ignored
 
 _WAITED_FOR = "run"  # the task id of EmbeddingWorkerPool.run (the driver's are shard indices)
+_UNREADABLE_TASK = "unreadable"  # the task id of the error answering a task a worker could not unpickle
 # How long a worker that ended is waited for, to read its exit status.
 STOP_TIMEOUT_SECONDS = 10.0
 # A worker asked to stop has this long to exit by itself (an interpreter holding torch takes a moment to tear down;
 # it holds nothing that needs it), then it is killed.
 CLOSE_TIMEOUT_SECONDS = 2.0
-# Tasks a worker holds at once: the one it embeds and the next, waiting in its pipe, so that it never waits for the
+# Tasks a worker holds at once: the one it embeds and the next, already received, so that it never waits for the
 # main process to be scheduled between two shards (on a busy machine that wait left the workers idle).
 TASKS_PER_WORKER = 2
 
@@ -137,12 +142,16 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
         connection.send(("ready", None))
     except (BrokenPipeError, ConnectionResetError, EOFError, OSError):  # the main process is gone (or gave up on it)
         return
+    messages = _received_on_a_thread(connection)
     while True:
-        try:
-            message = connection.recv()
-        except (EOFError, OSError):  # the main process is gone
+        message = messages.get()
+        if isinstance(message, BaseException):  # a task that cannot be unpickled here: its error is the answer
+            try:
+                raise message
+            except BaseException as error:
+                _send_error(connection, _UNREADABLE_TASK, error)
             return
-        if message is None:
+        if message is None:  # told to stop, or the main process is gone
             return
         task, work = message
         try:
@@ -154,6 +163,32 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
             connection.send(("done", task, result))
         except (BrokenPipeError, ConnectionResetError, EOFError):  # the main process is gone: nobody to answer
             return
+
+
+def _received_on_a_thread(connection: Connection) -> queue.SimpleQueue:
+    """The main process's messages to a worker, read from ``connection`` by a thread of the worker's own as they
+    come, so that the main process's send of a task returns once it is across, however large the task and whatever
+    the worker is doing. Without it a task larger than the pipe holds (about 180 KB on Linux: 1,000 rows of 300
+    characters are 335 KB pickled) kept the main process's send waiting until the worker had finished the shard
+    before; meanwhile no other worker got its next shard, and two workers did the work of about 1.2 cores
+    (docs/results/embed-throughput.md). Ends with None once told to stop or once the main process is gone, or with
+    the error that unpickling a message raised (the worker answers its next task with it, then ends)."""
+    messages: queue.SimpleQueue = queue.SimpleQueue()
+
+    def receive() -> None:
+        while True:
+            try:
+                message = connection.recv()
+            except (EOFError, OSError):  # the main process is gone
+                message = None
+            except BaseException as error:
+                message = error
+            messages.put(message)
+            if message is None or isinstance(message, BaseException):
+                return
+
+    threading.Thread(target=receive, name="elmo-hf-embed-receiver", daemon=True).start()
+    return messages
 
 
 @dataclass

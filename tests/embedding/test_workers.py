@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -297,6 +300,60 @@ def test_noting_workers_that_come_up_leaves_the_others_results_waiting(model_dir
         assert pool.busy == 1 and pool.starting == 1
         task, (vectors, _) = pool.next_result()
     assert task == "the task" and len(vectors) == 1
+
+
+@dataclass
+class WaitForFile:
+    """A worker's work: wait until ``path`` exists (the test decides when the worker is done), return ``label``."""
+
+    path: Path
+    label: str
+    payload: bytes = b""
+
+    def __call__(self, embedder) -> str:
+        wait_for_file(self.path, timeout=600)
+        return self.label
+
+
+def test_a_task_larger_than_the_pipe_holds_is_handed_over_while_the_worker_is_busy(tmp_path, model_dir):
+    """The main process's send of a worker's next task returns while the worker is still on its current one, however
+    large the task: a send that waited for the worker held every other worker's next shard back (two workers on
+    shards of long lines did the work of about 1.2 cores)."""
+    release = tmp_path / "release"
+    with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 1) as pool:
+        while not pool.has_idle_worker():
+            pool.wait()
+        pool.submit("busy", WaitForFile(release, "busy"), "the task the worker is on")
+        large = WaitForFile(release, "large", payload=os.urandom(4 * 1024 * 1024))  # far more than a pipe holds
+        handing_over = threading.Thread(target=pool.submit, args=("large", large, "a large task"))
+        handing_over.start()
+        handing_over.join(timeout=30)
+        handed_over = not handing_over.is_alive()
+        release.touch()  # lets the worker finish (and, on a failure, the send)
+        handing_over.join()
+        assert handed_over, "the send of the next task waited for the worker to finish its current one"
+        assert [pool.next_result(), pool.next_result()] == [("busy", "busy"), ("large", "large")]
+
+
+def refuse_to_be_unpickled():
+    raise LookupError("this task cannot be read here")
+
+
+class UnreadableInTheWorker:
+    """Pickles, but unpickling it raises (as a task whose class a spawned worker cannot import would)."""
+
+    def __reduce__(self):
+        return refuse_to_be_unpickled, ()
+
+
+def test_a_task_a_worker_cannot_unpickle_fails_with_its_error_naming_the_worker_and_the_task(model_dir):
+    with EmbeddingWorkerPool(ELMoEmbedder.from_pretrained(model_dir), 1) as pool:
+        while not pool.has_idle_worker():
+            pool.wait()
+        pool.submit(0, UnreadableInTheWorker(), "shard 0 (rows 0-19)")
+        with pytest.raises(LookupError, match="this task cannot be read here") as raised:
+            pool.next_result()
+    assert any(re.match(r"in embedding worker 0 \(pid \d+\) on shard 0 \(rows 0-19\):", note) for note in raised.value.__notes__)
 
 
 def count_calls_here(monkeypatch, embedder) -> list[int]:
