@@ -1,10 +1,12 @@
 """The README's main job idle and beside busy processes: how much of its speed a shared machine leaves it.
 
-    python benchmarks/contention.py [--input FILE] [--lines 8000] [--busy 0 1 2] [--settings default one-thread workers-2]
-        [--rounds 2] [--model DIR]
+    python benchmarks/contention.py [--input FILE] [--lines 8000] [--row-characters 0] [--busy 0 1 2]
+        [--settings default one-thread workers-2] [--rounds 2] [--model DIR]
 
 For each round, for each number of busy processes (bounded CPU loops this script starts and stops itself), each
-setting runs ``elmo-hf embed`` on the first ``--lines`` lines of the input, in a fresh process, as a user runs it.
+setting runs ``elmo-hf embed`` on the first ``--lines`` lines of the input (with ``--row-characters N``: on that many
+rows of at least N characters, the input's lines joined, as in a corpus of paragraphs), in a fresh process, as a user
+runs it.
 Settings are environments, some with extra command-line arguments: ``default`` (none of the variables below: what a
 user gets, i.e. ``default_workers()`` one-thread processes, one per usable core, and the passive waits the command sets
 itself since issue 28), ``one-process`` (``--workers 1``: one process at torch's own thread count with passive waits,
@@ -126,6 +128,26 @@ def first_lines(source: Path, lines: int, target: Path) -> Path:
     return target
 
 
+def joined_rows(source: Path, rows: int, characters: int, target: Path) -> Path:
+    """``rows`` rows of at least ``characters`` characters each: consecutive non-empty lines of ``source`` joined by
+    spaces, ``source`` read again from its start as often as needed. Paragraph-like rows, whose shards are larger than
+    a pipe holds at the default shard size (1,000 rows of 300 characters pickle to about 335 KB)."""
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError(f"{source} has no non-empty line to join into rows")
+    joined, row, length, index = [], [], 0, 0
+    while len(joined) < rows:
+        line = lines[index % len(lines)]
+        index += 1
+        row.append(line)
+        length += len(line) + 1
+        if length > characters:
+            joined.append(" ".join(row))
+            row, length = [], 0
+    target.write_text("\n".join(joined) + "\n", encoding="utf-8")
+    return target
+
+
 def summarize(runs: dict[str, dict[int, list[dict]]]) -> dict:
     """Medians per setting and busy count, each loaded median over the same setting's idle one, each setting's idle
     median over one-thread's."""
@@ -167,6 +189,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
     parser.add_argument("--lines", type=int, default=8000)
+    parser.add_argument(
+        "--row-characters", type=int, default=0,
+        help="rows of at least this many characters (the input's lines joined; --lines counts these rows); 0: the lines as they are",
+    )
     parser.add_argument("--busy", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["default", "one-process", "one-thread", "spinning"])
     parser.add_argument("--rounds", type=int, default=2)
@@ -176,7 +202,11 @@ def main(argv: list[str] | None = None) -> dict:
     runs: dict[str, dict[int, list[dict]]] = {setting: {busy: [] for busy in args.busy} for setting in args.settings}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as work:
-        corpus = first_lines(args.input, args.lines, Path(work) / "corpus.txt")
+        corpus = Path(work) / "corpus.txt"
+        if args.row_characters:
+            joined_rows(args.input, args.lines, args.row_characters, corpus)
+        else:
+            first_lines(args.input, args.lines, corpus)
         for _ in range(args.rounds):
             for busy in args.busy:
                 busy_processes = start_busy_processes(busy)
@@ -191,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
                 finally:
                     stop(busy_processes)
     report = {
-        "input": str(args.input), "lines": args.lines, "rounds": args.rounds, "model": args.model or "shipped",
+        "input": str(args.input), "lines": args.lines, "row_characters": args.row_characters, "rounds": args.rounds, "model": args.model or "shipped",
         "cpus": os.cpu_count(), "load_average_before": [round(value, 2) for value in load_before],
         **summarize(runs),
     }

@@ -102,3 +102,15 @@ def test_the_one_core_setting_runs_its_command_on_one_core_only(monkeypatch, tmp
     script.embed_once(tmp_path / "c.txt", None, "one-core", tmp_path)
     assert started_on == [cores, {min(cores)}] and os.sched_getaffinity(0) == cores
     assert script.setting_environment("one-core")["OMP_NUM_THREADS"] == "1"
+
+
+def test_joined_rows_are_long_enough_and_read_the_input_again_as_needed(tmp_path):
+    script = load_benchmark("contention")
+    source = tmp_path / "lines.txt"
+    source.write_text("one two\n\nthree four five\nsix\n", encoding="utf-8")
+    rows = script.joined_rows(source, 5, 10, tmp_path / "rows.txt").read_text(encoding="utf-8").splitlines()
+    assert rows == ["one two three four five", "six one two", "three four five", "six one two", "three four five"]
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ValueError, match="blank.txt has no non-empty line"):
+        script.joined_rows(blank, 1, 10, tmp_path / "out.txt")
