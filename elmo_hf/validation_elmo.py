@@ -126,7 +126,8 @@ def largest(values: Iterable[float]) -> float:
 
 def max_abs_difference(first: Any, second: Any) -> float:
     """Largest ``|first - second|`` over all elements of two tensors or arrays (torch or NumPy), as a float; NaN if
-    any element is NaN on either side, 0.0 for empty inputs."""
+    any element is NaN on either side, 0.0 for empty inputs; tensors that require grad are compared by value."""
+    first, second = (value.detach() if hasattr(value, "detach") else value for value in (first, second))
     difference = abs(first - second)
     num_elements = difference.numel() if hasattr(difference, "numel") else difference.size  # torch / NumPy
     return float(difference.max()) if num_elements else 0.0
