@@ -59,6 +59,11 @@ def add_parsers(commands) -> None:
     embed.add_argument("--max-window-words", type=int, help="longer sentences run in windows (default 256)")
     embed.add_argument("--window-context", type=int, help="context words on each side of a window's core (default 32)")
     embed.add_argument("--shard-size", type=int, help="input rows per output shard (default 1000)")
+    embed.add_argument(
+        "--shard-characters", type=int,
+        help="fewer rows in a shard whose rows hold more input characters than this: long rows still make shards the "
+        "workers share (default 200000, 0: no limit)",
+    )
     embed.add_argument("--output-format", choices=library.OUTPUT_FORMATS, help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
     existing = embed.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
@@ -104,7 +109,9 @@ EMBEDDER_OPTIONS = {
     "window_context": "window_context", "output_column": "output_column", "token_cache_words": "token_cache_words",
     "compute_dtype": "compute_dtype",
 }
-CORPUS_RUN_OPTIONS = {"shard_size": "shard_size", "output_format": "output_format", "workers": "workers"}
+CORPUS_RUN_OPTIONS = {
+    "shard_size": "shard_size", "shard_characters": "shard_characters", "output_format": "output_format", "workers": "workers",
+}
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}
 
 

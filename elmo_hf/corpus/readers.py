@@ -307,6 +307,11 @@ class CorpusSource:
             return len(self._saved_dataset())
         return None
 
+    def num_bytes(self) -> int | None:
+        """A text file's size in bytes, at least its number of characters (UTF-8); None for the other formats, whose
+        bytes hold other columns or are compressed."""
+        return self.path.stat().st_size if self.input_format == "txt" else None
+
     def rows(self, start: int = 0) -> Iterator[tuple[int, dict | InvalidRowError]]:
         """``(input_row, record)`` for every row from ``start`` on, in order."""
         if self.input_format == "txt":

@@ -3,7 +3,8 @@
 Output directory layout::
 
     OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage.output_directory)
-    OUT/shard-00000.parquet   rows [0, shard_size) of the input, in input order
+    OUT/shard-00000.parquet   the input's first rows (shard_size of them, fewer where they hold more than
+                              shard_characters characters), in input order
     OUT/shard-00001.parquet   ...
     OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard (its rows,
                               words, skipped rows, words cut to the model's character slots, bytes, sha256) and
@@ -69,6 +70,14 @@ SAVED_DATASET_DIR = "dataset"
 SAVED_DATASET_CACHE_DIR = ".cache"
 # Skipped rows are counted exactly; only the first ones are listed with their reason.
 MAX_LISTED_SKIPPED_ROWS = 100
+# Input characters a shard holds at most (besides its ``shard_size`` rows; a longer row gets a shard of its own), so
+# that a corpus of long rows (paragraphs, documents) is still cut into shards the workers can share, each with its
+# vectors in memory once. A 1,000-row shard of tinyshakespeare's lines holds about 28,000 characters, of the UD
+# English-EWT's about 100,000: such corpora keep their 1,000-row shards. Measured on tinyshakespeare's lines joined into
+# 370 rows of 3,000 characters (257,377 words, 2-core Zen 5): in one 1,000-row shard (one process) 11,921 words/s and
+# a peak RSS of 1.89 GB; in this default's 6 shards (2 workers) 31,329 words/s and 0.79 GB; with --shard-size 100
+# (300,000 characters a shard) 30,635 and 0.96 GB (docs/results/embed-throughput.md, "Long rows").
+DEFAULT_SHARD_CHARACTERS = 200_000
 PROGRESS_REFRESH_SECONDS = 0.5
 
 
@@ -836,6 +845,10 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
         previous = fresh  # killed before the first shard was listed
     # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
     # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
+    if "shard_characters" not in previous.options:
+        # Written before shards were cut by characters too: by rows only, which is --shard-characters 0, and which
+        # the continued manifest then says.
+        previous.options = {**previous.options, "shard_characters": 0}
     for what, was, now in (
         ("input", previous.input, fresh.input),
         ("options", previous.options, fresh.options),
@@ -890,6 +903,7 @@ def embed_corpus(
     *,
     model_name: str,
     shard_size: int = 1000,
+    shard_characters: int = DEFAULT_SHARD_CHARACTERS,
     output_format: str = "parquet",
     resume: bool = False,
     overwrite: bool = False,
@@ -900,7 +914,10 @@ def embed_corpus(
     """Embed every row of ``source`` into ``output_dir`` (see the module docstring). ``model_name`` is recorded in
     the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``.
 
-    ``workers`` (default ``default_workers(device, rows, shard_size)``: one per usable core, at most one per shard, 1
+    A shard holds ``shard_size`` rows, fewer where they hold more than ``shard_characters`` characters of input (0: no
+    limit; ``DEFAULT_SHARD_CHARACTERS``), so that long rows still make shards that workers share and memory holds.
+
+    ``workers`` (default ``default_workers(...)``: one per usable core, at most one per shard, 1
     for a model off the CPU): with N > 1, N processes (``worker_threads`` torch threads each) embed whole shards in
     parallel and write their files, each with a copy of ``embedder``, while this process reads and puts the files in
     place in order (and embeds while no worker is up yet); the output is byte-identical to a one-process run at ``worker_threads`` threads (CPU only: a model on a GPU
@@ -910,9 +927,13 @@ def embed_corpus(
 
     if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
         raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
+    if isinstance(shard_characters, bool) or not isinstance(shard_characters, int) or shard_characters < 0:
+        raise ValueError(f"shard_characters must be an int >= 0 (0: no limit), got {shard_characters!r}")
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
-        workers = default_workers(embedder.model.device, num_rows, shard_size)
+        workers = default_workers(
+            embedder.model.device, num_rows, shard_size, characters=source.num_bytes(), shard_characters=shard_characters
+        )
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     if isinstance(worker_threads, bool) or not isinstance(worker_threads, int) or worker_threads < 1:
@@ -928,7 +949,7 @@ def embed_corpus(
     fresh = Manifest(
         input=source.identity(),
         model={"name": model_name, "sha256": model_fingerprint(embedder.model)},
-        options={**embedder.options(), "shard_size": shard_size, "output_format": output_format},
+        options={**embedder.options(), "shard_size": shard_size, "shard_characters": shard_characters, "output_format": output_format},
     )
     manifest = fresh
     start_time = time.perf_counter()
@@ -994,7 +1015,8 @@ def embed_corpus(
 
                 write_shards = write_shards_pipelined if pool is None else write_shards_with_workers
                 write_shards(
-                    _chunks(source.rows(start=resumed_from_row), shard_size), writer, output_dir, len(manifest.shards), record
+                    shards_of_rows(source.rows(start=resumed_from_row), shard_size, shard_characters, embedder.input_column),
+                    writer, output_dir, len(manifest.shards), record,
                 )
                 if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
                     manifest.shards.append(writer.write([], output_dir / shard_file_name(0)))
@@ -1016,10 +1038,33 @@ def embed_corpus(
     )
 
 
-def _chunks(rows: Iterable, size: int) -> Iterator[list]:
-    iterator = iter(rows)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
+def input_characters(record: dict | InvalidRowError, column: str) -> int:
+    """The characters of a row's input: its text, or its words with one separator each; 0 for a row without a valid
+    input (it is named where it is split into words)."""
+    value = record.get(column) if isinstance(record, dict) else None
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return sum(len(word) + 1 for word in value if isinstance(word, str))
+    return 0
+
+
+def shards_of_rows(
+    rows: Iterable[tuple[int, dict | InvalidRowError]], shard_size: int, shard_characters: int, column: str
+) -> Iterator[list]:
+    """``rows`` in consecutive shards of at most ``shard_size`` rows and at most ``shard_characters`` characters of
+    their ``column`` (``input_characters``; 0: no limit). A row longer than that gets a shard of its own."""
+    shard: list = []
+    characters = 0
+    for row in rows:
+        size = input_characters(row[1], column)
+        if shard and (len(shard) == shard_size or (shard_characters and characters + size > shard_characters)):
+            yield shard
+            shard, characters = [], 0
+        shard.append(row)
+        characters += size
+    if shard:
+        yield shard
 
 
 def _write_saved_dataset(output_dir: Path, manifest: Manifest) -> None:

@@ -75,10 +75,19 @@ def usable_cores() -> int:
     return max(1, min(cores, limit) if limit > 0 else cores)
 
 
-def default_workers(device: Any = "cpu", rows: int | None = None, shard_size: int = 1000) -> int:
+def default_workers(
+    device: Any = "cpu",
+    rows: int | None = None,
+    shard_size: int = 1000,
+    *,
+    characters: int | None = None,
+    shard_characters: int = 0,
+) -> int:
     """How many worker processes ``embed_corpus`` (and so ``elmo-hf embed``) uses when none is given: one per usable
     core (``usable_cores``), at most one per shard of the input (a shard is what one worker embeds; ``rows`` None: not
-    known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best).
+    known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best). The shards are counted
+    by ``shard_size`` rows and, where ``characters`` (at most the input's characters, e.g. a text file's bytes) is
+    known, by ``shard_characters`` (0: no limit) too: a few long rows make more shards than their number says.
 
     Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): on 2 cores, 2 one-thread workers
     embed faster than one process at 2 threads both idle (1.38x) and beside two busy processes (1.61x), and since they
@@ -89,7 +98,10 @@ def default_workers(device: Any = "cpu", rows: int | None = None, shard_size: in
         return 1
     cores = usable_cores()
     if rows is not None:
-        cores = min(cores, max(1, -(-rows // shard_size)))
+        shards = -(-rows // shard_size)
+        if characters is not None and shard_characters:
+            shards = max(shards, -(-characters // shard_characters))
+        cores = min(cores, max(1, shards))
     return cores
 
 

@@ -58,3 +58,11 @@ def test_formats_are_told_by_extension_or_refused(tmp_path):
     with pytest.raises(CorpusError, match="must be a directory written by Dataset.save_to_disk"):
         CorpusSource.open(tmp_path / "corpus.doc", "dataset")
     assert CorpusSource.open(tmp_path / "corpus.doc", "txt").num_rows() == 1
+
+
+def test_a_text_files_bytes_bound_its_characters_and_other_formats_say_none(tmp_path):
+    text = tmp_path / "corpus.txt"
+    text.write_text("한국어 문장\nline\n", encoding="utf-8")
+    assert CorpusSource.open(text).num_bytes() == len("한국어 문장\nline\n".encode()) >= len("한국어 문장\nline\n")
+    (tmp_path / "corpus.jsonl").write_text('{"text": "a"}\n', encoding="utf-8")
+    assert CorpusSource.open(tmp_path / "corpus.jsonl").num_bytes() is None

@@ -23,8 +23,9 @@ from datasets import Array2D, Dataset, load_dataset, load_from_disk
 from elmo_hf import ELMoModel, ELMoTokenizer
 from elmo_hf_cli import main
 from elmo_hf import DEFAULT_MODEL_DIR
+from elmo_hf.corpus.readers import InvalidRowError
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
-from elmo_hf.embedding.shards import MANIFEST_NAME, PROGRESS_REFRESH_SECONDS, verify_embedding_output
+from elmo_hf.embedding.shards import MANIFEST_NAME, PROGRESS_REFRESH_SECONDS, input_characters, shards_of_rows, verify_embedding_output
 from elmo_hf.storage.output_directory import MARKER_NAME, lock_path_of
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
@@ -171,6 +172,55 @@ def test_resume_refuses_a_changed_input(tmp_path, model_dir, capsys):
     write_lines(corpus, ["one ."] * 6)
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--resume") == 2
     assert "started with different input (size:" in capsys.readouterr().err
+
+
+def test_shards_hold_at_most_shard_size_rows_and_shard_characters_characters():
+    rows = [(index, {"text": "x" * length}) for index, length in enumerate([3, 3, 3, 10, 2, 2, 2, 2, 2])]
+    cut = [[index for index, _ in shard] for shard in shards_of_rows(rows, 4, 6, "text")]
+    assert cut == [[0, 1], [2], [3], [4, 5, 6], [7, 8]]  # 3 + 3; 3 (+10 too many); 10 alone; 2 + 2 + 2
+    assert [len(shard) for shard in shards_of_rows(rows, 4, 0, "text")] == [4, 4, 1]  # 0: rows only
+    words = [(0, {"tokens": ["ab", "c"]}), (1, {"tokens": ["d"]}), (2, InvalidRowError("not text")), (3, {"other": "x"})]
+    assert input_characters(words[0][1], "tokens") == 5  # each word and a separator
+    assert [[index for index, _ in shard] for shard in shards_of_rows(words, 10, 5, "tokens")] == [[0], [1, 2, 3]]
+    assert list(shards_of_rows([], 4, 6, "text")) == []
+
+
+def test_long_rows_make_more_shards_and_the_option_is_recorded(tmp_path, model_dir, capsys):
+    """Rows past --shard-characters start a new shard: 6 rows of 71 characters at 150 a shard are 3 shards
+    of 2 rows (one with --shard-characters 0); the vectors do not depend on where a shard ends."""
+    corpus = write_lines(tmp_path / "corpus.txt", [" ".join(["the bank raised rates ."] * 3)] * 6)
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "cut", "--shard-characters", "150") == 0
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "whole", "--shard-characters", "0") == 0
+    cut, whole = (json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("cut", "whole"))
+    assert [shard["input_rows"] for shard in cut["shards"]] == [2, 2, 2] and len(whole["shards"]) == 1
+    assert cut["options"]["shard_characters"] == 150 and whole["options"]["shard_characters"] == 0
+    np.testing.assert_array_equal(
+        np.concatenate(load_shards(tmp_path / "cut").with_format("numpy")["elmo"][:]),
+        np.concatenate(load_shards(tmp_path / "whole").with_format("numpy")["elmo"][:]),
+    )
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "cut", "--resume") == 2
+    assert "shard_characters: was 150, now 200000" in capsys.readouterr().err
+    assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "bad", "--shard-characters", "-1") != 0
+    assert "shard_characters must be an int >= 0 (0: no limit), got -1" in capsys.readouterr().err
+
+
+def test_a_run_from_before_shards_were_cut_by_characters_resumes_with_shard_characters_0(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6, seed=2))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--shard-characters", "0") == 0
+    manifest_path = output_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["options"]["shard_characters"]  # as such a run wrote it
+    manifest["complete"], manifest["shards"] = False, manifest["shards"][:1]
+    manifest_path.write_text(json.dumps(manifest))
+    (output_dir / "shard-00001.parquet").unlink()
+    (output_dir / "shard-00002.parquet").unlink()
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--resume") == 2
+    assert "shard_characters: was 0, now 200000" in capsys.readouterr().err
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--shard-characters", "0", "--resume") == 0
+    resumed = json.loads(manifest_path.read_text())
+    assert resumed["complete"] and [shard["first_row"] for shard in resumed["shards"]] == [0, 2, 4]
+    assert resumed["options"]["shard_characters"] == 0
 
 
 def cli_subprocess(*args: str) -> subprocess.Popen:

@@ -70,6 +70,10 @@ def test_default_is_one_worker_per_usable_core_and_shard_on_the_cpu(monkeypatch)
     assert default_workers("cpu", rows=2500, shard_size=1000) == 3  # 3 shards
     assert default_workers("cpu", rows=1000, shard_size=1000) == 1 and default_workers("cpu", rows=0) == 1
     assert default_workers("cuda") == 1 and default_workers("cuda:1", rows=10**6) == 1
+    # A few long rows: counted by their characters too (a text file's bytes), when shards are cut by characters.
+    assert default_workers("cpu", rows=370, shard_size=1000, characters=1_117_562, shard_characters=200_000) == 4
+    assert default_workers("cpu", rows=370, shard_size=1000, characters=300_000, shard_characters=200_000) == 2
+    assert default_workers("cpu", rows=370, shard_size=1000, characters=1_117_562, shard_characters=0) == 1
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's (or the scheduler's) limit on cores
     assert default_workers("cpu") == 2
     monkeypatch.setenv("OMP_NUM_THREADS", "not a number")
