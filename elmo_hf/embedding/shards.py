@@ -843,12 +843,12 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     previous = _manifest_if_any(output_dir)
     if previous is None:
         previous = fresh  # killed before the first shard was listed
-    # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
-    # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
     if "shard_characters" not in previous.options:
         # Written before shards were cut by characters too: by rows only, which is --shard-characters 0, and which
         # the continued manifest then says.
         previous.options = {**previous.options, "shard_characters": 0}
+    # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
+    # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
     for what, was, now in (
         ("input", previous.input, fresh.input),
         ("options", previous.options, fresh.options),

@@ -190,6 +190,20 @@ def test_the_choices_are_the_library_s_own():
     assert REPRESENTATIONS == ("mix", "top", "average", "all")
 
 
+def test_the_shard_defaults_the_help_names_are_the_library_s():
+    """The help spells the defaults out (the library is not imported for --help); they must be embed_corpus's."""
+    import inspect
+
+    from elmo_hf.embedding.shards import DEFAULT_SHARD_CHARACTERS, embed_corpus
+
+    embed = build_parser()._subparsers._group_actions[0].choices["embed"]
+    helps = {action.dest: " ".join(action.help.split()) for action in embed._actions if action.help}
+    defaults = inspect.signature(embed_corpus).parameters
+    assert defaults["shard_characters"].default == DEFAULT_SHARD_CHARACTERS
+    assert f"(default {DEFAULT_SHARD_CHARACTERS}, 0: no limit)" in helps["shard_characters"]
+    assert f"(default {defaults['shard_size'].default})" in helps["shard_size"]
+
+
 def test_version_answers_without_torch(tmp_path):
     result = subprocess.run([sys.executable, "-m", "elmo_hf_cli", "--version"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == f"elmo-hf {__version__}"
