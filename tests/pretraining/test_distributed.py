@@ -358,6 +358,15 @@ def test_a_two_process_checkpoint_resumes_in_one_process(corpus, tmp_path, two_p
         torch.testing.assert_close(weights(output)[name], value, rtol=1e-4, atol=1e-5, msg=name)
 
 
+def in_a_process_group(script: str, *arguments) -> subprocess.CompletedProcess:
+    """``script`` run by a fresh interpreter as ``python -c script PORT *arguments``, PORT a free loopback port for its
+    process group."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(free_port()), *map(str, arguments)],
+        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
+    )
+
+
 # A process that joined a process group (as torchrun's ranks do through the Trainer) runs `elmo-hf pretrain`.
 PRETRAIN_IN_A_PROCESS_GROUP = (
     "import sys, torch.distributed as dist\n"
@@ -373,13 +382,7 @@ def test_the_pretrain_command_leaves_the_process_group_before_its_process_exits(
     rank with SIGABRT (`elmo_hf_cli.pretrain.leave_the_process_group`)."""
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    result = subprocess.run(
-        [sys.executable, "-c", PRETRAIN_IN_A_PROCESS_GROUP, str(port), str(empty), str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
-    )
+    result = in_a_process_group(PRETRAIN_IN_A_PROCESS_GROUP, empty, tmp_path / "run")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-4:] == ["exit", "2", "joined", "False"], result.stdout[-2000:]
 
@@ -411,13 +414,7 @@ LEAVE_A_GROUP_HELD_BY_A_CYCLE = (
 def test_leaving_the_process_group_joins_its_threads_although_a_reference_cycle_held_it(tmp_path):
     """The gloo threads of a group left alive into the interpreter's finalization aborted a rank that had finished
     (`elmo_hf_cli.pretrain.leave_the_process_group`): after leaving, none of them runs."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    result = subprocess.run(
-        [sys.executable, "-c", LEAVE_A_GROUP_HELD_BY_A_CYCLE, str(port)],
-        capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
-    )
+    result = in_a_process_group(LEAVE_A_GROUP_HELD_BY_A_CYCLE)
     assert result.returncode == 0, result.stderr[-3000:]
     before, after = result.stdout.splitlines()[-2:]
     assert "pt_gloo_runloop" in before, result.stdout  # the check sees the group's threads
