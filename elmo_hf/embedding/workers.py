@@ -158,10 +158,7 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
     while True:
         message = messages.get()
         if isinstance(message, BaseException):  # a task that cannot be unpickled here: its error is the answer
-            try:
-                raise message
-            except BaseException as error:
-                _send_error(connection, _UNREADABLE_TASK, error)
+            _send_error(connection, _UNREADABLE_TASK, message)
             return
         if message is None:  # told to stop, or the main process is gone
             return
@@ -217,9 +214,9 @@ class EmbedSentences:
 
 
 def _send_error(connection: Connection, task: Any, error: BaseException) -> None:
-    """Send ``error`` itself (so the caller sees the same exception type) with the worker's traceback; an error that
-    cannot be pickled goes as a RuntimeError with its text."""
-    details = traceback.format_exc()
+    """Send ``error`` itself (so the caller sees the same exception type) with its traceback in the worker; an error
+    that cannot be pickled goes as a RuntimeError with its text."""
+    details = "".join(traceback.format_exception(error))
     try:
         connection.send(("error", task, error, details))
     except Exception:

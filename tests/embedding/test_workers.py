@@ -358,6 +358,7 @@ def test_a_task_a_worker_cannot_unpickle_fails_with_its_error_naming_the_worker_
         with pytest.raises(LookupError, match="this task cannot be read here") as raised:
             pool.next_result()
     assert any(re.match(r"in embedding worker 0 \(pid \d+\) on shard 0 \(rows 0-19\):", note) for note in raised.value.__notes__)
+    assert "in refuse_to_be_unpickled" in "".join(raised.value.__notes__)  # the worker's traceback comes with it
 
 
 def count_calls_here(monkeypatch, embedder) -> list[int]:
