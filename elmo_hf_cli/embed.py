@@ -113,6 +113,12 @@ CORPUS_RUN_OPTIONS = {
     "shard_size": "shard_size", "shard_characters": "shard_characters", "output_format": "output_format", "workers": "workers",
 }
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}
+# Options of the datasets engine that embed_with_ray has no counterpart for: given with --engine ray, they are refused
+# rather than ignored.
+DATASETS_ENGINE_ONLY = {
+    "workers": "--workers", "threads": "--threads", "shard_size": "--shard-size", "shard_characters": "--shard-characters",
+    "output_format": "--output-format", "resume": "--resume", "device": "--device",
+}
 
 
 def given(args: argparse.Namespace, names: dict[str, str]) -> dict:
@@ -126,8 +132,14 @@ def run(args: argparse.Namespace) -> int:
         return verify(args.verify)
     if args.input is None or args.output is None:
         return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
-    if args.engine == "ray" and (hasattr(args, "workers") or hasattr(args, "threads")):
-        return report_error(ValueError("--workers and --threads are for the datasets engine; with --engine ray use --ray-workers"))
+    if args.engine == "ray":
+        unread = [option for name, option in DATASETS_ENGINE_ONLY.items() if hasattr(args, name)]
+        if unread:
+            return report_error(ValueError(
+                f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
+                "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
+                "own files (Parquet) and has no --resume (rerun with --overwrite)"
+            ))
     progress = not getattr(args, "no_progress", False)
     with libraries_imported_whole():
         if not progress:

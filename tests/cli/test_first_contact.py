@@ -66,6 +66,9 @@ def corpus(tmp_path):
         (["--model", "./models/nope"], "argument --model: no such directory: ./models/nope"),
         (["--model", "/no/such/elmo"], "argument --model: no such directory: /no/such/elmo"),
         (["--model", "a/b/c"], "argument --model: no such directory: a/b/c"),
+        (["--engine", "ray", "--shard-size", "10"], "--shard-size: only the datasets engine reads it"),
+        (["--engine", "ray", "--workers", "2", "--resume"], "--workers and --resume: only the datasets engine reads them"),
+        (["--engine", "ray", "--shard-characters", "0", "--device", "cpu"], "--shard-characters and --device: only"),
     ],
 )
 def test_argument_errors_come_before_torch_and_without_the_network(tmp_path, corpus, arguments, message):
