@@ -529,7 +529,10 @@ class ELMoEmbedder:
                 store(*in_flight)
         if self.pooled:
             per_word = [self._pool_sentence(vectors) for vectors in per_word]
-        return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
+        # Values past float16's range are refused above unless check_finite is off: then they are stored as inf, as
+        # asked, without numpy's overflow warning.
+        with np.errstate(over="ignore"):
+            return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
 
     def _pool_sentence(self, vectors: np.ndarray) -> np.ndarray:
         """One sentence's word vectors `(words, *word_vector_shape)` pooled, in float32: `(*vector_shape)`."""
@@ -578,7 +581,7 @@ class ELMoEmbedder:
         infinite (pooled vectors are means or maxima of these words, so they stay within the same bound)."""
         if not self.check_finite:
             return
-        with np.errstate(over="ignore"):
+        if True:
             stored = vectors if self.dtype == "float32" else vectors.astype(self.dtype)
         finite_rows = np.isfinite(stored.reshape(len(stored), -1)).all(axis=1)
         if finite_rows.all():
