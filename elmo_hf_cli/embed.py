@@ -53,6 +53,11 @@ def add_parsers(commands) -> None:
         help="most padded words per model batch, sentences x longest (default without --batch-size: 4096 on CPU, 16384 on CUDA)",
     )
     embed.add_argument(
+        "--min-batch-size", type=int,
+        help="a batch of fewer sentences (windows) than this may grow to 4x --max-words-per-batch, so that long rows do "
+        "not run a few at a time (default: 128 on CPU with the default word budget, else 0: no floor)",
+    )
+    embed.add_argument(
         "--token-cache-words", type=int,
         help="keep the token-layer vectors of up to this many distinct words; same output, fewer CNN runs (default 50000, 0: off)",
     )
@@ -105,7 +110,8 @@ def add_parsers(commands) -> None:
 # Command-line option -> keyword of ELMoEmbedder, embed_corpus or embed_with_ray (passed only when given).
 EMBEDDER_OPTIONS = {
     "representation": "representation", "mix_index": "mix_index", "pooling": "pooling", "dtype": "dtype",
-    "batch_size": "batch_size", "max_words_per_batch": "max_words_per_batch", "max_window_words": "max_window_words",
+    "batch_size": "batch_size", "max_words_per_batch": "max_words_per_batch", "min_batch_size": "min_batch_size",
+    "max_window_words": "max_window_words",
     "window_context": "window_context", "output_column": "output_column", "token_cache_words": "token_cache_words",
     "compute_dtype": "compute_dtype",
 }

@@ -55,6 +55,17 @@ ON_INVALID_CHOICES = ("raise", "skip")
 # 8192 -> 9,656, against 6,900-7,459 at 32 sentences a batch. CUDA: not measured yet; a GPU needs larger batches to
 # fill, and the original shape holds about 1 GB of activations per 16k words.
 DEFAULT_WORDS_PER_BATCH = {"cpu": 4096, "cuda": 16384}
+# Fewest windows a model batch of the device's budget takes before the word budget closes it (up to
+# MIN_BATCH_SIZE_WORDS_FACTOR x the budget; length_grouped_batches), by device type. Long windows fill 4096 words with
+# few rows, and each LSTM step then runs on those few rows. CPU: measured on the 2-core Zen 5 with the shipped model
+# (docs/results/embed-throughput.md, "Rows per step"): rows of 3,000 characters (256-word windows, 16 rows a batch)
+# 30,700-31,300 -> 37,900-40,800 words/s with 2 workers, 18,400 -> 22,300-23,300 at one thread; rows of 300
+# characters (about 60 rows a batch) 45,700-47,500 -> 48,200-50,200; short lines (hundreds of rows a batch)
+# unchanged. CUDA: not measured, no floor.
+DEFAULT_MIN_BATCH_SIZE = {"cpu": 128, "cuda": 0}
+# How far past max_words_per_batch a batch of fewer than min_batch_size windows may grow: 256-word windows reach 64
+# rows at 4 x 4096 words; 128 rows (32,768 words) were slower again (35,900-36,200 words/s against 41,000-41,700).
+MIN_BATCH_SIZE_WORDS_FACTOR = 4
 # Distinct words whose token-layer vectors a bulk run keeps (ELMoModel.cache_token_embeddings): 100 MB for the
 # original shape's 512-wide vectors; tinyshakespeare has about 25,000 distinct words.
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
@@ -158,12 +169,14 @@ def split_into_windows(num_words: int, max_window_words: int, window_context: in
 
 
 def length_grouped_batches(
-    lengths: Sequence[int], batch_size: int | None, max_words_per_batch: int | None
+    lengths: Sequence[int], batch_size: int | None, max_words_per_batch: int | None, min_batch_size: int = 0
 ) -> list[list[int]]:
     """Indices into ``lengths`` grouped into batches of similar length, longest first.
 
     A batch holds at most ``batch_size`` items and at most ``max_words_per_batch`` padded words (items x longest
-    item); an item longer than the word budget gets a batch of its own.
+    item), except that a batch of fewer than ``min_batch_size`` items goes on up to ``MIN_BATCH_SIZE_WORDS_FACTOR``
+    x ``max_words_per_batch`` padded words (so that long items do not run a few rows at a time); an item longer than
+    the word budget gets a batch of its own.
     """
     order = sorted(range(len(lengths)), key=lambda index: -lengths[index])  # stable: ties keep input order
     batches: list[list[int]] = []
@@ -172,7 +185,9 @@ def length_grouped_batches(
             current = batches[-1]
             padded_words = (len(current) + 1) * lengths[current[0]]
             fits_count = batch_size is None or len(current) < batch_size
-            fits_words = max_words_per_batch is None or padded_words <= max_words_per_batch
+            fits_words = max_words_per_batch is None or padded_words <= max_words_per_batch or (
+                len(current) < min_batch_size and padded_words <= MIN_BATCH_SIZE_WORDS_FACTOR * max_words_per_batch
+            )
             if fits_count and fits_words:
                 current.append(index)
                 continue
@@ -200,6 +215,10 @@ class ELMoEmbedder:
         batch_size (`int`, *optional*): most sentences (windows) per model batch; `None` for no limit.
         max_words_per_batch (`int`, *optional*): most padded words per model batch (sentences x longest sentence).
             When neither is given, the device's budget (`DEFAULT_WORDS_PER_BATCH`: 4096 words on CPU).
+        min_batch_size (`int`, *optional*): a batch of fewer windows than this may grow past `max_words_per_batch`,
+            up to `MIN_BATCH_SIZE_WORDS_FACTOR` (4) times it, so that long windows do not run a few rows per LSTM step.
+            By default the device's floor (`DEFAULT_MIN_BATCH_SIZE`: 128 on CPU) with the device's word budget, and 0
+            (no floor: `max_words_per_batch` is a hard limit) when `batch_size` or `max_words_per_batch` is given.
         token_cache_words (`int`, defaults to 50,000): keep the token-layer vectors of up to this many distinct words
             met (`ELMoModel.cache_token_embeddings(max_words=...)`), so a repeated word skips the character CNN; the
             output is unchanged bit for bit. 0 turns it off; a cache the model already has is left as it is.
@@ -242,6 +261,7 @@ class ELMoEmbedder:
         dtype: str = "float32",
         batch_size: int | None = None,
         max_words_per_batch: int | None = None,
+        min_batch_size: int | None = None,
         token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
         max_window_words: int = 256,
         window_context: int = 32,
@@ -260,6 +280,7 @@ class ELMoEmbedder:
             window_context, on_invalid,
         )
         check_int("token_cache_words", token_cache_words, 0)
+        check_int("min_batch_size", min_batch_size, 0, allow_none=True)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
         self.model = placed_model(model, device, compute_dtype)
         if compute_dtype is not None and emulated_compute_dtype(self.model.device, self.model.dtype):
@@ -272,6 +293,8 @@ class ELMoEmbedder:
         self.model.allow_tf32 = self.allow_tf32
         if batch_size is None and max_words_per_batch is None:
             max_words_per_batch = DEFAULT_WORDS_PER_BATCH.get(self.model.device.type, DEFAULT_WORDS_PER_BATCH["cpu"])
+            if min_batch_size is None:
+                min_batch_size = DEFAULT_MIN_BATCH_SIZE.get(self.model.device.type, 0)
         if token_cache_words and self.model.char_embeddings.token_embedding_cache is None:
             self.model.cache_token_embeddings(max_words=token_cache_words)
         self.tokenizer = tokenizer or ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
@@ -289,6 +312,7 @@ class ELMoEmbedder:
         self.dtype = dtype
         self.batch_size = batch_size
         self.max_words_per_batch = max_words_per_batch
+        self.min_batch_size = min_batch_size or 0
         self.max_window_words = max_window_words
         self.window_context = window_context
         self.text_column = text_column
@@ -360,6 +384,7 @@ class ELMoEmbedder:
             "dtype": self.dtype,
             "batch_size": self.batch_size,
             "max_words_per_batch": self.max_words_per_batch,
+            "min_batch_size": self.min_batch_size,
             "max_window_words": self.max_window_words,
             "window_context": self.window_context,
             "text_column": self.text_column,
@@ -484,7 +509,9 @@ class ELMoEmbedder:
         ]
         pin = self.model.device.type == "cuda"
         batches = []
-        for indices in length_grouped_batches([piece.num_words for piece in pieces], self.batch_size, self.max_words_per_batch):
+        for indices in length_grouped_batches(
+            [piece.num_words for piece in pieces], self.batch_size, self.max_words_per_batch, self.min_batch_size
+        ):
             batch_pieces = [pieces[index] for index in indices]
             input_ids, attention_mask = self.tokenizer.batch_character_ids(
                 [sentences[piece.sentence][piece.start : piece.end] for piece in batch_pieces]

@@ -837,16 +837,21 @@ def write_shards_with_workers(
         raise
 
 
+# Options added to the manifest after its first version, with the value that means what a run before them did:
+# shards cut by rows only (--shard-characters 0), batches closed by the word budget alone (--min-batch-size 0).
+OPTIONS_BEFORE_THEY_EXISTED = {"shard_characters": 0, "min_batch_size": 0}
+
+
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
     list (a shard renamed after the last manifest update, temporary files, a saved dataset) are removed."""
     previous = _manifest_if_any(output_dir)
     if previous is None:
         previous = fresh  # killed before the first shard was listed
-    if "shard_characters" not in previous.options:
-        # Written before shards were cut by characters too: by rows only, which is --shard-characters 0, and which
-        # the continued manifest then says.
-        previous.options = {**previous.options, "shard_characters": 0}
+    # Options a manifest written before they existed lacks: it ran as their value here says, and the continued
+    # manifest then says so (after the options it has, in their order: a manifest's bytes are compared).
+    missing = {name: value for name, value in OPTIONS_BEFORE_THEY_EXISTED.items() if name not in previous.options}
+    previous.options = {**previous.options, **missing}
     # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
     # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
     for what, was, now in (

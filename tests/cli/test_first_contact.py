@@ -193,10 +193,12 @@ def test_the_choices_are_the_library_s_own():
     assert REPRESENTATIONS == ("mix", "top", "average", "all")
 
 
-def test_the_shard_defaults_the_help_names_are_the_library_s():
-    """The help spells the defaults out (the library is not imported for --help); they must be embed_corpus's."""
+def test_the_shard_and_batch_defaults_the_help_names_are_the_library_s():
+    """The help spells the defaults out (the library is not imported for --help); they must be embed_corpus's and
+    the embedder's."""
     import inspect
 
+    from elmo_hf.embedding.embedder import DEFAULT_MIN_BATCH_SIZE, DEFAULT_WORDS_PER_BATCH, MIN_BATCH_SIZE_WORDS_FACTOR
     from elmo_hf.embedding.shards import DEFAULT_SHARD_CHARACTERS, embed_corpus
 
     embed = build_parser()._subparsers._group_actions[0].choices["embed"]
@@ -205,6 +207,9 @@ def test_the_shard_defaults_the_help_names_are_the_library_s():
     assert defaults["shard_characters"].default == DEFAULT_SHARD_CHARACTERS
     assert f"(default {DEFAULT_SHARD_CHARACTERS}, 0: no limit)" in helps["shard_characters"]
     assert f"(default {defaults['shard_size'].default})" in helps["shard_size"]
+    assert f"default without --batch-size: {DEFAULT_WORDS_PER_BATCH['cpu']} on CPU, {DEFAULT_WORDS_PER_BATCH['cuda']} on CUDA" in helps["max_words_per_batch"]
+    assert f"grow to {MIN_BATCH_SIZE_WORDS_FACTOR}x --max-words-per-batch" in helps["min_batch_size"]
+    assert f"(default: {DEFAULT_MIN_BATCH_SIZE['cpu']} on CPU with the default word budget, else 0: no floor)" in helps["min_batch_size"]
 
 
 def test_version_answers_without_torch(tmp_path):

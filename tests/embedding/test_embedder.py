@@ -12,6 +12,8 @@ import torch
 from datasets import Array2D, Array3D, Dataset, IterableDataset, List, Value
 
 from elmo_hf.embedding.embedder import (
+    DEFAULT_MIN_BATCH_SIZE,
+    MIN_BATCH_SIZE_WORDS_FACTOR,
     ELMoEmbedder,
     InvalidRowError,
     NonFiniteVectorsError,
@@ -21,6 +23,7 @@ from elmo_hf.embedding.embedder import (
     length_grouped_batches,
     split_into_windows,
 )
+from elmo_hf.validation_elmo import max_abs_difference
 
 # Lengths deliberately out of order so that length grouping reorders them inside a map batch.
 TEXTS = [
@@ -243,13 +246,45 @@ def test_long_sentence_runs_in_windows_and_loses_no_word(fixture_model, tokenize
 
 def test_length_grouped_batches_respect_limits_and_cover_everything():
     lengths = [5, 1, 9, 3, 3, 7, 2, 8, 1, 4]
-    for batch_size, budget in [(3, None), (None, 12), (2, 16), (4, 1)]:
-        batches = length_grouped_batches(lengths, batch_size, budget)
+    for batch_size, budget, floor in [(3, None, 0), (None, 12, 0), (2, 16, 0), (4, 1, 0), (None, 12, 3), (2, 12, 5), (None, None, 4)]:
+        batches = length_grouped_batches(lengths, batch_size, budget, floor)
         assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
         for batch in batches:
+            padded_words = len(batch) * max(lengths[i] for i in batch)
             assert batch_size is None or len(batch) <= batch_size
-            assert budget is None or len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget
+            assert budget is None or len(batch) == 1 or padded_words <= budget or (
+                len(batch) <= floor and padded_words <= MIN_BATCH_SIZE_WORDS_FACTOR * budget
+            )
             assert lengths[batch[0]] == max(lengths[i] for i in batch)
+
+
+def test_a_batch_floor_takes_long_windows_past_the_word_budget_and_leaves_short_ones():
+    """With the CPU's defaults (4096 words, at least 128 windows up to 4 x 4096): 256-word windows run 64 at a time,
+    not 16; 60-word windows 128 at a time, not 68; 8-word windows 512 at a time, as without the floor."""
+    def sizes(lengths, floor):
+        return sorted({len(batch) for batch in length_grouped_batches(lengths, None, 4096, floor)}, reverse=True)
+
+    assert sizes([256] * 200, 0) == [16, 8] and sizes([256] * 200, 128) == [64, 8]
+    assert sizes([60] * 300, 0) == [68, 28] and sizes([60] * 300, 128) == [128, 44]
+    assert sizes([8] * 1200, 0) == sizes([8] * 1200, 128) == [512, 176]
+    assert length_grouped_batches([9000, 3], None, 4096, 128) == [[0], [1]]  # two are past 4 x the budget
+    assert [len(batch) for batch in length_grouped_batches([256] * 200, 40, 4096, 128)] == [40] * 5  # batch_size holds
+
+
+def test_the_batch_floor_defaults_with_the_devices_budget_only_and_changes_vectors_within_float_rounding(fixture_model, tokenizer):
+    assert ELMoEmbedder(fixture_model, tokenizer).options()["min_batch_size"] == DEFAULT_MIN_BATCH_SIZE["cpu"] == 128
+    assert ELMoEmbedder(fixture_model, tokenizer, max_words_per_batch=2048).min_batch_size == 0  # a hard limit
+    assert ELMoEmbedder(fixture_model, tokenizer, batch_size=8).min_batch_size == 0
+    assert ELMoEmbedder(fixture_model, tokenizer, max_words_per_batch=2048, min_batch_size=16).options()["min_batch_size"] == 16
+    with pytest.raises(ValueError, match="min_batch_size"):
+        ELMoEmbedder(fixture_model, tokenizer, min_batch_size=-1)
+    sentences = [[f"w{(row * 7 + index) % 23}" for index in range(40)] for row in range(12)]
+    floor = ELMoEmbedder(fixture_model, tokenizer, max_words_per_batch=80, min_batch_size=8)
+    no_floor = ELMoEmbedder(fixture_model, tokenizer, max_words_per_batch=80, min_batch_size=0)
+    assert [len(batch.pieces) for batch in floor.prepare(sentences).batches] == [8, 4]
+    assert [len(batch.pieces) for batch in no_floor.prepare(sentences).batches] == [2] * 6
+    for with_floor, without in zip(floor.embed_words(sentences), no_floor.embed_words(sentences)):
+        assert max_abs_difference(with_floor, without) <= 1e-6
 
 
 def test_default_batches_are_the_devices_word_budget_and_the_token_cache_changes_no_bit(converted_fixture_dir):

@@ -205,23 +205,27 @@ def test_long_rows_make_more_shards_and_the_option_is_recorded(tmp_path, model_d
     assert "shard_characters must be an int >= 0 (0: no limit), got -1" in capsys.readouterr().err
 
 
-def test_a_run_from_before_shards_were_cut_by_characters_resumes_with_shard_characters_0(tmp_path, model_dir, capsys):
+def test_a_run_from_before_the_newer_options_resumes_with_them_at_0(tmp_path, model_dir, capsys):
+    """A manifest written before --shard-characters and --min-batch-size existed ran as both at 0: a resume with the
+    new defaults is refused naming both, and one with both at 0 continues (and says so in the manifest)."""
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6, seed=2))
     output_dir = tmp_path / "out"
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--shard-characters", "0") == 0
+    old_behaviour = ["--shard-size", "2", "--shard-characters", "0", "--min-batch-size", "0"]
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *old_behaviour) == 0
     manifest_path = output_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    del manifest["options"]["shard_characters"]  # as such a run wrote it
+    del manifest["options"]["shard_characters"], manifest["options"]["min_batch_size"]  # as such a run wrote it
     manifest["complete"], manifest["shards"] = False, manifest["shards"][:1]
     manifest_path.write_text(json.dumps(manifest))
     (output_dir / "shard-00001.parquet").unlink()
     (output_dir / "shard-00002.parquet").unlink()
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--resume") == 2
-    assert "shard_characters: was 0, now 200000" in capsys.readouterr().err
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2", "--shard-characters", "0", "--resume") == 0
+    refusal = capsys.readouterr().err
+    assert "min_batch_size: was 0, now 128" in refusal and "shard_characters: was 0, now 200000" in refusal
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *old_behaviour, "--resume") == 0
     resumed = json.loads(manifest_path.read_text())
     assert resumed["complete"] and [shard["first_row"] for shard in resumed["shards"]] == [0, 2, 4]
-    assert resumed["options"]["shard_characters"] == 0
+    assert resumed["options"]["shard_characters"] == 0 and resumed["options"]["min_batch_size"] == 0
 
 
 def cli_subprocess(*args: str) -> subprocess.Popen:
