@@ -6,8 +6,10 @@ Both need the ``convert`` extra (h5py): ``pip install 'elmo-hf[convert]'``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
 from .arguments import existing_directory, existing_path, output_directory
@@ -102,19 +104,27 @@ def run_convert(args: argparse.Namespace) -> int:
     if args.options is None or args.weights is None or args.vocab is not None:
         return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
     try:
-        with libraries_imported_whole():
-            from elmo_hf.conversion.convert_allennlp_to_hf import convert_allennlp_to_hf, print_report
+        allennlp = converter("convert_allennlp_to_hf")
     except ImportError as error:
-        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
-
+        return report_error(error)
     return run_conversion(
-        lambda: convert_allennlp_to_hf(
+        lambda: allennlp.convert_allennlp_to_hf(
             args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
             allow_non_finite=args.allow_non_finite,
         ),
-        print_report,
+        allennlp.print_report,
     )
+
+
+def converter(name: str) -> ModuleType:
+    """The converter module ``elmo_hf.conversion.<name>``, its libraries imported whole (``libraries_imported_whole``);
+    an ``ImportError`` that names the ``convert`` extra when one of them is missing (h5py)."""
+    try:
+        with libraries_imported_whole():
+            return importlib.import_module(f"elmo_hf.conversion.{name}")
+    except ImportError as error:
+        raise ImportError(f"{CONVERT_EXTRA_HINT} ({error})") from error
 
 
 def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], None]) -> int:
@@ -145,17 +155,16 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     if given:
         return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
     try:
-        with libraries_imported_whole():
-            from elmo_hf.conversion.convert_elmoformanylangs import convert_elmoformanylangs, print_report
+        elmoformanylangs = converter("convert_elmoformanylangs")
     except ImportError as error:
-        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+        return report_error(error)
     return run_conversion(
-        lambda: convert_elmoformanylangs(
+        lambda: elmoformanylangs.convert_elmoformanylangs(
             args.elmoformanylangs, args.output, overwrite=args.overwrite, allow_pickle=args.allow_pickle,
             allow_non_finite=args.allow_non_finite, push_to_hub=args.push_to_hub, private=args.private,
             revision=args.revision,
         ),
-        print_report,
+        elmoformanylangs.print_report,
     )
 
 
@@ -164,19 +173,17 @@ def run_convert_zip(args: argparse.Namespace) -> int:
     if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
         return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
     try:
-        with libraries_imported_whole():
-            from elmo_hf.conversion.convert_allennlp_to_hf import print_report
-            from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip
+        allennlp, nlpl_zip = converter("convert_allennlp_to_hf"), converter("nlpl_zip")
     except ImportError as error:
-        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+        return report_error(error)
 
     def print_zip_report(report) -> None:
-        print_report(report)
+        allennlp.print_report(report)
         if (args.output / "vocab.txt").is_file():
             print("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
 
     return run_conversion(
-        lambda: convert_nlpl_zip(
+        lambda: nlpl_zip.convert_nlpl_zip(
             args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision, allow_non_finite=args.allow_non_finite,
         ),
@@ -191,33 +198,31 @@ def run_convert_checkpoint(args: argparse.Namespace) -> int:
             ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
         )
     try:
-        with libraries_imported_whole():
-            from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, print_checkpoint_report
+        checkpoint = converter("convert_tf_checkpoint")
     except ImportError as error:
-        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+        return report_error(error)
     return run_conversion(
-        lambda: convert_tf_checkpoint(
+        lambda: checkpoint.convert_tf_checkpoint(
             args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite,
             push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
         ),
-        print_checkpoint_report,
+        checkpoint.print_checkpoint_report,
     )
 
 
 def run_export(args: argparse.Namespace) -> int:
     try:
-        with libraries_imported_whole():
-            from elmo_hf.conversion.convert_hf_to_allennlp import WEIGHTS_FILE_NAME, convert_hf_to_allennlp
+        export = converter("convert_hf_to_allennlp")
     except ImportError as error:
-        return report_error(ImportError(f"{CONVERT_EXTRA_HINT} ({error})"))
+        return report_error(error)
     from elmo_hf import ELMoHFError
     from elmo_hf.conversion import ALLENNLP_OPTIONS_FILE_NAME
 
     try:
-        not_exported = convert_hf_to_allennlp(args.model, args.output, args.overwrite)
+        not_exported = export.convert_hf_to_allennlp(args.model, args.output, args.overwrite)
     except (ELMoHFError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
         return report_error(error)
-    print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / WEIGHTS_FILE_NAME}")
+    print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / export.WEIGHTS_FILE_NAME}")
     for name in not_exported:
         print(f"  not exported (the original format has no place for it): {name}", file=sys.stdout)
     return EXIT_OK

@@ -1,5 +1,6 @@
 import json
 import shutil
+import sys
 
 import h5py
 import numpy as np
@@ -316,3 +317,25 @@ def test_a_converted_model_missing_a_file_it_names_fails_loudly(tmp_path):
         (damaged / name).unlink()
         with pytest.raises(OSError, match=f"model directory {damaged} is incomplete: {name} is missing"):
             ELMoModel.from_pretrained(damaged)
+
+
+@pytest.mark.parametrize(
+    "module, arguments",
+    [
+        ("convert_allennlp_to_hf", ["convert", "--options", "{file}", "--weights", "{file}"]),
+        ("convert_elmoformanylangs", ["convert", "--elmoformanylangs", "{directory}"]),
+        ("nlpl_zip", ["convert", "--zip", "{file}"]),
+        ("convert_tf_checkpoint", ["convert", "--checkpoint", "{file}", "--vocab", "{file}"]),
+        ("convert_hf_to_allennlp", ["export", "--model", "{directory}"]),
+    ],
+)
+def test_every_converter_without_its_libraries_names_the_convert_extra(module, arguments, tmp_path, monkeypatch, capsys):
+    from elmo_hf_cli import main
+
+    (tmp_path / "input.txt").write_text("x")
+    monkeypatch.setitem(sys.modules, f"elmo_hf.conversion.{module}", None)  # as if h5py were missing
+    argv = [argument.format(file=tmp_path / "input.txt", directory=tmp_path) for argument in arguments]
+    assert main([*argv, "--output", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "the converter needs h5py: pip install 'elmo-hf[convert]'" in error and module in error, error
+    assert not (tmp_path / "out").exists()
