@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
         if not progress:
             quiet_progress_bars()
+    callers_group = joined_a_process_group()  # a program that runs this command in a group of its own keeps it
     try:
         report = pretrain(PretrainingOptions(**options, progress=progress))
         is_main_process = PartialState().is_main_process
@@ -130,15 +131,24 @@ def run(args: argparse.Namespace) -> int:
     except (ELMoHFError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
         return report_error(error)
     finally:
-        leave_the_process_group()
+        if not callers_group:
+            leave_the_process_group()
     if is_main_process:  # under torchrun, every process returns the report: print it once
         print(report.describe())
     return EXIT_OK
 
 
+def joined_a_process_group() -> bool:
+    """Whether this process has joined a torch.distributed process group."""
+    import torch.distributed
+
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def leave_the_process_group() -> None:
     """Destroy the torch.distributed process group the run joined (under torchrun: the Trainer's), if any, and free
-    it, so that its gloo threads are joined while the interpreter still runs.
+    it, so that its gloo threads are joined while the interpreter still runs. ``run`` calls it only where the process
+    was in no group before the run: a group that a program running the command made itself is that program's.
 
     Left in torch's registry, the group was torn down by C++ at the very end with its threads still joinable, and a
     rank that had finished its run died by SIGABRT (one of about a dozen default test runs). But
@@ -153,9 +163,9 @@ def leave_the_process_group() -> None:
     (0.27-0.29 s per rank of the two-process test run, once per distributed run)."""
     import torch.distributed
 
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if joined_a_process_group():
         torch.distributed.destroy_process_group()
         gc.collect()
 
 
-__all__ = ["add_parsers", "leave_the_process_group", "run"]
+__all__ = ["add_parsers", "joined_a_process_group", "leave_the_process_group", "run"]

@@ -367,24 +367,36 @@ def in_a_process_group(script: str, *arguments) -> subprocess.CompletedProcess:
     )
 
 
-# A process that joined a process group (as torchrun's ranks do through the Trainer) runs `elmo-hf pretrain`.
+# `elmo-hf pretrain` in a process whose run joins a process group, as torchrun's ranks do through the Trainer (here a
+# stand-in for the run joins one and then fails), or in a program that made a group of its own first.
 PRETRAIN_IN_A_PROCESS_GROUP = (
     "import sys, torch.distributed as dist\n"
-    "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "import elmo_hf.pretraining.run as run\n"
+    "from elmo_hf import ELMoHFError\n"
+    "join = lambda: dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "def a_run_that_joins_then_fails(options):\n"
+    "    join()\n"
+    "    raise ELMoHFError('the run failed')\n"
+    "if sys.argv[4] == 'callers-group':\n"
+    "    join()\n"
+    "else:\n"
+    "    run.pretrain = a_run_that_joins_then_fails\n"
     "from elmo_hf_cli import main\n"
     "code = main(['pretrain', '--corpus', sys.argv[2], '--output', sys.argv[3], '--no-progress'])\n"
     "print('exit', code, 'joined', dist.is_initialized())\n"
 )
 
 
-def test_the_pretrain_command_leaves_the_process_group_before_its_process_exits(tmp_path):
-    """Also when the run fails (here: an empty corpus). A group left to the interpreter's exit once killed a finished
-    rank with SIGABRT (`elmo_hf_cli.pretrain.leave_the_process_group`)."""
+@pytest.mark.parametrize("whose, still_joined", [("the-runs-group", "False"), ("callers-group", "True")])
+def test_the_pretrain_command_leaves_the_group_its_run_joined_and_only_that(tmp_path, whose, still_joined):
+    """Also when the run fails (a stand-in run; with the caller's group: an empty corpus). A group left to the
+    interpreter's exit once killed a finished rank with SIGABRT (`elmo_hf_cli.pretrain.leave_the_process_group`); a
+    group the program made before running the command is the program's, and stays."""
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
-    result = in_a_process_group(PRETRAIN_IN_A_PROCESS_GROUP, empty, tmp_path / "run")
+    result = in_a_process_group(PRETRAIN_IN_A_PROCESS_GROUP, empty, tmp_path / "run", whose)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split()[-4:] == ["exit", "2", "joined", "False"], result.stdout[-2000:]
+    assert result.stdout.split()[-4:] == ["exit", "2", "joined", still_joined], result.stdout[-2000:]
 
 
 # A process in a gloo group whose only holder left is a DistributedDataParallel wrapper in a reference cycle, as the
