@@ -608,7 +608,7 @@ class ELMoEmbedder:
         infinite (pooled vectors are means or maxima of these words, so they stay within the same bound)."""
         if not self.check_finite:
             return
-        if True:
+        with np.errstate(over="ignore"):
             stored = vectors if self.dtype == "float32" else vectors.astype(self.dtype)
         finite_rows = np.isfinite(stored.reshape(len(stored), -1)).all(axis=1)
         if finite_rows.all():
