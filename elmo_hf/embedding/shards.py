@@ -58,7 +58,7 @@ from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
 from .embedder import ELMoEmbedder, PreparedSentences
-from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers
+from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, usable_cores
 
 logger = logging.getLogger(__name__)
 
@@ -936,8 +936,10 @@ def embed_corpus(
         raise ValueError(f"shard_characters must be an int >= 0 (0: no limit), got {shard_characters!r}")
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
+        # Characters matter only up to a shard per usable core: no more is read.
+        characters = source.num_characters(at_most=usable_cores() * shard_characters + 1) if shard_characters else None
         workers = default_workers(
-            embedder.model.device, num_rows, shard_size, characters=source.num_bytes(), shard_characters=shard_characters
+            embedder.model.device, num_rows, shard_size, characters=characters, shard_characters=shard_characters
         )
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an int >= 1, got {workers!r}")

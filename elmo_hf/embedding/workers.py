@@ -86,8 +86,9 @@ def default_workers(
     """How many worker processes ``embed_corpus`` (and so ``elmo-hf embed``) uses when none is given: one per usable
     core (``usable_cores``), at most one per shard of the input (a shard is what one worker embeds; ``rows`` None: not
     known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best). The shards are counted
-    by ``shard_size`` rows and, where ``characters`` (at most the input's characters, e.g. a text file's bytes) is
-    known, by ``shard_characters`` (0: no limit) too: a few long rows make more shards than their number says.
+    by ``shard_size`` rows and, where ``characters`` (the input's characters, or at least ``cores x
+    shard_characters`` of them: ``CorpusSource.num_characters(at_most=...)``) is known, by ``shard_characters`` (0:
+    no limit) too: a few long rows make more shards than their number says.
 
     Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): on 2 cores, 2 one-thread workers
     embed faster than one process at 2 threads both idle (1.38x) and beside two busy processes (1.61x), and since they

@@ -60,9 +60,14 @@ def test_formats_are_told_by_extension_or_refused(tmp_path):
     assert CorpusSource.open(tmp_path / "corpus.doc", "txt").num_rows() == 1
 
 
-def test_a_text_files_bytes_bound_its_characters_and_other_formats_say_none(tmp_path):
+def test_a_text_files_characters_are_counted_up_to_a_limit_and_other_formats_say_none(tmp_path):
+    """Characters as the shards count them (lines without their ends), not bytes (3 a Hangul syllable), including
+    one split between two reads of 1 MiB; read only until the limit is reached."""
     text = tmp_path / "corpus.txt"
-    text.write_text("한국어 문장\nline\n", encoding="utf-8")
-    assert CorpusSource.open(text).num_bytes() == len("한국어 문장\nline\n".encode()) >= len("한국어 문장\nline\n")
+    lines = ["한국어 문장", "line", "끝" * ((1 << 20) // 3)]  # the last line's syllables straddle the first MiB's end
+    text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    source = CorpusSource.open(text)
+    assert source.num_characters(at_most=10**9) == sum(map(len, lines)) == 6 + 4 + (1 << 20) // 3
+    assert source.num_characters(at_most=100) == 100
     (tmp_path / "corpus.jsonl").write_text('{"text": "a"}\n', encoding="utf-8")
-    assert CorpusSource.open(tmp_path / "corpus.jsonl").num_bytes() is None
+    assert CorpusSource.open(tmp_path / "corpus.jsonl").num_characters(at_most=100) is None

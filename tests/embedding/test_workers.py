@@ -70,7 +70,7 @@ def test_default_is_one_worker_per_usable_core_and_shard_on_the_cpu(monkeypatch)
     assert default_workers("cpu", rows=2500, shard_size=1000) == 3  # 3 shards
     assert default_workers("cpu", rows=1000, shard_size=1000) == 1 and default_workers("cpu", rows=0) == 1
     assert default_workers("cuda") == 1 and default_workers("cuda:1", rows=10**6) == 1
-    # A few long rows: counted by their characters too (a text file's bytes), when shards are cut by characters.
+    # A few long rows: counted by their characters too, when shards are cut by characters.
     assert default_workers("cpu", rows=370, shard_size=1000, characters=1_117_562, shard_characters=200_000) == 4
     assert default_workers("cpu", rows=370, shard_size=1000, characters=300_000, shard_characters=200_000) == 2
     assert default_workers("cpu", rows=370, shard_size=1000, characters=1_117_562, shard_characters=0) == 1
@@ -104,6 +104,23 @@ def test_workers_give_the_bytes_of_one_thread_in_input_order(tmp_path, one_threa
     rows = [row for path in sorted((tmp_path / "out").glob("shard-*.parquet")) for row in pq.read_table(path)["input_row"].to_pylist()]
     assert rows == list(range(CORPUS_LINES))
     assert run_embed("--verify", tmp_path / "out") == 0
+
+
+def test_the_default_counts_a_text_files_shards_by_its_characters_not_its_bytes(tmp_path, model_dir, monkeypatch):
+    """Three rows of 300 Hangul syllables are one shard of 900 characters at --shard-characters 1000 (2,703 bytes
+    would have said 3 shards): one process, no worker forked for nothing."""
+    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    pools = []
+    monkeypatch.setattr(
+        "elmo_hf.embedding.shards.EmbeddingWorkerPool", lambda embedder, workers, threads: pools.append(workers)
+    )
+    corpus = write_lines(tmp_path / "corpus.txt", ["한" * 300, "국" * 300, "어" * 300])
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    summary = embed_corpus(
+        CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", shard_characters=1000, progress=False
+    )
+    assert pools == [] and summary.shards == 1
 
 
 def test_invalid_worker_counts_are_refused(tmp_path, model_dir):
