@@ -937,7 +937,7 @@ def embed_corpus(
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
         # Characters matter only up to a shard per usable core: no more is read.
-        characters = source.num_characters(at_most=usable_cores() * shard_characters + 1) if shard_characters else None
+        characters = source.num_characters(at_most=usable_cores() * shard_characters) if shard_characters else None
         workers = default_workers(
             embedder.model.device, num_rows, shard_size, characters=characters, shard_characters=shard_characters
         )
