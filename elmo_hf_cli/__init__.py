@@ -25,7 +25,8 @@ commands take ``--threads``.
 Process: ``elmo-hf`` and ``python -m elmo_hf_cli`` run ``command_line``, which is ``main`` plus the garbage-collector
 settings of a short-lived process (``common.collect_garbage_as_a_short_lived_process``,
 ``common.exit_without_a_final_collection``) and glibc malloc thresholds under which freed tensors' memory is reused
-instead of page-faulted in again (``common.reuse_freed_memory``).
+instead of page-faulted in again (``common.reuse_freed_memory``), also in the processes it spawns
+(``common.thresholds_for_started_processes``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import NoReturn
 from . import convert, embed, neighbours, pretrain, similarity
 from .common import (
     EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
-    exit_without_a_final_collection, reuse_freed_memory, wait_passively,
+    exit_without_a_final_collection, reuse_freed_memory, thresholds_for_started_processes, wait_passively,
 )
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
@@ -81,12 +82,13 @@ def main(argv: list[str] | None = None) -> int:
 def command_line() -> NoReturn:
     """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, which collects
     garbage as a short-lived process does (``common.collect_garbage_as_a_short_lived_process``), reuses freed memory
-    (``common.reuse_freed_memory``), ends by SIGINT at once on a Ctrl-C once the command has returned
+    (``common.reuse_freed_memory``, in the processes it spawns too), ends by SIGINT at once on a Ctrl-C once the command has returned
     (``common.ctrl_c_ends_the_exit``) and exits without the interpreter's final search for cycles
     (``common.exit_without_a_final_collection``). Call ``main`` to run a command inside a program of your own: it
     changes none of them."""
     collect_garbage_as_a_short_lived_process()
-    reuse_freed_memory()
+    if reuse_freed_memory():
+        thresholds_for_started_processes()
     code = main()
     ctrl_c_ends_the_exit()
     exit_without_a_final_collection(code)

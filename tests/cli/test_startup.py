@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from elmo_hf_cli import build_parser, main
-from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS, user_set_malloc_options
+from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS, COMMAND_MALLOC_TUNABLES, user_set_malloc_options
 from scripts.ctrl_c_stress import interrupted_run, start_up_run
 
 COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
@@ -295,6 +295,27 @@ glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallo
 @glibc_only
 def test_the_command_process_reuses_freed_memory_instead_of_faulting_it_in_again():
     assert faults_after(THE_COMMAND_PROCESS, "--version") < PAGES_TOUCHED / 10
+
+
+# A fresh interpreter that the command process starts (as `embed --workers N --threads M` spawns its workers): the
+# faults of the same workload there.
+FAULTS_IN_A_CHILD = (
+    "__import__('subprocess').run([__import__('sys').executable, '-c', "
+    f"{FAULTS_OF_REUSED_HEAP + 'print(faults_of_reused_heap())'!r}], capture_output=True, text=True).stdout.strip()"
+)
+
+
+@glibc_only
+def test_the_processes_the_command_starts_reuse_freed_memory_too():
+    """A spawned child starts with the thresholds in ``GLIBC_TUNABLES``, after any tunables the user set."""
+    assert faults_after(the_command_process_reporting(f"'faults', {FAULTS_IN_A_CHILD}"), "--version") < PAGES_TOUCHED / 10
+    other = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}  # another malloc tunable: kept, and the thresholds added
+    probe = the_command_process_reporting(f"'faults', {FAULTS_IN_A_CHILD}, 'tunables', __import__('os').environ['GLIBC_TUNABLES']")
+    result = subprocess.run([sys.executable, "-c", FAULTS_OF_REUSED_HEAP + probe, "--version"], capture_output=True, text=True, timeout=60, env={**os.environ, **other})
+    assert result.stdout.split()[-1] == f"glibc.malloc.tcache_count=7:{COMMAND_MALLOC_TUNABLES}", result.stdout
+    # The control: a child of a plain program faults its pages in again (here 12,337 faults against 2,443: the
+    # first round's 2,441 pages and no more).
+    assert faults_after(f"print('faults', {FAULTS_IN_A_CHILD})\n") > PAGES_TOUCHED / 10
 
 
 @glibc_only
