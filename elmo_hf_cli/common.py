@@ -114,7 +114,8 @@ def reuse_freed_memory() -> bool:
 
     Measured on the README main job (docs/results/embed-throughput.md, "Page faults"): the two embedding workers
     took 690,000-780,000 page faults and 1.4-2.3 s of system time for tinyshakespeare; with these thresholds 210,000
-    and 0.6-0.7 s, and 6-11% more words/s, with the same peak memory. A library caller gets the same with ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864``
+    and 0.6-0.7 s, and 6-11% more words/s, with the same peak memory. A library caller gets the same with
+    ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864``
     (``COMMAND_MALLOC_TUNABLES``) in its environment."""
     import ctypes
     import platform

@@ -119,12 +119,10 @@ CORPUS_RUN_OPTIONS = {
     "shard_size": "shard_size", "shard_characters": "shard_characters", "output_format": "output_format", "workers": "workers",
 }
 RAY_OPTIONS = {"ray_address": "address", "ray_workers": "num_workers", "ray_gpus_per_worker": "gpus_per_worker"}
-# Options of the datasets engine that embed_with_ray has no counterpart for: given with --engine ray, they are refused
-# rather than ignored.
-DATASETS_ENGINE_ONLY = {
-    "workers": "--workers", "threads": "--threads", "shard_size": "--shard-size", "shard_characters": "--shard-characters",
-    "output_format": "--output-format", "resume": "--resume", "device": "--device",
-}
+# Options of the datasets engine that embed_with_ray has no counterpart for (embed_corpus's own, and how its process
+# runs): given with --engine ray, they are refused rather than ignored. Derived from CORPUS_RUN_OPTIONS, so that an
+# option added there is refused with Ray too.
+DATASETS_ENGINE_ONLY = (*CORPUS_RUN_OPTIONS, "threads", "resume", "device")
 
 
 def given(args: argparse.Namespace, names: dict[str, str]) -> dict:
@@ -139,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.input is None or args.output is None:
         return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
     if args.engine == "ray":
-        unread = [option for name, option in DATASETS_ENGINE_ONLY.items() if hasattr(args, name)]
+        unread = ["--" + name.replace("_", "-") for name in DATASETS_ENGINE_ONLY if hasattr(args, name)]
         if unread:
             return report_error(ValueError(
                 f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
