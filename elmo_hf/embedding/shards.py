@@ -57,6 +57,7 @@ from ..storage.interrupts import sigint_deferred
 from ..storage.output_directory import (
     MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
 )
+from ..validation_elmo import check_int
 from .embedder import ELMoEmbedder, PreparedSentences
 from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, usable_cores
 
@@ -930,10 +931,8 @@ def embed_corpus(
     for ``resume``. With ``workers=1`` the model runs in this process at torch's threads."""
     from tqdm.auto import tqdm
 
-    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
-        raise ValueError(f"shard_size must be an int >= 1, got {shard_size!r}")
-    if isinstance(shard_characters, bool) or not isinstance(shard_characters, int) or shard_characters < 0:
-        raise ValueError(f"shard_characters must be an int >= 0 (0: no limit), got {shard_characters!r}")
+    shard_size = check_int("shard_size", shard_size, 1)
+    shard_characters = check_int("shard_characters", shard_characters, 0, hint="0: no limit")
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
         # Characters matter only up to a shard per usable core: no more is read.
@@ -941,10 +940,8 @@ def embed_corpus(
         workers = default_workers(
             embedder.model.device, num_rows, shard_size, characters=characters, shard_characters=shard_characters
         )
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-    if isinstance(worker_threads, bool) or not isinstance(worker_threads, int) or worker_threads < 1:
-        raise ValueError(f"worker_threads must be an int >= 1, got {worker_threads!r}")
+    workers = check_int("workers", workers, 1)
+    worker_threads = check_int("worker_threads", worker_threads, 1)
     if workers > 1 and embedder.model.device.type != "cpu":
         raise ValueError(
             f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "

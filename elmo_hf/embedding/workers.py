@@ -46,6 +46,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
 from ..storage.interrupts import sigint_ignored
+from ..validation_elmo import check_int
 
 _WAITED_FOR = "run"  # the task id of EmbeddingWorkerPool.run (the driver's are shard indices)
 _UNREADABLE_TASK = "unreadable"  # the task id of the error answering a task a worker could not unpickle
@@ -231,10 +232,7 @@ class EmbeddingWorkerPool:
     leaving it stops the workers (killing any that do not stop)."""
 
     def __init__(self, embedder, workers: int, threads: int = 1):
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be an int >= 1, got {threads!r}")
+        workers, threads = check_int("workers", workers, 1), check_int("threads", threads, 1)
         if embedder.model.device.type != "cpu":
             raise ValueError(
                 f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU "

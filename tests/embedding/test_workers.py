@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -132,6 +133,20 @@ def test_invalid_worker_counts_are_refused(tmp_path, model_dir):
     with pytest.raises(ValueError, match="worker_threads must be an int >= 1"):
         embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", workers=2, worker_threads=0, progress=False)
     assert not (tmp_path / "out").exists()
+
+
+def test_counts_given_as_numpy_ints_are_taken_as_ints(tmp_path, model_dir):
+    """A count read from a NumPy array or a config loaded with NumPy works as the same Python int would, and the
+    manifest records plain ints (JSON cannot hold a NumPy int)."""
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two words .", "three ."])
+    embedder = ELMoEmbedder.from_pretrained(model_dir)
+    summary = embed_corpus(
+        CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", shard_size=np.int64(2),
+        shard_characters=np.int32(0), workers=np.int64(2), worker_threads=np.int64(1), progress=False,
+    )
+    assert summary.shards == 2
+    options = json.loads((tmp_path / "out" / "manifest.json").read_text())["options"]
+    assert (options["shard_size"], options["shard_characters"]) == (2, 0)
 
 
 def test_workers_refuse_a_model_off_the_cpu(tmp_path, model_dir):

@@ -358,11 +358,12 @@ def test_a_two_process_checkpoint_resumes_in_one_process(corpus, tmp_path, two_p
         torch.testing.assert_close(weights(output)[name], value, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def in_a_process_group(script: str, *arguments) -> subprocess.CompletedProcess:
-    """``script`` run by a fresh interpreter as ``python -c script PORT *arguments``, PORT a free loopback port for its
-    process group."""
+def in_a_process_group(script: str, directory: Path, *arguments) -> subprocess.CompletedProcess:
+    """``script`` run by a fresh interpreter as ``python -c script STORE *arguments``, STORE the ``init_method`` of a
+    one-process group: a new file in ``directory`` (no port to take, so tests that run at once never race for one)."""
+    store = directory / "process-group-store"
     return subprocess.run(
-        [sys.executable, "-c", script, str(free_port()), *map(str, arguments)],
+        [sys.executable, "-c", script, store.as_uri(), *map(str, arguments)],
         capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_SECONDS, env=launch_environment(),
     )
 
@@ -373,7 +374,7 @@ PRETRAIN_IN_A_PROCESS_GROUP = (
     "import sys, torch.distributed as dist\n"
     "import elmo_hf.pretraining.run as run\n"
     "from elmo_hf import ELMoHFError\n"
-    "join = lambda: dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "join = lambda: dist.init_process_group('gloo', init_method=sys.argv[1], rank=0, world_size=1)\n"
     "def a_run_that_joins_then_fails(options):\n"
     "    join()\n"
     "    raise ELMoHFError('the run failed')\n"
@@ -394,7 +395,7 @@ def test_the_pretrain_command_leaves_the_group_its_run_joined_and_only_that(tmp_
     group the program made before running the command is the program's, and stays."""
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")
-    result = in_a_process_group(PRETRAIN_IN_A_PROCESS_GROUP, empty, tmp_path / "run", whose)
+    result = in_a_process_group(PRETRAIN_IN_A_PROCESS_GROUP, tmp_path, empty, tmp_path / "run", whose)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split()[-4:] == ["exit", "2", "joined", still_joined], result.stdout[-2000:]
 
@@ -406,7 +407,7 @@ def test_the_pretrain_command_leaves_the_group_its_run_joined_and_only_that(tmp_
 LEAVE_A_GROUP_HELD_BY_A_CYCLE = (
     "import gc, os, sys, torch, torch.distributed as dist, torch.distributed.nn\n"
     "from torch.nn.parallel import DistributedDataParallel\n"
-    "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{sys.argv[1]}', rank=0, world_size=1)\n"
+    "dist.init_process_group('gloo', init_method=sys.argv[1], rank=0, world_size=1)\n"
     "model = DistributedDataParallel(torch.nn.Linear(2, 2))\n"
     "model(torch.ones(3, 2)).sum().backward()\n"
     "model.cycle = [model]\n"
@@ -426,7 +427,7 @@ LEAVE_A_GROUP_HELD_BY_A_CYCLE = (
 def test_leaving_the_process_group_joins_its_threads_although_a_reference_cycle_held_it(tmp_path):
     """The gloo threads of a group left alive into the interpreter's finalization aborted a rank that had finished
     (`elmo_hf_cli.pretrain.leave_the_process_group`): after leaving, none of them runs."""
-    result = in_a_process_group(LEAVE_A_GROUP_HELD_BY_A_CYCLE)
+    result = in_a_process_group(LEAVE_A_GROUP_HELD_BY_A_CYCLE, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     before, after = result.stdout.splitlines()[-2:]
     assert "pt_gloo_runloop" in before, result.stdout  # the check sees the group's threads
