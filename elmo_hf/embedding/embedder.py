@@ -275,12 +275,12 @@ class ELMoEmbedder:
         compute_dtype: str | None = None,
     ):
         config = model.config
-        self._check_options(
+        batch_size, max_words_per_batch, max_window_words, window_context = self._check_options(
             config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
             window_context, on_invalid,
         )
-        check_int("token_cache_words", token_cache_words, 0)
-        check_int("min_batch_size", min_batch_size, 0, allow_none=True)
+        token_cache_words = check_int("token_cache_words", token_cache_words, 0)
+        min_batch_size = check_int("min_batch_size", min_batch_size, 0, allow_none=True)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
         self.model = placed_model(model, device, compute_dtype)
         if compute_dtype is not None and emulated_compute_dtype(self.model.device, self.model.dtype):
@@ -362,18 +362,21 @@ class ELMoEmbedder:
     def _check_options(
         config, representation, mix_index, pooling, dtype, batch_size, max_words_per_batch, max_window_words,
         window_context, on_invalid,
-    ) -> None:
+    ) -> tuple[int | None, int | None, int, int]:
+        """Refuse an option out of range; ``(batch_size, max_words_per_batch, max_window_words, window_context)`` as
+        Python ints (a NumPy int is taken as the int it is: the manifest records these options as JSON)."""
         check_representation(representation, config.num_representation_layers, config.num_output_representations, mix_index)
         check_choice("pooling", pooling, OUTPUT_POOLINGS)
         check_choice("dtype", dtype, STORAGE_DTYPES)
         check_choice("on_invalid", on_invalid, ON_INVALID_CHOICES)
-        check_int("batch_size", batch_size, 1, allow_none=True)
-        check_int("max_words_per_batch", max_words_per_batch, 1, allow_none=True)
-        check_int("window_context", window_context, 0)
-        check_int(
+        batch_size = check_int("batch_size", batch_size, 1, allow_none=True)
+        max_words_per_batch = check_int("max_words_per_batch", max_words_per_batch, 1, allow_none=True)
+        window_context = check_int("window_context", window_context, 0)
+        max_window_words = check_int(
             "max_window_words", max_window_words, 2 * window_context + 1,
             hint=f"larger than 2 * window_context = {2 * window_context}: each window needs at least one word of its own",
         )
+        return batch_size, max_words_per_batch, max_window_words, window_context
 
     def options(self) -> dict[str, Any]:
         """Every option that changes the output (batching too: it changes the last bits), as plain JSON values."""

@@ -4,6 +4,7 @@ bad input, windows."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import warnings
 
@@ -353,6 +354,20 @@ def test_emulated_compute_dtypes_follow_the_cpus_instructions(monkeypatch):
     assert not emulated_compute_dtype(cpu, bfloat16) and emulated_compute_dtype(cpu, float16)
     monkeypatch.setattr(torch.cpu, "_is_amx_fp16_supported", lambda: True)
     assert not emulated_compute_dtype(cpu, float16)
+
+
+def test_counts_given_as_numpy_ints_are_recorded_as_ints(fixture_model, tokenizer):
+    """A count from a NumPy array or config is taken as the int it is: the options an embedding run records in its
+    manifest (JSON, which cannot hold a NumPy int) are plain ints."""
+    counts = {
+        "batch_size": np.int64(8), "max_words_per_batch": np.int32(512), "min_batch_size": np.int64(4),
+        "max_window_words": np.int64(128), "window_context": np.int64(16), "token_cache_words": np.int64(100),
+    }
+    options = ELMoEmbedder(fixture_model, tokenizer, **counts).options()
+    recorded = {name: options[name] for name in counts if name in options}
+    assert recorded == {name: int(value) for name, value in counts.items() if name in options}
+    assert all(type(value) is int for value in recorded.values()), recorded
+    json.dumps(options)
 
 
 def test_a_device_this_torch_cannot_use_is_refused_before_loading(converted_fixture_dir):
