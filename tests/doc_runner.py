@@ -338,6 +338,21 @@ def serve(socket_path: str) -> None:
             os.close(fd)
 
 
+INTERPRETER_SHIM = '#!/bin/sh\n# the interpreter running the tests ({runner})\nexec {python} "$@"\n'
+INTERPRETER_NAMES = ("python", "python3")
+
+
+def write_interpreter_shims(folder: Path, interpreter: str) -> None:
+    """``python`` and ``python3`` in ``folder``: scripts that exec ``interpreter`` by its own path, so that the
+    blocks' ``python`` is the one running the tests, with its packages. Not links: an interpreter of a
+    ``python -m venv`` environment is itself a link, and called through a link in another folder it looks for its
+    ``pyvenv.cfg`` beside that link, finds none and runs without the environment's packages."""
+    for name in INTERPRETER_NAMES:
+        shim = folder / name
+        shim.write_text(INTERPRETER_SHIM.format(runner=__file__, python=shlex.quote(interpreter)))
+        shim.chmod(0o755)
+
+
 class DocsServer:
     """The fork server as a subprocess of the test session, with the ``bin`` folder its clients live in."""
 
@@ -351,8 +366,7 @@ class DocsServer:
         client = self.bin / "elmo-hf"
         client.write_text(CLIENT.format(python=sys.executable, runner=__file__, socket_path=self.socket_path))
         client.chmod(0o755)
-        (self.bin / "python").symlink_to(sys.executable)
-        (self.bin / "python3").symlink_to(sys.executable)
+        write_interpreter_shims(self.bin, sys.executable)
         self.env = {**env, "PATH": f"{self.bin}{os.pathsep}{env.get('PATH', '')}"}
         self.log = open(root / "server.log", "wb")
         self.process = subprocess.Popen(

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from .doc_blocks import CodeBlock
-from .doc_runner import REPOSITORY_ROOT, DirectiveError, DocsServer, plan_block, plan_markdown, prepare_workdir
+from .doc_runner import (
+    INTERPRETER_NAMES, REPOSITORY_ROOT, DirectiveError, DocsServer, plan_block, plan_markdown, prepare_workdir,
+    write_interpreter_shims,
+)
 
 MARKDOWN_FILES = [REPOSITORY_ROOT / "README.md", *sorted((REPOSITORY_ROOT / "docs" / "guide").glob("*.md"))]
 OUTPUT_TAIL = 3000
@@ -152,3 +157,29 @@ def test_blocks_run_in_order_and_a_broken_block_fails_naming_its_line(docs_serve
     assert status == 1 and [entry["status"] for entry in entries] == ["failed"]
     message = failure_message(entries, "")
     assert "one\n" in message and "two" not in message.split("--- output")[1] and "exit status 2" in message
+
+
+@pytest.mark.parametrize("kind", ["python -m venv", "python -m venv --copies", "no venv"])
+def test_the_blocks_python_is_the_interpreter_running_the_tests(kind, tmp_path):
+    """The blocks' ``python`` and ``python3`` are the interpreter the tests run under, with its packages, whatever made
+    it. A link to a ``python -m venv`` interpreter (itself a link) found no ``pyvenv.cfg`` beside it and ran without
+    the environment's packages: the README's Korean block failed in the venv the README recommends."""
+    variables = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    if kind == "no venv":
+        interpreter, prefix, module = sys.executable, sys.prefix, "pytest"  # a package of this interpreter's own
+    else:
+        prefix = str(tmp_path / "venv")
+        subprocess.run([sys.executable, "-m", "venv", *kind.split()[3:], "--without-pip", prefix], check=True)
+        interpreter, module = os.path.join(prefix, "bin", "python"), "only_in_this_environment"
+        assert os.path.islink(interpreter) == (kind == "python -m venv")
+        packages = subprocess.run([interpreter, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                  env=variables, capture_output=True, text=True, check=True).stdout.strip()
+        Path(packages, f"{module}.py").write_text("")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    write_interpreter_shims(shims, interpreter)
+    for name in INTERPRETER_NAMES:
+        done = subprocess.run([name, "-c", f"import sys, {module}; print(sys.prefix)"], capture_output=True, text=True,
+                              env={**variables, "PATH": f"{shims}{os.pathsep}{variables['PATH']}"}, cwd=tmp_path)
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+        assert done.stdout.strip() == prefix
