@@ -5,19 +5,22 @@ Which blocks run: ``python`` blocks, and ``bash`` / ``sh`` blocks with ``bash -e
 ``text``). Blocks are read by `tests/doc_blocks.py`; their directives are HTML comments directly above the fence:
 
     <!-- docs-test: replace "--epochs 5" "--max-steps 4" -->     run a cheaper form of the block (OLD must occur)
-    <!-- docs-test: fixture-model models/elmo-original -->        put the AllenNLP test fixture, converted, at PATH
     <!-- docs-test: fixture-nlpl-zip 223.zip -->                  put the fixture as an NLPL archive at PATH
     <!-- docs-test: excerpt data/corpora/tinyshakespeare.txt 500 -->   run on the file's first 500 lines instead
     <!-- docs-test: excerpt data/corpora/tinyshakespeare.txt 500 corpus.txt -->   corpus.txt: those lines
     <!-- docs-test: skip -->                                      only the two quick-start blocks and `pip install`
 
 Any other ``docs-test:`` comment is an error, and so is a ``skip`` anywhere else, so a block cannot silently stop
-being run. Arguments are split as a shell splits them (quotes keep spaces).
+being run. Arguments are split as a shell splits them (quotes keep spaces). No directive supplies a model: a block
+uses one that an earlier block of the same file made from the clone (the converted test fixture) or the shipped one,
+so that the blocks run as pasted.
 
-How they run: one fresh working directory per Markdown file, holding links to the repository's ``data/``,
-``tests/``, ``scripts/`` and ``conversion/`` (so repo-relative paths work); the file's Python blocks share one
-process and one namespace (a later block uses the names of an earlier one), its shell blocks run in between, in
-file order; the first failing block stops the file. Python tracebacks point at the Markdown file's own lines.
+How they run: in a fresh working directory holding links to the repository's ``data/``, ``tests/``, ``scripts/``
+and ``conversion/`` (so repo-relative paths work, as from the clone's root), one Markdown file alone or several in
+order in the same directory, as a reader working through them; a file's Python blocks share one process and one
+namespace (a later block uses the names of an earlier one; each file starts a new one), its shell blocks run in
+between, in file order; the first failing block stops the run. Python tracebacks point at the Markdown file's own
+lines.
 
 Start-up: importing torch, transformers and elmo_hf takes 5-10 s on 2 cores, and the documentation runs the
 ``elmo-hf`` command about thirty times. So the runner is a small fork server (`serve`): one process imports all of
@@ -69,7 +72,6 @@ class BlockPlan:
     block: CodeBlock
     run: bool  # False for shown languages and skipped blocks
     code: str  # the block's code after its replace directives
-    fixture_models: tuple[str, ...] = field(default=())
     fixture_zips: tuple[str, ...] = field(default=())
     excerpts: tuple[tuple[str, str, int], ...] = field(default=())  # (source, excerpt file, lines)
     skipped: bool = False
@@ -86,7 +88,7 @@ def plan_block(block: CodeBlock) -> BlockPlan:
     language = block.language.lower()
     if not language:
         raise DirectiveError(f"{block.where}: a code block without a language; name one (text if it is not code)")
-    code, models, zips, excerpts, skipped = block.code, [], [], [], False
+    code, zips, excerpts, skipped = block.code, [], [], False
     for marker in block.markers:
         if not marker.startswith(DIRECTIVE_PREFIX):
             if marker.replace("_", "-").replace(" ", "-").lower().startswith("docs-test"):
@@ -111,8 +113,6 @@ def plan_block(block: CodeBlock) -> BlockPlan:
             excerpt = named if len(arguments) == 3 else f"{Path(source).stem}.first-{lines}-lines{Path(source).suffix}"
             code = code.replace(source, excerpt)
             excerpts.append((source, excerpt, lines))
-        elif kind == "fixture-model" and len(arguments) == 1:
-            models.append(arguments[0])
         elif kind == "fixture-nlpl-zip" and len(arguments) == 1:
             zips.append(arguments[0])
         elif kind == "skip" and not arguments:
@@ -124,7 +124,7 @@ def plan_block(block: CodeBlock) -> BlockPlan:
         else:
             raise DirectiveError(
                 f"{block.where}: unknown directive <!-- {marker} -->; known: replace OLD NEW, excerpt PATH LINES [AS], "
-                "fixture-model PATH, fixture-nlpl-zip PATH, skip"
+                "fixture-nlpl-zip PATH, skip"
             )
     runnable = language in RUN_LANGUAGES
     if runnable and not skipped and PIP_LINE.search(block.code):
@@ -132,9 +132,9 @@ def plan_block(block: CodeBlock) -> BlockPlan:
             f"{block.where}: `pip install` in a block that runs; put the pip lines in a block of their own, marked "
             "<!-- docs-test: skip --> (the test never installs anything)"
         )
-    if not runnable and (models or zips or code != block.code or skipped):
+    if not runnable and (zips or code != block.code or skipped):
         raise DirectiveError(f"{block.where}: directives on a {language} block, which is not run")
-    return BlockPlan(block, runnable and not skipped, code, tuple(models), tuple(zips), tuple(excerpts), skipped)
+    return BlockPlan(block, runnable and not skipped, code, tuple(zips), tuple(excerpts), skipped)
 
 
 def plan_markdown(path: Path) -> list[BlockPlan]:
@@ -197,40 +197,41 @@ def run_shell_block(plan: BlockPlan, log_path: Path) -> bool:
     return done.returncode == 0
 
 
-def run_markdown(markdown: str, workdir: str, report: str, fixture_model: str) -> int:
-    """Run every runnable block of ``markdown`` in ``workdir`` (the current directory), appending one JSON line per
-    block to ``report``; stops at the first failure. Returns 0 if all ran, 1 otherwise."""
-    import shutil
+def run_block(plan: BlockPlan, namespace: dict, log_path: Path) -> dict:
+    """Prepare what ``plan``'s directives name, run it; its report entry."""
+    for target in plan.fixture_zips:
+        write_nlpl_zip(Path(target))
+    for source, excerpt, lines in plan.excerpts:
+        with open(source, encoding="utf-8") as text:
+            Path(excerpt).write_text("".join(line for _, line in zip(range(lines), text)), encoding="utf-8")
+    start = time.perf_counter()
+    if plan.block.language == "python":
+        ok = run_python_block(plan, namespace, log_path)
+    else:
+        ok = run_shell_block(plan, log_path)
+    return {"status": "ok" if ok else "failed", "seconds": round(time.perf_counter() - start, 2), "log": str(log_path)}
 
+
+def run_markdown(workdir: str, report: str, *markdowns: str) -> int:
+    """Run every runnable block of each of ``markdowns``, in order, in ``workdir`` (the current directory), appending
+    one JSON line per block to ``report``; stops at the first failure. Returns 0 if all ran, 1 otherwise."""
     os.chdir(workdir)
-    namespace = {"__name__": "__main__"}
     logs = Path(report).with_suffix(".logs")
     logs.mkdir()
-    for number, plan in enumerate(plan_markdown(Path(markdown))):
-        entry = {"where": plan.block.where, "language": plan.block.language, "code": plan.code}
-        if not plan.run:
-            entry["status"] = "skipped" if plan.skipped else "shown"
-        else:
-            for target in plan.fixture_models:
-                if not Path(target).exists():
-                    shutil.copytree(fixture_model, target)
-            for target in plan.fixture_zips:
-                write_nlpl_zip(Path(target))
-            for source, excerpt, lines in plan.excerpts:
-                with open(source, encoding="utf-8") as text:
-                    Path(excerpt).write_text("".join(line for _, line in zip(range(lines), text)), encoding="utf-8")
-            log_path = logs / f"block-{number}.log"
-            start = time.perf_counter()
-            if plan.block.language == "python":
-                ok = run_python_block(plan, namespace, log_path)
+    number = 0
+    for markdown in markdowns:
+        namespace = {"__name__": "__main__"}  # a new Python session per file
+        for plan in plan_markdown(Path(markdown)):
+            entry = {"where": plan.block.where, "language": plan.block.language, "code": plan.code}
+            if plan.run:
+                entry.update(run_block(plan, namespace, logs / f"block-{number}.log"))
             else:
-                ok = run_shell_block(plan, log_path)
-            seconds = round(time.perf_counter() - start, 2)
-            entry.update(status="ok" if ok else "failed", seconds=seconds, log=str(log_path))
-        with open(report, "a", encoding="utf-8") as out:
-            out.write(json.dumps(entry) + "\n")
-        if entry["status"] == "failed":
-            return 1
+                entry["status"] = "skipped" if plan.skipped else "shown"
+            number += 1
+            with open(report, "a", encoding="utf-8") as out:
+                out.write(json.dumps(entry) + "\n")
+            if entry["status"] == "failed":
+                return 1
     return 0
 
 

@@ -1,11 +1,15 @@
-"""Every Python and shell block of README.md and docs/guide/*.md runs, in order, one test per Markdown file: an import
-path, a flag or a default that changes breaks the test that names the file. How blocks run and the directives that
-adapt them (visible above each block in the Markdown): `tests/doc_runner.py`; design notes: docs/design/testing.md."""
+"""Every Python and shell block of README.md and docs/guide/*.md runs as pasted from the clone's root: one test per
+Markdown file alone (an import path, a flag or a default that changes breaks the test that names the file), and one
+of them all in the README's reading order in one folder, as a reader working through them (an output name that two
+sections share, or a file one section overwrites under another's feet, breaks it). How blocks run and the directives
+that adapt them (visible above each block in the Markdown): `tests/doc_runner.py`; design notes:
+docs/design/testing.md."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +22,9 @@ from .doc_runner import (
     write_interpreter_shims,
 )
 
-MARKDOWN_FILES = [REPOSITORY_ROOT / "README.md", *sorted((REPOSITORY_ROOT / "docs" / "guide").glob("*.md"))]
+README = REPOSITORY_ROOT / "README.md"
+GUIDES = sorted((REPOSITORY_ROOT / "docs" / "guide").glob("*.md"))
+MARKDOWN_FILES = [README, *GUIDES]
 OUTPUT_TAIL = 3000
 
 
@@ -45,12 +51,19 @@ def docs_server(tmp_path_factory):
     server.close()
 
 
-def run_markdown(server: DocsServer, markdown: Path, tmp_path: Path, fixture_model: Path):
-    """Run ``markdown``'s blocks in a new working directory: exit status, report (one entry a block), driver output."""
+def reading_order() -> list[Path]:
+    """README.md, then each guide in the order the README first links to it."""
+    linked = re.findall(r"\]\((docs/guide/[\w-]+\.md)\)", README.read_text(encoding="utf-8"))
+    return [README, *(REPOSITORY_ROOT / name for name in dict.fromkeys(linked))]
+
+
+def run_markdown(server: DocsServer, markdowns: list[Path], tmp_path: Path):
+    """Run the blocks of ``markdowns``, in order, in one new working directory: exit status, report (one entry a
+    block), driver output."""
     workdir = prepare_workdir(tmp_path / "work")
     report, output = tmp_path / "report.jsonl", tmp_path / "driver.log"
-    status = server.request("markdown", [str(markdown), str(workdir), str(report), str(fixture_model)], workdir,
-                            output, timeout=900)
+    status = server.request("markdown", [str(workdir), str(report), *map(str, markdowns)], workdir, output,
+                            timeout=900)
     entries = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
     return status, entries, output.read_text(errors="replace") if output.exists() else ""
 
@@ -66,18 +79,27 @@ def failure_message(entries: list[dict], driver_output: str) -> str:
 
 
 @pytest.mark.parametrize("markdown", MARKDOWN_FILES, ids=lambda path: str(path.relative_to(REPOSITORY_ROOT)))
-def test_every_block_runs(markdown, docs_server, converted_fixture_dir, tmp_path):
+def test_every_block_runs(markdown, docs_server, tmp_path):
+    check_every_block_ran(docs_server, [markdown], tmp_path)
+
+
+def test_the_readme_and_the_guides_run_in_reading_order_in_one_folder(docs_server, tmp_path):
+    order = reading_order()
+    assert sorted(order[1:]) == GUIDES, "every guide is linked from the README (its reading order), once"
+    check_every_block_ran(docs_server, order, tmp_path)
+
+
+def check_every_block_ran(server: DocsServer, markdowns: list[Path], tmp_path: Path) -> None:
     try:
-        plans = plan_markdown(markdown)
+        plans = [plan for markdown in markdowns for plan in plan_markdown(markdown)]
     except DirectiveError as error:
         pytest.fail(str(error), pytrace=False)
-    status, entries, driver_output = run_markdown(docs_server, markdown, tmp_path, converted_fixture_dir)
+    status, entries, driver_output = run_markdown(server, markdowns, tmp_path)
     if status != 0 or len(entries) != len(plans) or any(entry["status"] == "failed" for entry in entries):
         pytest.fail(failure_message(entries, driver_output), pytrace=False)
     ran = [entry for entry in entries if entry["status"] == "ok"]
     assert len(ran) == sum(plan.run for plan in plans)
-    lines_and_seconds = ", ".join(f"line {entry['where'].rsplit(':', 1)[1]} {entry['seconds']} s" for entry in ran)
-    print(f"{markdown.name}: {len(ran)} blocks ran: {lines_and_seconds}")
+    print(f"{len(ran)} blocks ran: " + ", ".join(f"{entry['where']} {entry['seconds']} s" for entry in ran))
 
 
 # --- the directives and the driver themselves ------------------------------------------------------------------
@@ -96,9 +118,8 @@ def test_replace_directives_apply_in_order_and_must_match():
 
 
 def test_fixture_directives_and_shown_languages():
-    plan = plan_block(block("x = 1\n", "python", "docs-test: fixture-model models/elmo-original",
-                            "docs-test: fixture-nlpl-zip 223.zip", "some other comment"))
-    assert plan.run and plan.fixture_models == ("models/elmo-original",) and plan.fixture_zips == ("223.zip",)
+    plan = plan_block(block("x = 1\n", "python", "docs-test: fixture-nlpl-zip 223.zip", "some other comment"))
+    assert plan.run and plan.fixture_zips == ("223.zip",)
     plan = plan_block(block("elmo-hf pretrain --corpus data/a.txt\n", "bash", "docs-test: excerpt data/a.txt 500"))
     assert plan.code == "elmo-hf pretrain --corpus a.first-500-lines.txt\n"
     assert plan.excerpts == (("data/a.txt", "a.first-500-lines.txt", 500),)
@@ -107,11 +128,12 @@ def test_fixture_directives_and_shown_languages():
     for language in ("text", "json", "console", "toml"):
         assert not plan_block(block("anything\n", language)).run
     with pytest.raises(DirectiveError, match="not run"):
-        plan_block(block("{}\n", "json", "docs-test: fixture-model m"))
+        plan_block(block("{}\n", "json", "docs-test: fixture-nlpl-zip m.zip"))
 
 
 @pytest.mark.parametrize("markers, message", [
     (("docs-test: fixture-modle m",), "unknown directive"),
+    (("docs-test: fixture-model models/elmo-original",), "unknown directive"),  # blocks make their own models
     (("docs-test: replace only-one",), "unknown directive"),
     (("docs-test: excerpt corpus.txt many",), "unknown directive"),
     (("docs-test: excerpt other.txt 5",), "no longer contains"),
@@ -136,7 +158,7 @@ def test_skip_only_for_the_quick_start_and_pip_install_blocks():
         plan_block(block("elmo-hf embed x\n", ""))
 
 
-def test_blocks_run_in_order_and_a_broken_block_fails_naming_its_line(docs_server, converted_fixture_dir, tmp_path):
+def test_blocks_run_in_order_and_a_broken_block_fails_naming_its_line(docs_server, tmp_path):
     markdown = tmp_path / "doc.md"
     markdown.write_text(
         "```python\nnumber = 41\n```\n\n"
@@ -146,14 +168,14 @@ def test_blocks_run_in_order_and_a_broken_block_fails_naming_its_line(docs_serve
         "```python\nprint('before')\nraise ValueError('documented behaviour is wrong')\n```\n\n"
         "```bash\necho never\n```\n"
     )
-    status, entries, _ = run_markdown(docs_server, markdown, tmp_path / "python", converted_fixture_dir)
+    status, entries, _ = run_markdown(docs_server, [markdown], tmp_path / "python")
     assert status == 1 and [entry["status"] for entry in entries] == ["ok", "ok", "ok", "shown", "failed"]
     message = failure_message(entries, "")
     assert message.startswith(f"{markdown}:17: the python block failed")
     assert "before" in message and f'File "{markdown}", line 19' in message and "ValueError: documented" in message
 
     markdown.write_text("```sh\necho one\nelmo-hf embed --pooling avg\necho two\n```\n")
-    status, entries, _ = run_markdown(docs_server, markdown, tmp_path / "shell", converted_fixture_dir)
+    status, entries, _ = run_markdown(docs_server, [markdown], tmp_path / "shell")
     assert status == 1 and [entry["status"] for entry in entries] == ["failed"]
     message = failure_message(entries, "")
     assert "one\n" in message and "two" not in message.split("--- output")[1] and "exit status 2" in message
@@ -183,3 +205,12 @@ def test_the_blocks_python_is_the_interpreter_running_the_tests(kind, tmp_path):
                               env={**variables, "PATH": f"{shims}{os.pathsep}{variables['PATH']}"}, cwd=tmp_path)
         assert done.returncode == 0, f"{name}: {done.stderr}"
         assert done.stdout.strip() == prefix
+
+
+def test_files_run_together_share_the_folder_not_the_python_session(docs_server, tmp_path):
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_text("```python\nnumber = 41\nopen('made-by-first.txt', 'w').write('x')\n```\n")
+    second.write_text("```bash\ntest -f made-by-first.txt\n```\n\n```python\nprint(number)\n```\n")
+    status, entries, _ = run_markdown(docs_server, [first, second], tmp_path / "run")
+    assert status == 1 and [entry["status"] for entry in entries] == ["ok", "ok", "failed"]
+    assert "NameError: name 'number' is not defined" in failure_message(entries, "")
