@@ -37,6 +37,7 @@ import sys
 from typing import NoReturn
 
 from . import convert, embed, neighbours, pretrain, similarity
+from .arguments import SuggestingArgumentParser
 from .common import (
     EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
     exit_without_a_final_collection, reuse_freed_memory, thresholds_for_started_processes, wait_passively,
@@ -46,7 +47,7 @@ COMMANDS = (embed, convert, pretrain, similarity, neighbours)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
+    parser = SuggestingArgumentParser(prog="elmo-hf", description="ELMo contextual word representations.")
     parser.add_argument("--version", action="version", version=f"elmo-hf {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

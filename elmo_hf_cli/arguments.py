@@ -16,16 +16,22 @@ takes. What is checked here, and the rule for each:
   policy decides when the command runs.
 
 Values the library checks against the model (a layer index, ``--mix-index``) or that need its code are left to it.
+
+A typo gets a suggestion (``SuggestingArgumentParser``, the class of every (sub)command's parser): an unknown option is
+reported by the command it was given to, with that command's usage and the closest of its options (``--modle``: did
+you mean ``--model``?), and a value outside the choices (a command, ``--pooling``) with the closest choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import os
 import sys
 import types
+from collections.abc import Iterable
 from pathlib import Path
 
 _LIBRARY_ALIAS = "elmo_hf_cli._library"
@@ -48,6 +54,51 @@ def library_module(name: str) -> types.ModuleType:
     return importlib.import_module(f"{_LIBRARY_ALIAS}.{name}")
 
 
+def closest(value: str, candidates: Iterable[str]) -> str | None:
+    """The candidate most like ``value`` (``difflib.get_close_matches``, its default cutoff), or None if none is close."""
+    matches = difflib.get_close_matches(value, list(candidates), n=1)
+    return matches[0] if matches else None
+
+
+class SuggestingArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors about a typo name the closest option or choice (``closest``); Python 3.11's
+    argparse has no ``suggest_on_error``. ``add_subparsers`` makes subparsers of the parser's own class, so every
+    command and nested command of ``elmo-hf`` is one.
+
+    - An argument a (sub)command does not know is reported by that command, with its own usage (argparse would hand
+      it up to ``elmo-hf`` itself, whose usage lists only the commands): ``parse_known_args`` refuses what is left
+      over, so it never returns any.
+    - A value outside an argument's choices (a command name, ``--pooling``) gets "did you mean" after argparse's
+      "invalid choice: ... (choose from ...)"."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, unknown = super().parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}{self._suggested_options(unknown)}")
+        return namespace, unknown
+
+    def _suggested_options(self, unknown: list[str]) -> str:
+        """"; did you mean --model?" for the unknown options that resemble one of this parser's ("" if none)."""
+        known = [option for action in self._actions for option in action.option_strings]
+        unknown_options = [argument.split("=", 1)[0] for argument in unknown if argument[:1] in self.prefix_chars]
+        suggestions = {option: closest(option, known) for option in unknown_options}
+        suggestions = {option: match for option, match in suggestions.items() if match is not None}
+        if not suggestions:
+            return ""
+        if len(suggestions) == 1:
+            return f"; did you mean {next(iter(suggestions.values()))}?"
+        return f"; did you mean {', '.join(f'{match} for {option}' for option, match in suggestions.items())}?"
+
+    def _check_value(self, action, value):
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as error:
+            match = closest(str(value), map(str, action.choices))
+            if match is None:
+                raise
+            raise argparse.ArgumentError(action, f"{error.message}; did you mean {match!r}?") from None
+
+
 def choices() -> types.ModuleType:
     """``elmo_hf/choices_elmo.py``: the values each option accepts."""
     return library_module("choices_elmo")
@@ -60,8 +111,10 @@ def representation_argument(value: str) -> str | int:
         return int(value)
     names = choices().REPRESENTATIONS
     if value not in names:
+        match = closest(value, names)
         raise argparse.ArgumentTypeError(
             f"invalid choice: {value!r} (choose from {', '.join(names)}, or a layer index: 0 = token layer)"
+            + (f"; did you mean {match!r}?" if match else "")
         )
     return value
 
@@ -167,7 +220,9 @@ def output_directory(value: str) -> str:
 
 
 __all__ = [
+    "SuggestingArgumentParser",
     "choices",
+    "closest",
     "existing_directory",
     "existing_path",
     "library_module",

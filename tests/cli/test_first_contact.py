@@ -224,3 +224,42 @@ def test_similarity_defaults_to_the_shipped_model_as_embed(capsys):
     captured = capsys.readouterr()
     assert "no --model given, using elmo-hf's default model" in captured.err
     assert "cosine similarity of 'play' between sentences" in captured.out
+
+
+@pytest.mark.parametrize(
+    "arguments, usage, message",
+    [
+        (["embed", "corpus.txt", "--modle", "x"], "usage: elmo-hf embed ", "unrecognized arguments: --modle x; did you mean --model?"),
+        (["embed", "corpus.txt", "--outptu=out"], "usage: elmo-hf embed ", "unrecognized arguments: --outptu=out; did you mean --output?"),
+        (
+            ["embed", "corpus.txt", "--modle", "x", "--outptu", "o"], "usage: elmo-hf embed ",
+            "unrecognized arguments: --modle x --outptu o; did you mean --model for --modle, --output for --outptu?",
+        ),
+        (
+            ["neighbours", "query", "index", "--sentence", "We saw the play .", "--wrod", "play"],
+            "usage: elmo-hf neighbours query ", "unrecognized arguments: --wrod play; did you mean --word?",
+        ),
+        (["pretrain", "--corpus", "corpus.txt", "--output", "out", "--epocs", "2"], "usage: elmo-hf pretrain ", "did you mean --epochs?"),
+        (["embed", "corpus.txt", "--zzz"], "usage: elmo-hf embed ", "unrecognized arguments: --zzz\n"),  # nothing close: no guess
+    ],
+)
+def test_an_unknown_option_gets_its_command_s_usage_and_the_closest_option(tmp_path, corpus, arguments, usage, message):
+    (tmp_path / "index").mkdir()
+    code, stderr, _, heavy = first_contact(tmp_path, *arguments)
+    assert code == 2 and not heavy
+    assert stderr.startswith(usage) and message in stderr, stderr
+
+
+@pytest.mark.parametrize(
+    "arguments, message, suggestion",
+    [
+        (["embedd", "corpus.txt"], "argument command: invalid choice: 'embedd' (choose from 'embed', ", "embed"),
+        (["neighbours", "qeury", "index"], "argument action: invalid choice: 'qeury' (choose from 'build', 'query')", "query"),
+        (["embed", "corpus.txt", "--output", "out", "--pooling", "maen"], "argument --pooling: invalid choice: 'maen' (choose from ", "mean"),
+        (["embed", "corpus.txt", "--output", "out", "--representation", "avreage"], "invalid choice: 'avreage' (choose from mix, ", "average"),
+    ],
+)
+def test_an_unknown_command_or_choice_gets_the_closest_one(tmp_path, corpus, arguments, message, suggestion):
+    code, stderr, _, heavy = first_contact(tmp_path, *arguments)
+    assert code == 2 and not heavy
+    assert message in stderr and stderr.rstrip().endswith(f"; did you mean {suggestion!r}?"), stderr
