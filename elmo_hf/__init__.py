@@ -17,12 +17,12 @@ from a config, so the `AutoModel` classes know ELMo whenever one can be asked fo
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 from transformers import AutoConfig, AutoTokenizer
 
+from .choices_elmo import DEFAULT_MODEL_DIR  # the shipped checkpoint, what `elmo-hf embed` uses when no model is named
 from .configuration_elmo import ELMoConfig
 from .tokenization_elmo import ELMoTokenizer
 from .validation_elmo import ELMoHFError
@@ -33,11 +33,6 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
 
 __version__ = "0.1.0"  # the one statement of the version: pyproject.toml reads it (dynamic = ["version"])
-
-# The checkpoint shipped inside the package (pre-trained here by `elmo-hf pretrain`, packaged by
-# `scripts/package_default_model.py`): what `elmo-hf embed` uses when no model is named, so it runs with no network.
-# A small demonstration model, not for quality: see its README.md. A str, as every from_pretrained and pipeline takes.
-DEFAULT_MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_model")
 
 # Names of this package imported on first use -> the module defining each (see the module docstring).
 LAZY_NAMES = {

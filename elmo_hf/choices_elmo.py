@@ -1,10 +1,18 @@
 """The values elmo-hf's options accept: one home for each list, read by the library (which checks them) and by the
 ``elmo-hf`` command (which rejects a wrong value before torch is imported, see ``elmo_hf_cli``).
 
-This file imports nothing at all, so that the command line can read it without running ``elmo_hf/__init__.py``
+This file imports nothing but ``os``, so that the command line can read it without running ``elmo_hf/__init__.py``
 (which registers the classes with transformers and so imports torch), and so that the remote-code files
 (configuration, modeling) can use it when they are copied next to a checkpoint.
 """
+
+import os
+
+# What `--model` stands for when no model is named (`elmo_hf.DEFAULT_MODEL_DIR`): the checkpoint shipped inside the
+# package (pre-trained here by `elmo-hf pretrain`, packaged by `scripts/package_default_model.py`), so that
+# `elmo-hf embed` runs with no network. A small demonstration model, not for quality: see its README.md. A str, as every
+# from_pretrained and pipeline takes. (Next to a checkpoint, as remote code, this names a folder that is not there.)
+DEFAULT_MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default_model")
 
 # Which vectors of an output a user takes (ELMoModelOutput.word_vectors), besides an int layer index (0 = token layer):
 # "mix" a scalar mix (the paper's ELMo_k), "top" the top biLSTM layer, "average" the plain mean of the L + 1 layers,
@@ -44,6 +52,7 @@ LR_SCHEDULERS = ("linear", "constant", "cosine")
 
 __all__ = [
     "COMPUTE_DTYPES",
+    "DEFAULT_MODEL_DIR",
     "INDEX_KINDS",
     "INPUT_FORMATS",
     "LR_SCHEDULERS",

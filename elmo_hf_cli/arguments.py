@@ -38,20 +38,37 @@ _LIBRARY_ALIAS = "elmo_hf_cli._library"
 
 
 def library_module(name: str) -> types.ModuleType:
-    """``elmo_hf.<name>`` for a module that imports nothing heavy (``choices_elmo``, ``storage.output_directory``),
-    without running ``elmo_hf/__init__.py``, which registers the classes with transformers and so imports torch
-    (seconds). The module is imported under the alias package ``elmo_hf_cli._library``, whose path is ``elmo_hf``'s
-    folder: the same file, a separate module object (compare its values, never its classes with the library's)."""
+    """``elmo_hf.<name>`` for a module that imports nothing heavy (``choices_elmo``, ``storage.output_directory``,
+    ``embedding.manifest``), without running ``elmo_hf/__init__.py``, which registers the classes with transformers and
+    so imports torch (seconds), nor the ``__init__.py`` of a subpackage on the way (``embedding``'s imports the
+    embedder, and torch). The module is imported under the alias package ``elmo_hf_cli._library``, whose path is
+    ``elmo_hf``'s folder: the same file, a separate module object (compare its values, never its classes with the
+    library's)."""
     if "elmo_hf" in sys.modules:  # the library is loaded already: nothing to save
         return importlib.import_module(f"elmo_hf.{name}")
     if _LIBRARY_ALIAS not in sys.modules:
         spec = importlib.util.find_spec("elmo_hf")  # finding a top-level package does not run its __init__
         if spec is None or not spec.submodule_search_locations:
             raise ImportError("the elmo_hf package is not installed")
-        alias = types.ModuleType(_LIBRARY_ALIAS, "elmo_hf's modules, imported without elmo_hf/__init__.py")
-        alias.__path__ = list(spec.submodule_search_locations)
-        sys.modules[_LIBRARY_ALIAS] = alias
+        _package_without_its_init(_LIBRARY_ALIAS, list(spec.submodule_search_locations))
+    package = _LIBRARY_ALIAS
+    for part in name.split(".")[:-1]:
+        folder = os.path.join(sys.modules[package].__path__[0], part)
+        package = _package_without_its_init(f"{package}.{part}", [folder]).__name__
     return importlib.import_module(f"{_LIBRARY_ALIAS}.{name}")
+
+
+def _package_without_its_init(name: str, path: list[str]) -> types.ModuleType:
+    """The package ``name`` (registered in ``sys.modules`` and on its parent), its modules found in ``path``, its
+    ``__init__.py`` not run."""
+    if name not in sys.modules:
+        package = types.ModuleType(name, "elmo_hf's modules, imported without elmo_hf's __init__.py files")
+        package.__path__ = path
+        sys.modules[name] = package
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules:
+            setattr(sys.modules[parent], child, package)
+    return sys.modules[name]
 
 
 def closest(value: str, candidates: Iterable[str]) -> str | None:
