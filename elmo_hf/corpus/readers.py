@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import codecs
 import glob
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,12 @@ EXTENSION_FORMATS = {
 # The column each format's sentences are in when the caller names none, and whether it holds text or words.
 DEFAULT_TEXT_COLUMN = "text"
 CONLLU_WORDS_COLUMN = "words"
+# The columns of a CoNLL-U file's rows (``read_conllu_sentences``, ``conllu_features``).
+CONLLU_COLUMNS = ("sent_id", CONLLU_WORDS_COLUMN, "upos")
+# How far into a JSON lines file ``CorpusSource.column_names`` looks for a column: at least the first chunk that
+# `datasets` reads to tell the file's columns (its json builder's ``chunksize``, 10 MiB; tested), so that a column
+# it would find is found.
+JSON_COLUMNS_BYTES = 10 << 20
 _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 
@@ -129,7 +135,7 @@ def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
     for line_number, line in read_text_lines(path):
         if not line.strip():
             if words:
-                yield {"sent_id": sent_id, "words": words, "upos": upos}
+                yield dict(zip(CONLLU_COLUMNS, (sent_id, words, upos)))
             sent_id, words, upos = None, [], []
             continue
         if line.startswith("#"):
@@ -151,14 +157,14 @@ def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
         words.append(fields[1])
         upos.append(fields[3])
     if words:
-        yield {"sent_id": sent_id, "words": words, "upos": upos}
+        yield dict(zip(CONLLU_COLUMNS, (sent_id, words, upos)))
 
 
 def conllu_features():
-    """The `datasets` features of CoNLL-U rows."""
+    """The `datasets` features of CoNLL-U rows (``CONLLU_COLUMNS``)."""
     from datasets import Features, List, Value
 
-    return Features({"sent_id": Value("string"), "words": List(Value("string")), "upos": List(Value("string"))})
+    return Features(dict(zip(CONLLU_COLUMNS, (Value("string"), List(Value("string")), List(Value("string"))))))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -187,6 +193,12 @@ GLOB_CHARACTERS = "*?["
 def is_saved_dataset(path: Path) -> bool:
     """Whether ``path`` is a directory written by `Dataset.save_to_disk` (or `DatasetDict.save_to_disk`)."""
     return path.is_dir() and any((path / name).is_file() for name in SAVED_DATASET_FILES)
+
+
+def sentence_column(text_column: str = DEFAULT_TEXT_COLUMN, words_column: str | None = None) -> str:
+    """The column a row's sentence is read from: the column of pre-split words when one is named, else the text
+    column."""
+    return words_column or text_column
 
 
 def corpus_sources(paths: str | Path | Sequence[str | Path], input_format: str | None = None) -> list["CorpusSource"]:
@@ -295,6 +307,61 @@ class CorpusSource:
                     return Dataset.from_list(records).features
             raise CorpusError(f"cannot read {self.path} as {self.input_format}: {error}") from error
 
+    def column_names(self, look_for: str | None = None) -> list[str] | None:
+        """The input's column names, read without `datasets` (which imports torch): a text file's ``text``, CoNLL-U's
+        ``CONLLU_COLUMNS``, a Parquet file's schema, a CSV file's header, a saved dataset's recorded features, the
+        keys of the JSON objects in a JSON lines file's first ``JSON_COLUMNS_BYTES`` (``look_for``: stop once that
+        column is met). None where they cannot be read so (a file that is not what its format says, a DatasetDict):
+        reading the rows then says what is wrong."""
+        try:
+            if self.input_format == "txt":
+                return [DEFAULT_TEXT_COLUMN]
+            if self.input_format == "conllu":
+                return list(CONLLU_COLUMNS)
+            if self.input_format == "parquet":
+                import pyarrow.parquet as pq
+
+                return list(pq.read_schema(self.path).names)
+            if self.input_format == "csv":
+                return self._csv_header()
+            if self.input_format == "dataset":
+                return self._saved_dataset_columns()
+            return self._json_keys(look_for)
+        except (OSError, ValueError):  # ValueError: not UTF-8, not JSON, not Parquet (pyarrow's ArrowInvalid)
+            return None
+
+    def _csv_header(self) -> list[str] | None:
+        import csv
+
+        with open(self.path, encoding="utf-8-sig", newline="") as file:
+            return next(csv.reader(file), None)
+
+    def _saved_dataset_columns(self) -> list[str] | None:
+        import json
+
+        info = json.loads((self.path / "dataset_info.json").read_text(encoding="utf-8"))
+        features = info.get("features") if isinstance(info, dict) else None
+        return list(features) if isinstance(features, dict) else None
+
+    def _json_keys(self, look_for: str | None) -> list[str]:
+        keys: dict[str, None] = {}  # in the order first met, as pyarrow orders a JSON file's columns
+        for _, record in self._json_lines(max_bytes=JSON_COLUMNS_BYTES):
+            if isinstance(record, dict):
+                keys.update(dict.fromkeys(record))
+            if look_for is not None and look_for in keys:
+                break
+        return list(keys)
+
+    def check_column(self, column: str, columns: Iterable[str] | None = None) -> None:
+        """Raise ``CorpusError`` unless the input has ``column``. ``columns``: the input's (its `datasets` features);
+        by default ``column_names``, and nothing is refused where those cannot be read."""
+        columns = self.column_names(look_for=column) if columns is None else list(columns)
+        if columns is not None and column not in columns:
+            raise CorpusError(
+                f"input {self.path} has no column {column!r}; its columns are {columns} (choose one with "
+                "--text-column or --words-column)"
+            )
+
     def num_rows(self) -> int | None:
         """Number of rows when it is cheap to know (text files are counted by newlines; JSON lines, CSV and CoNLL-U
         are not)."""
@@ -353,14 +420,19 @@ class CorpusSource:
         # one InvalidRowError with its row in the file (skipped with --skip-invalid) and the others are read.
         yield from self._json_lines(input_row)
 
-    def _json_lines(self, start: int = 0) -> Iterator[tuple[int, dict | InvalidRowError]]:
+    def _json_lines(self, start: int = 0, max_bytes: int | None = None) -> Iterator[tuple[int, dict | InvalidRowError]]:
         """``(input_row, record)`` for the JSON lines of the file parsed one by one (rows counted as pyarrow does:
-        empty lines are not rows)."""
+        empty lines are not rows); with ``max_bytes``, only the lines that start within the file's first
+        ``max_bytes``."""
         import json
 
         row = 0
+        read = 0
         with open(self.path, "rb") as file:
             for line_number, line in enumerate(file):
+                if max_bytes is not None and read >= max_bytes:
+                    return
+                read += len(line)
                 if line_number == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
                     line = line[len(UTF8_BYTE_ORDER_MARK) :]
                 if not line.strip():
@@ -412,6 +484,7 @@ class CorpusSource:
 
 
 __all__ = [
+    "CONLLU_COLUMNS",
     "CorpusError",
     "CorpusSource",
     "UTF8_BYTE_ORDER_MARK",
@@ -425,4 +498,5 @@ __all__ = [
     "read_conllu_sentences",
     "read_lines",
     "read_text_lines",
+    "sentence_column",
 ]

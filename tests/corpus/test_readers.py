@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from datasets import Dataset
 
-from elmo_hf.corpus.readers import CorpusError, CorpusSource, InvalidRowError, count_lines, read_lines, read_text_lines
+from elmo_hf.corpus.readers import (
+    JSON_COLUMNS_BYTES, CorpusError, CorpusSource, InvalidRowError, count_lines, read_lines, read_text_lines,
+)
 
 from .test_sentences import CONLLU_SAMPLE
 
@@ -71,3 +73,55 @@ def test_a_text_files_characters_are_counted_up_to_a_limit_and_other_formats_say
     assert source.num_characters(at_most=100) == 100
     (tmp_path / "corpus.jsonl").write_text('{"text": "a"}\n', encoding="utf-8")
     assert CorpusSource.open(tmp_path / "corpus.jsonl").num_characters(at_most=100) is None
+
+
+@pytest.mark.parametrize("name", ["data.txt", "data.jsonl", "data.csv", "data.parquet", "saved", "sample.conllu"])
+def test_the_column_names_read_without_datasets_are_its_features(tmp_path, name):
+    """One set of columns: those `column_names` reads cheaply (for the command line, before torch) are the ones
+    `features` gets from `datasets`, in the same order."""
+    path = tmp_path / name
+    dataset = Dataset.from_dict({"id": [1, 2], "sentence": ["a .", "b ."], "label": ["x", "y"]})
+    writers = {
+        "data.txt": lambda path: path.write_text("a .\nb .\n"), "data.jsonl": lambda path: dataset.to_json(str(path)),
+        "data.csv": lambda path: dataset.to_csv(str(path), index=False), "data.parquet": lambda path: dataset.to_parquet(str(path)),
+        "saved": lambda path: dataset.save_to_disk(str(path)), "sample.conllu": lambda path: path.write_text(CONLLU_SAMPLE),
+    }
+    writers[name](path)
+    source = CorpusSource.open(path)
+    assert source.column_names() == list(source.features())
+    source.check_column(list(source.features())[-1])
+    with pytest.raises(CorpusError, match=rf"input {path} has no column 'nope'; its columns are \[.*\] \(choose one with --text-column"):
+        source.check_column("nope")
+
+
+def test_a_json_lines_column_is_looked_for_as_far_as_datasets_reads(tmp_path):
+    """A key that only a later line has is a column (pyarrow unites the keys of the lines it reads); the search stops at
+    the column looked for, and looks at least as far as `datasets` does."""
+    import importlib
+
+    json_builder = importlib.import_module("datasets.packaged_modules.json.json")
+    assert JSON_COLUMNS_BYTES >= json_builder.JsonConfig.__dataclass_fields__["chunksize"].default
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"id": 1}\n\nnot json\n{"id": 2, "text": "late ."}\n{"id": 3, "label": "z"}\n')
+    source = CorpusSource.open(path)
+    assert source.column_names() == ["id", "text", "label"]
+    assert source.column_names(look_for="text") == ["id", "text"]
+    source.check_column("text")
+    with pytest.raises(CorpusError, match=r"has no column 'sentence'; its columns are \['id', 'text', 'label'\]"):
+        source.check_column("sentence")
+    far = tmp_path / "far.jsonl"
+    line = '{"id": 1, "padding": "%s"}\n' % ("x" * 1000)
+    far.write_text(line * (JSON_COLUMNS_BYTES // len(line) + 1) + '{"text": "too far ."}\n')
+    assert CorpusSource.open(far).column_names() == ["id", "padding"]
+
+
+def test_columns_that_cannot_be_read_refuse_nothing(tmp_path):
+    """A file that is not what its extension says: no columns (None), and the reading of its rows says what is wrong."""
+    for name, content in [("bad.parquet", b"not parquet"), ("bad.csv", b"\xff\xfe"), ("empty.csv", b"")]:
+        (tmp_path / name).write_bytes(content)
+        source = CorpusSource.open(tmp_path / name)
+        assert source.column_names() is None
+        source.check_column("text")
+    (tmp_path / "splits").mkdir()
+    (tmp_path / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
+    assert CorpusSource.open(tmp_path / "splits").column_names() is None
