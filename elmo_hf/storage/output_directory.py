@@ -490,14 +490,9 @@ def open_output_directory(
     the message refusing to write over it (which mentions --resume only when the command is ``resumable``, or
 ``resumable(path)`` says the existing output can be continued).
     """
-    if resume and overwrite:
-        raise ValueError("pass either resume or overwrite, not both")
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputDirectoryError(f"output {path} exists and is not a directory")
+    path = _checked_path(path, resume, overwrite)
     with _locked(path):
         replacing = _unfinished_in_place_replacement(path)
-        existing = path.is_dir() and any(path.iterdir())
         resumed = False
         if replacing is not None:  # an earlier --overwrite of this output was killed: its old output is kept aside
             if resume:
@@ -512,14 +507,11 @@ def open_output_directory(
                 )
             else:
                 raise OutputDirectoryError(_unfinished_replacement_message(path, replacing, resumable))
-        elif existing and overwrite:
-            check_deletable(path, kind, inputs)
-            replacing = _set_aside(path)
-        elif existing and resume:
-            _check_resumable(path, kind)
-            resumed = True
-        elif existing:
-            raise OutputDirectoryError(_existing_output_message(path, kind, describe_existing, resumable))
+        else:
+            opening = _opening(path, kind, resume, overwrite, inputs, describe_existing, resumable)
+            if opening == "overwrite":
+                replacing = _set_aside(path)
+            resumed = opening == "resume"
         created = not path.exists()
         path.mkdir(exist_ok=True)
         if not resumed:
@@ -544,6 +536,53 @@ def open_output_directory(
         output.record()
         if replacing is not None:
             _finish_in_place_replacement(path, replacing)
+
+
+def _checked_path(path: str | Path, resume: bool, overwrite: bool) -> Path:
+    if resume and overwrite:
+        raise ValueError("pass either resume or overwrite, not both")
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputDirectoryError(f"output {path} exists and is not a directory")
+    return path
+
+
+def _opening(
+    path: Path, kind: OutputKind, resume: bool, overwrite: bool, inputs: Iterable[str | Path],
+    describe_existing: Callable[[Path], str] | None, resumable: bool | Callable[[Path], bool],
+) -> str:
+    """How a run writing ``kind`` in place opens ``path`` (no replacement of it left unfinished): ``"new"`` (absent or
+    empty), ``"resume"`` or ``"overwrite"`` an existing output; raises ``OutputDirectoryError`` where it must not."""
+    if not (path.is_dir() and any(path.iterdir())):
+        return "new"
+    if overwrite:
+        check_deletable(path, kind, inputs)
+        return "overwrite"
+    if resume:
+        _check_resumable(path, kind)
+        return "resume"
+    raise OutputDirectoryError(_existing_output_message(path, kind, describe_existing, resumable))
+
+
+def check_output_directory(
+    path: str | Path,
+    kind: OutputKind,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    inputs: Iterable[str | Path] = (),
+    describe_existing: Callable[[Path], str] | None = None,
+    resumable: bool | Callable[[Path], bool] = True,
+) -> str | None:
+    """Refuse now what ``open_output_directory`` (same arguments) would refuse, reading only: no lock taken, nothing
+    written. For a command to answer before its slow start (importing torch, loading a model); the run checks again
+    under the lock. Returns how the run would open ``path`` (``"new"``, ``"resume"``, ``"overwrite"``), or None where
+    that is settled under the lock only: a lock file (another run, or one that died) or the journal of an unfinished
+    replacement is there."""
+    path = _checked_path(path, resume, overwrite)
+    if lock_path_of(path).exists() or journal_path_of(path).exists():
+        return None
+    return _opening(path, kind, resume, overwrite, inputs, describe_existing, resumable)
 
 
 def _check_resumable(path: Path, kind: OutputKind) -> None:
@@ -982,6 +1021,7 @@ __all__ = [
     "OutputKind",
     "OutputLock",
     "check_deletable",
+    "check_output_directory",
     "open_output_directory",
     "protection_of",
     "read_marker",

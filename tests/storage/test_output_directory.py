@@ -21,6 +21,7 @@ from elmo_hf.storage.output_directory import (
     OutputKind,
     OutputLock,
     check_deletable,
+    check_output_directory,
     lock_path_of,
     open_output_directory,
     read_marker,
@@ -575,3 +576,26 @@ def test_the_next_run_deletes_only_its_own_unfinished_staging_folders(tmp_path):
     assert not own.exists() and other.exists() and messages == [
         f"deleted {own}, an unfinished staging folder left by an earlier run that was killed or failed"
     ]
+
+
+def test_the_check_before_the_lock_refuses_what_opening_refuses_and_writes_nothing(tmp_path):
+    """`check_output_directory` answers as `open_output_directory` would, with the same messages, taking no lock and
+    writing nothing; where a lock file or a replacement's journal is there it leaves the answer to the locked run."""
+    assert check_output_directory(tmp_path / "new", KIND) == "new" and not (tmp_path / "new").exists()
+    output_dir = make_output(tmp_path / "out")
+    before = sorted(path.name for path in tmp_path.iterdir())
+    assert check_output_directory(output_dir, KIND, resume=True) == "resume"
+    assert check_output_directory(output_dir, KIND, overwrite=True) == "overwrite"
+    (output_dir / "notes.txt").write_text("mine")
+    for options in ({}, {"overwrite": True}, {"resume": True}):
+        with pytest.raises(OutputDirectoryError) as early:
+            check_output_directory(output_dir, KIND, **options)
+        with pytest.raises(OutputDirectoryError) as opening:
+            with open_output_directory(output_dir, KIND, **options):
+                pass
+        assert str(early.value) == str(opening.value)
+    with pytest.raises(OutputDirectoryError, match=r"it is not an elmo-hf test output \(an elmo-hf output of kind 'other-output'"):
+        check_output_directory(make_output(tmp_path / "other", OTHER_KIND), KIND, resume=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*before, "other"])
+    lock_path_of(output_dir).write_text("")
+    assert check_output_directory(output_dir, KIND) is None
