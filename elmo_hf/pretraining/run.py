@@ -51,7 +51,6 @@ import numpy as np
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback, TrainingArguments, default_data_collator, set_seed
-from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import logging as transformers_logging
 
 from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
@@ -79,7 +78,7 @@ from .options import (
     PretrainingOptions,
     PretrainingReport,
 )
-from .trainer import ELMoPreTrainingTrainer
+from .trainer import ELMoPreTrainingTrainer, checkpoint_problem, checkpoints_of, latest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -267,17 +266,20 @@ PRETRAINING_OUTPUT = OutputKind(
 
 
 def _has_a_checkpoint(output_dir: Path) -> bool:
-    """Worth keeping after a failure: a checkpoint to resume from."""
-    return get_last_checkpoint(str(output_dir)) is not None
+    """Worth keeping after a failure: a complete checkpoint to resume from."""
+    return latest_complete_checkpoint(output_dir) is not None
 
 
 def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path:
-    """The latest checkpoint of a run to resume with the same options (those in OPTIONS_CHANGEABLE_ON_RESUME aside)."""
-    checkpoint = get_last_checkpoint(str(output_dir))
+    """The latest complete checkpoint of a run to resume with the same options (those in OPTIONS_CHANGEABLE_ON_RESUME
+    aside); a checkpoint the run was killed while writing is never resumed from (``trainer.checkpoint_problem``)."""
+    checkpoint = latest_complete_checkpoint(output_dir)
     if checkpoint is None:
+        incomplete = "; ".join(f"{path.name}: {checkpoint_problem(path)}" for path in checkpoints_of(output_dir))
         raise PretrainingError(
-            f"--resume: {output_dir} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from: the run "
-            "that made it stopped before its first checkpoint; start it again with --overwrite (instead of --resume)"
+            f"--resume: {output_dir} holds no {'complete ' if incomplete else ''}checkpoint ({CHECKPOINT_PREFIX}N "
+            f"folder) to continue from{f' ({incomplete})' if incomplete else ''}: the run that made it stopped before "
+            "its first checkpoint was complete; start it again with --overwrite (instead of --resume)"
         )
     saved = json.loads((output_dir / PRETRAINING_OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
     differences = {
@@ -291,7 +293,7 @@ def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path
             f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
             f"(saved in {output_dir / PRETRAINING_OPTIONS_FILE_NAME}) or --overwrite to start over"
         )
-    return Path(checkpoint)
+    return checkpoint
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -756,8 +758,7 @@ def _train(
     finally:
         stop_control.restore()
     if stop_control.stop_reason == "interrupted":
-        latest = get_last_checkpoint(str(output_dir))
-        raise PretrainingInterrupted(output_dir, Path(latest) if latest else None)
+        raise PretrainingInterrupted(output_dir, latest_complete_checkpoint(output_dir))
 
     held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
     train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
@@ -769,16 +770,13 @@ def _train(
 
 
 class _RecordAfterEachCheckpoint(TrainerCallback):
-    """Calls ``record()`` (the output's record of what the run wrote) after each checkpoint is saved."""
+    """Calls ``record()`` (the output's record of what the run wrote) after each checkpoint is saved: complete, every
+    process's part of it written (``ELMoPreTrainingTrainer._save_checkpoint`` waits for all of them)."""
 
     def __init__(self, record: Callable[[], None]):
         self.record = record
 
     def on_save(self, args, state, control, **kwargs):
-        if args.world_size > 1:  # every process has written its part of the checkpoint (rng_state_{rank}.pth)
-            import torch.distributed as dist
-
-            dist.barrier()
         self.record()
 
 

@@ -32,11 +32,31 @@ same global batch:
 - Evaluation: windowed, each process evaluates its own rows of the evaluation stream; per sentence, every process
   reads every batch and evaluates its own share of the batch's sentences (``prediction_step``). Trainer gathers the
   sums: every prediction counts once, and more processes evaluate faster.
+
+**Complete checkpoints.** A checkpoint is many files, written by several processes (Trainer's weights, optimizer,
+scheduler and ``trainer_state.json``, each process's ``rng_state_{rank}.pth``, then the carried state). A run killed
+while it writes one leaves a folder that looks resumable and is not: resumed after a kill that fell between
+``trainer_state.json`` and the carried state, a run went on from the initial LSTM state and ended with other weights,
+silently. So ``_save_checkpoint`` marks the folder ``checkpoint_in_progress`` first, and once every process has
+written its files (a barrier), the main process writes ``checkpoint_complete.json`` (every file's size, synced to
+disk) and only then deletes older checkpoints beyond ``save_total_limit``: a complete checkpoint is always kept.
+``train`` resumes from the newest checkpoint whose record holds (``latest_complete_checkpoint``;
+``checkpoint_problem`` says why one does not) and deletes the incomplete ones after it, which the run writes again.
+A folder with neither the record nor the in-progress mark but with its ``trainer_state.json`` was written before
+checkpoints had a record, and is taken as it is.
+
+**Resuming at the last step.** Trainer resumed from a checkpoint at ``max_steps`` trains one step more (it checks the
+step count after a step, not before): a run killed after its last checkpoint, in its final evaluation, ended at
+step max_steps + 1 with a checkpoint of it. ``train`` loads such a checkpoint's weights and state and trains nothing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +65,9 @@ import torch
 from accelerate.data_loader import prepare_data_loader
 from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader
-from transformers import Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers import Trainer, TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, rotate_checkpoints
 
 from ..modeling_elmo import IGNORE_INDEX, LstmState
 from .data import WindowedBiLMStream, rows_of_rank
@@ -54,6 +75,8 @@ from .data import WindowedBiLMStream, rows_of_rank
 logger = logging.getLogger(__name__)
 
 CARRIED_STATE_FILE_NAME = "carried_lstm_state.safetensors"
+CHECKPOINT_COMPLETE_FILE_NAME = "checkpoint_complete.json"
+CHECKPOINT_IN_PROGRESS_FILE_NAME = "checkpoint_in_progress"
 TRAIN_STREAM, EVAL_STREAM = "train", "eval"
 
 
@@ -135,31 +158,91 @@ class CarriedLstmState:
         self._streams[stream] = (int(metadata["next_window"]), (hidden, cell))
 
 
-class _SaveCarriedState(TrainerCallback):
-    """Writes the training stream's carried state into each checkpoint folder Trainer has just saved: with several
-    processes, every process's rows gathered in rank order (every process takes part; the main one writes)."""
+# ----------------------------------------------------------------------------------------------------------------
+# Complete checkpoints (module docstring)
+# ----------------------------------------------------------------------------------------------------------------
+def _checkpoint_step(path: Path) -> int | None:
+    match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", path.name)
+    return int(match.group(1)) if match and path.is_dir() else None
 
-    def __init__(self, trainer: ELMoPreTrainingTrainer):
-        self.trainer = trainer
 
-    def on_save(self, args, state, control, **kwargs):
-        carried = self.trainer.carried_state.get(TRAIN_STREAM)
-        if args.world_size > 1 and isinstance(self.trainer.train_dataset, WindowedBiLMStream):
-            carried = self._gathered(carried)
-        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if args.should_save and checkpoint.is_dir():
-            self.trainer.carried_state.save(TRAIN_STREAM, checkpoint / CARRIED_STATE_FILE_NAME, carried)
-        return control
+def checkpoints_of(output_dir: str | Path) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir``, oldest (smallest N) first."""
+    if not Path(output_dir).is_dir():
+        return []
+    found = [(step, path) for path in Path(output_dir).iterdir() if (step := _checkpoint_step(path)) is not None]
+    return [path for _, path in sorted(found)]
 
-    def _gathered(self, carried: tuple[int, LstmState] | None) -> tuple[int, LstmState] | None:
-        """Every process's rows of the state, in rank order: (L, 2, num_rows, ...) each. The processes run the same
-        windows in lockstep, so either all of them carry a state or none does."""
-        if carried is None:
+
+def checkpoint_problem(checkpoint: str | Path) -> str | None:
+    """None when ``checkpoint`` can be resumed from; otherwise why not, in words. A checkpoint is complete when its
+    ``checkpoint_complete.json`` is there and every file it lists has the size written. A folder without that record
+    is incomplete if it is marked ``checkpoint_in_progress`` or has no ``trainer_state.json``; a folder with neither
+    mark but a ``trainer_state.json`` was written before checkpoints were marked, and is taken as it is."""
+    checkpoint = Path(checkpoint)
+    record_path = checkpoint / CHECKPOINT_COMPLETE_FILE_NAME
+    try:
+        if record_path.is_file():
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            for name, size in record["files"].items():
+                path = checkpoint / name
+                if not path.is_file():
+                    return f"{name}, which {CHECKPOINT_COMPLETE_FILE_NAME} lists, is missing"
+                if path.stat().st_size != size:
+                    return f"{name} holds {path.stat().st_size} bytes, but {size} were written"
             return None
-        next_window, state = carried
-        gather = self.trainer.accelerator.gather  # concatenates along dim 0: move the rows there and back
-        hidden, cell = (gather(tensor.movedim(2, 0).contiguous()).movedim(0, 2) for tensor in state)
-        return next_window, (hidden, cell)
+        if (checkpoint / CHECKPOINT_IN_PROGRESS_FILE_NAME).exists():
+            return "the run stopped while writing it (it is marked in progress)"
+        if not (checkpoint / TRAINER_STATE_NAME).is_file():
+            return f"the run stopped while writing it (it has no {TRAINER_STATE_NAME})"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return f"its {CHECKPOINT_COMPLETE_FILE_NAME} cannot be read ({error})"
+    return None
+
+
+def latest_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest checkpoint of ``output_dir`` that ``checkpoint_problem`` finds complete, or None."""
+    return next((path for path in reversed(checkpoints_of(output_dir)) if checkpoint_problem(path) is None), None)
+
+
+def _begin_checkpoint(checkpoint: Path) -> None:
+    """Mark ``checkpoint`` in progress (an earlier record of it goes: its files are about to be written again)."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    (checkpoint / CHECKPOINT_COMPLETE_FILE_NAME).unlink(missing_ok=True)
+    (checkpoint / CHECKPOINT_IN_PROGRESS_FILE_NAME).touch()
+
+
+def _complete_checkpoint(checkpoint: Path, global_step: int, num_processes: int) -> None:
+    """Record ``checkpoint`` as complete: every file it holds, with its size, once each is synced to disk (a machine
+    that goes down must not leave a record of files it never wrote), in ``checkpoint_complete.json``, written whole
+    (a temporary file renamed); then the in-progress mark goes."""
+    files = {}
+    for path in sorted(checkpoint.rglob("*")):
+        name = path.relative_to(checkpoint).as_posix()
+        if path.is_file() and name not in (CHECKPOINT_IN_PROGRESS_FILE_NAME, CHECKPOINT_COMPLETE_FILE_NAME):
+            _sync(path)
+            files[name] = path.stat().st_size
+    record = {"global_step": global_step, "num_processes": num_processes, "files": files}
+    temporary = checkpoint / f".{CHECKPOINT_COMPLETE_FILE_NAME}.tmp"
+    temporary.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    _sync(temporary)
+    os.replace(temporary, checkpoint / CHECKPOINT_COMPLETE_FILE_NAME)
+    _sync(checkpoint)
+    (checkpoint / CHECKPOINT_IN_PROGRESS_FILE_NAME).unlink(missing_ok=True)
+
+
+def _sync(path: Path) -> None:
+    """fsync a file or a folder (where the system allows a folder to be opened)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def negative_sampling_seed(seed: int, step: int, micro_batch: int) -> int:
@@ -184,7 +267,6 @@ class ELMoPreTrainingTrainer(Trainer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.carried_state = CarriedLstmState()
-        self.add_callback(_SaveCarriedState(self))
         self._sampling_step = (-1, 0)  # (optimizer step, micro-batches drawn in it)
 
     # ---- data ----
@@ -310,19 +392,100 @@ class ELMoPreTrainingTrainer(Trainer):
         generator.manual_seed(negative_sampling_seed(self.args.seed, self.state.global_step, drawn))
         return generator
 
-    # ---- resuming ----
+    # ---- checkpoints and resuming ----
+    def _save_checkpoint(self, model, trial):
+        """Trainer's checkpoint, then the training stream's carried state, then (once every process has written its
+        part) the record that makes it complete; older checkpoints beyond ``save_total_limit`` are deleted only then
+        (module docstring, "Complete checkpoints")."""
+        checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            _begin_checkpoint(checkpoint)
+        save_total_limit, self.args.save_total_limit = self.args.save_total_limit, None  # Trainer rotates before
+        try:  # the carried state and the record are written: rotated below instead
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = save_total_limit
+        carried = self.carried_state.get(TRAIN_STREAM)
+        if self.args.world_size > 1 and isinstance(self.train_dataset, WindowedBiLMStream):
+            carried = self._gathered(carried)
+        if self.args.should_save:
+            self.carried_state.save(TRAIN_STREAM, checkpoint / CARRIED_STATE_FILE_NAME, carried)
+        self.accelerator.wait_for_everyone()  # every process's files (rng_state_{rank}.pth) are written
+        if self.args.should_save:
+            _complete_checkpoint(checkpoint, self.state.global_step, self.args.world_size)
+            rotate_checkpoints(
+                str(checkpoint.parent), save_total_limit, self.state.best_model_checkpoint, use_mtime=False
+            )
+
+    def _gathered(self, carried: tuple[int, LstmState] | None) -> tuple[int, LstmState] | None:
+        """Every process's rows of the state, in rank order: (L, 2, num_rows, ...) each. The processes run the same
+        windows in lockstep, so either all of them carry a state or none does."""
+        if carried is None:
+            return None
+        next_window, state = carried
+        gather = self.accelerator.gather  # concatenates along dim 0: move the rows there and back
+        hidden, cell = (gather(tensor.movedim(2, 0).contiguous()).movedim(0, 2) for tensor in state)
+        return next_window, (hidden, cell)
+
     def train(self, resume_from_checkpoint: str | bool | None = None, **kwargs):
-        """``Trainer.train``; when resuming, the training stream's carried state is restored from the checkpoint
-        (this process's rows of it)."""
+        """``Trainer.train``. Resuming (``True``: from ``latest_complete_checkpoint``; a path must be a complete
+        checkpoint, or ``ValueError`` says what is wrong with it): the main process deletes the incomplete checkpoints
+        after it, the training stream's carried state is restored (this process's rows of it), and a checkpoint that
+        already holds the last step is loaded without training (module docstring)."""
         checkpoint = resume_from_checkpoint
         if checkpoint is True:
-            checkpoint = get_last_checkpoint(self.args.output_dir)
-        if checkpoint:
-            state_file = Path(checkpoint) / CARRIED_STATE_FILE_NAME
-            if state_file.is_file():
-                rows = self.train_dataset.rows if isinstance(self.train_dataset, WindowedBiLMStream) else None
-                self.carried_state.load(TRAIN_STREAM, state_file, self.args.device, rows)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            checkpoint = latest_complete_checkpoint(self.args.output_dir)
+            if checkpoint is None:
+                raise ValueError(f"{self.args.output_dir} holds no complete checkpoint to resume from")
+        if not checkpoint:
+            return super().train(resume_from_checkpoint=None, **kwargs)
+        checkpoint = Path(checkpoint)
+        problem = checkpoint_problem(checkpoint)
+        if problem is not None:
+            raise ValueError(f"cannot resume from {checkpoint}: {problem}")
+        if self.args.should_save:
+            self._delete_incomplete_checkpoints_after(checkpoint)
+        state_file = checkpoint / CARRIED_STATE_FILE_NAME
+        if state_file.is_file():
+            rows = self.train_dataset.rows if isinstance(self.train_dataset, WindowedBiLMStream) else None
+            self.carried_state.load(TRAIN_STREAM, state_file, self.args.device, rows)
+        state = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME))
+        max_steps = self._max_steps()
+        if state.global_step >= max_steps:
+            logger.warning(
+                "%s holds step %d, and this training ends at step %d: nothing is left to train (its weights and "
+                "state are loaded)", checkpoint, state.global_step, max_steps,
+            )
+            self._load_from_checkpoint(str(checkpoint))
+            self.state = state
+            return TrainOutput(state.global_step, 0.0, {})
+        return super().train(resume_from_checkpoint=str(checkpoint), **kwargs)
+
+    def _delete_incomplete_checkpoints_after(self, checkpoint: Path) -> None:
+        step = _checkpoint_step(checkpoint)
+        if step is None:  # not a checkpoint-N folder: none comes after it
+            return
+        for later in checkpoints_of(checkpoint.parent):
+            problem = checkpoint_problem(later)
+            if _checkpoint_step(later) > step and problem is not None:
+                logger.warning("deleting %s, which is incomplete (%s); resuming from %s", later, problem, checkpoint.name)
+                shutil.rmtree(later)
+
+    def _max_steps(self) -> int:
+        """The optimizer steps this training runs to, as Trainer counts them."""
+        if self.args.max_steps > 0:
+            return self.args.max_steps
+        return self.set_initial_training_values(self.args, self.get_train_dataloader())[-1]
 
 
-__all__ = ["CARRIED_STATE_FILE_NAME", "CarriedLstmState", "ELMoPreTrainingTrainer", "negative_sampling_seed"]
+__all__ = [
+    "CARRIED_STATE_FILE_NAME",
+    "CHECKPOINT_COMPLETE_FILE_NAME",
+    "CHECKPOINT_IN_PROGRESS_FILE_NAME",
+    "CarriedLstmState",
+    "ELMoPreTrainingTrainer",
+    "checkpoint_problem",
+    "checkpoints_of",
+    "latest_complete_checkpoint",
+    "negative_sampling_seed",
+]

@@ -4,7 +4,9 @@ the carried state of every process in one checkpoint file, and real `torchrun` l
 - a 2-process run's losses and weights equal a 1-process run's with the same global batch and streams;
 - a 2-process run stopped at a checkpoint (launched as two "nodes": two torchrun agents, c10d rendezvous on
   127.0.0.1) and resumed ends bit-identical to an uninterrupted 2-process run, and the two-node run writes its output
-  once (the main process's record lists every file).
+  once (the main process's record lists every file);
+- a 2-process launch killed (SIGKILL, every process) while writing a checkpoint resumes from the last complete one
+  and ends bit-identical to the uninterrupted run; a run resumed at its last step trains no further step.
 
 Each launch has a timeout, so a hang fails the test instead of blocking the run."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -291,6 +294,101 @@ def test_a_two_node_run_stopped_at_a_checkpoint_and_resumed_ends_bit_identical(c
     assert resumed.keys() == uninterrupted.keys()
     for name, value in uninterrupted.items():
         assert torch.equal(resumed[name], value), name
+
+
+# A torchrun worker running `elmo-hf pretrain` (argv: WHERE CHECKPOINT PRETRAIN-ARGUMENTS...) whose main process kills
+# the whole launch with SIGKILL (its torchrun agent, every worker, itself: `kill -9` of all of it at one moment) when it
+# is about to write CHECKPOINT's trainer_state.json ("trainer-state") or its carried LSTM state ("carried-state"). The
+# workers live in sessions of their own (torchrun starts them so), so a kill of the agent's group alone leaves them
+# running.
+KILLED_WHILE_WRITING_A_CHECKPOINT = """
+import os, signal, sys
+from pathlib import Path
+from elmo_hf.pretraining import trainer
+from transformers.trainer_callback import TrainerState
+where, checkpoint = sys.argv[1], sys.argv[2]
+def kill_the_launch():
+    agent = os.getppid()
+    for pid in [agent, *map(int, Path(f"/proc/{agent}/task/{agent}/children").read_text().split())]:
+        if pid != os.getpid():
+            os.kill(pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+def killing_in(checkpoint_of, write):
+    def write_or_kill(*args, **kwargs):
+        if Path(checkpoint_of(*args, **kwargs)).parent.name == checkpoint:
+            kill_the_launch()
+        return write(*args, **kwargs)
+    return write_or_kill
+if where == "trainer-state":
+    TrainerState.save_to_json = killing_in(lambda state, path: path, TrainerState.save_to_json)
+else:
+    trainer.CarriedLstmState.save = killing_in(lambda carried, stream, path, *rest: path, trainer.CarriedLstmState.save)
+sys.argv = ["elmo-hf", *sys.argv[3:]]
+from elmo_hf_cli import command_line
+command_line()
+"""
+
+
+def checkpoints(output: Path) -> list[str]:
+    return sorted(path.name for path in output.glob("checkpoint-*"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the launch's processes through /proc (Linux)")
+@pytest.mark.parametrize("where", [pytest.param("trainer-state", marks=pytest.mark.slow), "carried-state"])
+def test_a_two_process_run_killed_while_writing_a_checkpoint_resumes_from_the_last_complete_one(
+    corpus, tmp_path, two_process_run, where
+):
+    """Checkpoints at every step; the whole launch is killed (SIGKILL) while checkpoint-3 is being written: before
+    its trainer_state.json, or after it but before the carried LSTM state. ``--resume`` continues from checkpoint-2,
+    the last complete one (not from the half-written checkpoint-3, which a kill after its trainer_state.json made look
+    complete: resumed without the carried state, the weights differed), and ends bit-identical to the uninterrupted
+    run: 4 steps of 4, checkpoints 3 and 4, no other."""
+    script = tmp_path / "killed_while_writing_a_checkpoint.py"
+    script.write_text(KILLED_WHILE_WRITING_A_CHECKPOINT, encoding="utf-8")
+    output = tmp_path / "killed"
+    arguments = pretrain_arguments(corpus, output, "--max-steps", 4, "--save-steps", 1)
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    command = [sys.executable, "-m", "torch.distributed.run", *launcher, str(script), where, "checkpoint-3", *arguments]
+    killed = subprocess.Popen(
+        command, cwd=REPOSITORY_ROOT, env=launch_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        killed_output, _ = killed.communicate(timeout=LAUNCH_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        os.killpg(killed.pid, 9)
+        pytest.fail(f"the launch to be killed hung for {LAUNCH_TIMEOUT_SECONDS} s")
+    assert killed.returncode == -9, killed_output[-4000:]
+    assert {"checkpoint-2", "checkpoint-3"} <= set(checkpoints(output)), killed_output[-4000:]
+    assert (output / "checkpoint-3" / "trainer_state.json").is_file() == (where == "carried-state")
+    assert not (output / "checkpoint-3" / CARRIED_STATE_FILE_NAME).exists()
+
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    finished(torchrun(launcher, [*arguments, "--resume"]))
+    resumed = report(output)
+    assert (resumed["resumed_from"], resumed["steps"], resumed["max_steps"]) == ("checkpoint-2", 4, 4)
+    assert checkpoints(output) == ["checkpoint-3", "checkpoint-4"]
+    for name, value in weights(two_process_run).items():
+        assert torch.equal(weights(output)[name], value), name
+
+
+def test_resuming_a_run_whose_last_checkpoint_is_its_last_step_trains_no_further_step(corpus, tmp_path, two_process_run):
+    """A run killed after its last checkpoint (checkpoint-4 of 4), in its final evaluation: ``--resume`` evaluates,
+    saves and reports without training (Trainer, resumed at max_steps, trained one step more: "steps 5 of 4", a
+    checkpoint-5 and other weights). Also where the kill missed the workers, which finished the run by themselves."""
+    output = tmp_path / "finished"
+    shutil.copytree(two_process_run, output)
+    for name in ("model.safetensors", REPORT_FILE_NAME):
+        (output / name).unlink()
+    with torch_threads(1):
+        assert main(pretrain_arguments(corpus, output, "--max-steps", 4, "--resume")) == 0
+    resumed = report(output)
+    assert (resumed["resumed_from"], resumed["steps"], resumed["max_steps"]) == ("checkpoint-4", 4, 4)
+    assert resumed["tokens_seen"] == 4 * 4 * 10 and [step for step, _ in resumed["loss_history"]] == [1, 2, 3, 4]
+    assert checkpoints(output) == ["checkpoint-2", "checkpoint-4"]
+    for name, value in weights(two_process_run).items():
+        assert torch.equal(weights(output)[name], value), name
+    assert resumed["held_out"]["perplexity"] == pytest.approx(report(two_process_run)["held_out"]["perplexity"], rel=1e-5)
 
 
 @pytest.mark.slow
