@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 
 from .arguments import choices, existing_path, output_directory
@@ -104,6 +105,7 @@ def add_parsers(commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    die_with_the_torchrun_agent()
     options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
     progress = not getattr(args, "no_progress", False)
     with libraries_imported_whole():
@@ -138,6 +140,24 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def die_with_the_torchrun_agent() -> None:
+    """Under ``torchrun`` on Linux: have the kernel kill this process (SIGKILL) when the agent that started it dies.
+
+    torchrun starts each worker in a session of its own, so a ``kill -9`` of the launch (its process group) or the
+    agent's death (the OOM killer) reached none of them: the workers trained on unwatched, wrote checkpoints, the model
+    and the report of a run taken for killed, and held its output's lock (issue 51). A Ctrl-C or SIGTERM of the agent
+    is unchanged: it passes the signal to the workers and waits for them before it exits."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG, <linux/prctl.h>
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(set_parent_death_signal, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the workers outlive a killed agent, as torchrun leaves them
+        pass
+
+
 def joined_a_process_group() -> bool:
     """Whether this process has joined a torch.distributed process group."""
     import torch.distributed
@@ -168,4 +188,4 @@ def leave_the_process_group() -> None:
         gc.collect()
 
 
-__all__ = ["add_parsers", "joined_a_process_group", "leave_the_process_group", "run"]
+__all__ = ["add_parsers", "die_with_the_torchrun_agent", "joined_a_process_group", "leave_the_process_group", "run"]

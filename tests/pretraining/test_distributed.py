@@ -6,7 +6,8 @@ the carried state of every process in one checkpoint file, and real `torchrun` l
   127.0.0.1) and resumed ends bit-identical to an uninterrupted 2-process run, and the two-node run writes its output
   once (the main process's record lists every file);
 - a 2-process launch killed (SIGKILL, every process) while writing a checkpoint resumes from the last complete one
-  and ends bit-identical to the uninterrupted run; a run resumed at its last step trains no further step.
+  and ends bit-identical to the uninterrupted run; a run resumed at its last step trains no further step;
+- a `kill -9` of the launch's process group stops its workers too (torchrun starts them in sessions of their own).
 
 Each launch has a timeout, so a hang fails the test instead of blocking the run."""
 
@@ -18,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -368,6 +370,52 @@ def test_a_two_process_run_killed_while_writing_a_checkpoint_resumes_from_the_la
     resumed = report(output)
     assert (resumed["resumed_from"], resumed["steps"], resumed["max_steps"]) == ("checkpoint-2", 4, 4)
     assert checkpoints(output) == ["checkpoint-3", "checkpoint-4"]
+    for name, value in weights(two_process_run).items():
+        assert torch.equal(weights(output)[name], value), name
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow  # two torchrun launches
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the launch's processes through /proc (Linux)")
+def test_a_kill_of_the_launchs_process_group_stops_its_workers_and_the_run_resumes_to_the_same_weights(
+    corpus, tmp_path, two_process_run
+):
+    """The issue's reproduction: ``kill -9`` of the torchrun launch's process group once checkpoint-2's
+    trainer_state.json is on disk. torchrun starts its workers in sessions of their own: they trained on, finished the
+    run, and ``--resume`` then trained a step more ("steps 5 of 4", checkpoint-5, other weights). Now the workers die
+    with their agent, and the run resumed from the last complete checkpoint (1 or 2: the kill may land while 2 is
+    written) ends bit-identical to the uninterrupted one, at step 4 of 4."""
+    output = tmp_path / "killed"
+    arguments = pretrain_arguments(corpus, output, "--max-steps", 4, "--save-steps", 1)
+    launcher = ["--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    launch = torchrun(launcher, arguments)
+    deadline = time.monotonic() + LAUNCH_TIMEOUT_SECONDS
+    while not (output / "checkpoint-2" / "trainer_state.json").exists():
+        assert launch.poll() is None and time.monotonic() < deadline, "the launch ended before checkpoint-2"
+        time.sleep(0.002)
+    workers = [int(pid) for pid in Path(f"/proc/{launch.pid}/task/{launch.pid}/children").read_text().split()]
+    os.killpg(launch.pid, 9)
+    launch.communicate(timeout=LAUNCH_TIMEOUT_SECONDS)
+    deadline = time.monotonic() + 20
+    while any(map(running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = [pid for pid in workers if running(pid)]
+    for pid in survivors:
+        os.kill(pid, 9)
+    assert len(workers) == 2 and not survivors, "the workers outlived their torchrun agent"
+    assert not (output / REPORT_FILE_NAME).exists() and "checkpoint-4" not in checkpoints(output), "the run went on"
+
+    finished(torchrun(launcher[:-1] + [str(free_port())], [*arguments, "--resume"]))
+    resumed = report(output)
+    assert resumed["resumed_from"] in ("checkpoint-1", "checkpoint-2"), resumed["resumed_from"]
+    assert (resumed["steps"], resumed["max_steps"]) == (4, 4) and checkpoints(output) == ["checkpoint-3", "checkpoint-4"]
     for name, value in weights(two_process_run).items():
         assert torch.equal(weights(output)[name], value), name
 
