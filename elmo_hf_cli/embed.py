@@ -1,11 +1,17 @@
-"""``elmo-hf embed``: ELMo vectors for a corpus, as Parquet shards with a manifest (resumable); ``--verify`` checks one."""
+"""``elmo-hf embed``: ELMo vectors for a corpus, as Parquet shards with a manifest (resumable); ``--verify`` checks one.
+
+What needs no model is settled before torch is imported (``check_before_loading``: the input's format and sentence
+column, the output directory's state, a resume of another input, a resume of an output already complete), by the
+library's own checks; the rest once the model is loaded."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .arguments import choices, existing_directory, existing_path, model_argument, output_directory, representation_argument
+from .arguments import (
+    choices, existing_directory, existing_path, library_module, model_argument, output_directory, representation_argument,
+)
 from .common import (
     DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error,
     set_torch_threads,
@@ -144,26 +150,30 @@ def run(args: argparse.Namespace) -> int:
                 "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
                 "own files (Parquet) and has no --resume (rerun with --overwrite)"
             ))
-    progress = not getattr(args, "no_progress", False)
-    with libraries_imported_whole():
-        if not progress:
-            quiet_progress_bars()
-        from elmo_hf import DEFAULT_MODEL_DIR
-        from elmo_hf.corpus import CorpusSource
-        from elmo_hf.embedding.embedder import ELMoEmbedder
-        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
-
     model = getattr(args, "model", None)
     revision = getattr(args, "revision", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
-    model_name = model or DEFAULT_MODEL_DIR
+    model_name = model or choices().DEFAULT_MODEL_DIR
+    if args.engine == "datasets":
+        try:  # before torch is imported and the model loaded: seconds, minutes on a busy machine
+            finished = check_before_loading(args, model_name)
+        except (ValueError, KeyError, OSError) as error:
+            return report_error(error)
+        if finished is not None:
+            print(finished.describe())
+            return EXIT_OK
+    progress = not getattr(args, "no_progress", False)
+    with libraries_imported_whole():
+        if not progress:
+            quiet_progress_bars()
+        from elmo_hf.corpus import CorpusSource
+        from elmo_hf.embedding.embedder import ELMoEmbedder
+        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
+
     try:
         source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
-        options = {**given(args, EMBEDDER_OPTIONS), **sentence_columns(args, source)}
-        options["on_invalid"] = "skip" if getattr(args, "skip_invalid", False) else "raise"
-        options["check_finite"] = not getattr(args, "allow_non_finite", False)
-        options["allow_tf32"] = getattr(args, "allow_tf32", False)
+        options = embedder_options(args, source)
         if args.engine == "ray":
             from elmo_hf.embedding.ray_engine import embed_with_ray
 
@@ -206,6 +216,31 @@ def run(args: argparse.Namespace) -> int:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK
+
+
+def check_before_loading(args: argparse.Namespace, model_name: str):
+    """What the run would refuse, or answer, without its model (``elmo_hf.embedding.manifest.check_before_loading``:
+    the input's format and sentence column, the output directory's state, a resume of another input or with other
+    options, an output already complete), before torch is imported: the library's modules read through
+    ``library_module``. Returns the summary of an output already complete, else None."""
+    readers, manifest = library_module("corpus.readers"), library_module("embedding.manifest")
+    source = readers.CorpusSource.open(args.input, getattr(args, "input_format", None))
+    options = embedder_options(args, source)
+    request = manifest.embedding_request(model_name, getattr(args, "revision", None), getattr(args, "device", None), options)
+    output_options = {name: value for name, value in given(args, CORPUS_RUN_OPTIONS).items() if name != "workers"}
+    return manifest.check_before_loading(
+        source, args.output, request, options, resume=getattr(args, "resume", False),
+        overwrite=getattr(args, "overwrite", False), **output_options,
+    )
+
+
+def embedder_options(args: argparse.Namespace, source) -> dict:
+    """The keywords of ``ELMoEmbedder.from_pretrained`` (and ``embed_with_ray``) the command line gives."""
+    options = {**given(args, EMBEDDER_OPTIONS), **sentence_columns(args, source)}
+    options["on_invalid"] = "skip" if getattr(args, "skip_invalid", False) else "raise"
+    options["check_finite"] = not getattr(args, "allow_non_finite", False)
+    options["allow_tf32"] = getattr(args, "allow_tf32", False)
+    return options
 
 
 def sentence_columns(args: argparse.Namespace, source) -> dict:

@@ -40,10 +40,11 @@ from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List,
 
 from .. import DEFAULT_MODEL_DIR
 from ..choices_elmo import COMPUTE_DTYPES, OUTPUT_POOLINGS, STORAGE_DTYPES
-from ..corpus.readers import InvalidRowError
+from ..corpus.readers import DEFAULT_TEXT_COLUMN, InvalidRowError, sentence_column
 from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int, is_int
+from .manifest import embedding_request
 
 logger = logging.getLogger(__name__)
 
@@ -265,7 +266,7 @@ class ELMoEmbedder:
         token_cache_words: int = DEFAULT_TOKEN_CACHE_WORDS,
         max_window_words: int = 256,
         window_context: int = 32,
-        text_column: str = "text",
+        text_column: str = DEFAULT_TEXT_COLUMN,
         words_column: str | None = None,
         output_column: str = "elmo",
         on_invalid: str = "raise",
@@ -320,6 +321,9 @@ class ELMoEmbedder:
         self.output_column = output_column
         self.on_invalid = on_invalid
         self.check_finite = check_bool("check_finite", check_finite)
+        # What from_pretrained was asked for (manifest.embedding_request), recorded by embed_corpus; None when the
+        # embedder was made from a model object.
+        self.request: dict[str, Any] | None = None
 
     @classmethod
     def from_pretrained(
@@ -341,6 +345,7 @@ class ELMoEmbedder:
         exactly (``ELMoModel.cache_token_embeddings``) these are the words it keeps; on the CPU the cache keeps every
         word met, exactly, and 50,000 words would take about 20 s up front (3,000 words of the original shape: 1.3 s
         on 2 cores)."""
+        request = embedding_request(name_or_path, revision, device, options)
         if device is not None:
             device = checked_device(device)
         if prefill_token_cache is not None:
@@ -356,7 +361,9 @@ class ELMoEmbedder:
             if words:  # computed where, and in the dtype, the model will run
                 model = placed_model(model, device, options.get("compute_dtype"))
                 model.cache_token_embeddings(words, max_words=cache_words)
-        return cls(model, tokenizer, device=device, **options)
+        embedder = cls(model, tokenizer, device=device, **options)
+        embedder.request = request
+        return embedder
 
     @staticmethod
     def _check_options(
@@ -407,7 +414,7 @@ class ELMoEmbedder:
 
     @property
     def input_column(self) -> str:
-        return self.words_column or self.text_column
+        return sentence_column(self.text_column, self.words_column)
 
     @property
     def pooled(self) -> bool:

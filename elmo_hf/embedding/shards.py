@@ -18,7 +18,8 @@ Nothing is lost: a shard is written to a temporary name, flushed and renamed, an
 (itself replaced atomically), with its size and sha256. ``resume=True`` trusts nothing it has not checked: it drops
 whatever the manifest does not list, verifies every listed shard (size and sha256) and redoes any that is missing or
 damaged, then continues after the last one. A shard's content depends only on its input rows, so the result is
-byte-identical to an uninterrupted run. ``verify_embedding_output`` checks a finished output the same way.
+byte-identical to an uninterrupted run. ``verify_embedding_output`` checks a finished output the same way. The
+manifest, and the checks that need no model, live in ``manifest.py``.
 
 Each shard has the columns ``input_row`` (0-based row of the input; line - 1 for text files), the input's columns,
 then the embedder's (``words``, ``num_words``, vectors). Load them with
@@ -28,7 +29,6 @@ then the embedder's (``words``, ``num_words``, vectors). Load them with
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -36,7 +36,7 @@ import time
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
@@ -48,59 +48,27 @@ import torch
 from datasets import Dataset, Features, Value
 from datasets.arrow_writer import OptimizedTypedSequence
 
-from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import CorpusSource, InvalidRowError
 from ..storage.files import (
-    fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside, write_atomically,
+    fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside,
 )
 from ..storage.interrupts import sigint_deferred
-from ..storage.output_directory import (
-    MARKER_NAME, OutputDirectoryError, OutputKind, crash_point, open_output_directory, read_marker,
-)
+from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, crash_point, open_output_directory, read_marker
 from ..validation_elmo import check_int
 from .embedder import ELMoEmbedder, PreparedSentences
+from .manifest import (
+    DEFAULT_OUTPUT_FORMAT, DEFAULT_SHARD_CHARACTERS, DEFAULT_SHARD_SIZE, EMBEDDINGS_OUTPUT, MANIFEST_NAME,
+    SAVED_DATASET_CACHE_DIR, SAVED_DATASET_DIR, EmbeddingRunSummary, Manifest, check_same_run, checked_run_options,
+    complete_summary, describe_run, has_finished_shards, plural, shard_problem, with_options_of_older_runs,
+)
 from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, usable_cores
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "elmo-hf-embeddings"
-MANIFEST_VERSION = 2
 INPUT_ROW_COLUMN = "input_row"
-SAVED_DATASET_DIR = "dataset"
-SAVED_DATASET_CACHE_DIR = ".cache"
 # Skipped rows are counted exactly; only the first ones are listed with their reason.
 MAX_LISTED_SKIPPED_ROWS = 100
-# Input characters a shard holds at most (besides its ``shard_size`` rows; a longer row gets a shard of its own), so
-# that a corpus of long rows (paragraphs, documents) is still cut into shards the workers can share, each with its
-# vectors in memory once. A 1,000-row shard of tinyshakespeare's lines holds about 28,000 characters, of the UD
-# English-EWT's about 100,000: such corpora keep their 1,000-row shards. Measured on tinyshakespeare's lines joined into
-# 370 rows of 3,000 characters (257,377 words, 2-core Zen 5): in one 1,000-row shard (one process) 11,921 words/s and
-# a peak RSS of 1.89 GB; in this default's 6 shards (2 workers) 31,329 words/s and 0.79 GB; with --shard-size 100
-# (300,000 characters a shard) 30,635 and 0.96 GB (docs/results/embed-throughput.md, "Long rows").
-DEFAULT_SHARD_CHARACTERS = 200_000
 PROGRESS_REFRESH_SECONDS = 0.5
-
-
-def _files_the_manifest_lists(output_dir: Path) -> dict[str, int]:
-    """The manifest's own record of what a run wrote: each finished shard with its size, and the manifest itself
-    (rewritten atomically after each shard, so a killed run's shards are proven its own)."""
-    try:
-        data = json.loads((output_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
-        listed = {shard["file"]: shard["bytes"] for shard in data["shards"] if "/" not in shard["file"]}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
-        return {}
-    if data.get("format") != MANIFEST_FORMAT:
-        return {}
-    return {**listed, MANIFEST_NAME: (output_dir / MANIFEST_NAME).stat().st_size}
-
-
-EMBEDDINGS_OUTPUT = OutputKind(
-    name="embeddings",
-    description="an elmo-hf embedding output",
-    entries=("shard-[0-9]*.parquet", MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
-    own_record=_files_the_manifest_lists,
-)
 
 
 class EmbeddingInterrupted(KeyboardInterrupt):
@@ -126,157 +94,9 @@ def model_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 sentence``, ``2 sentences``, with thousands separators."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-@dataclass
-class EmbeddingRunSummary:
-    """What a run did. Counts cover the whole output (resumed shards included); ``seconds`` and the rates cover
-    this run only."""
-
-    output_dir: Path
-    sentences: int
-    words: int
-    skipped_rows: int
-    shards: int
-    seconds: float
-    words_this_run: int
-    resumed_from_row: int = 0
-    already_complete: bool = False
-    redone_shards: int = 0
-    # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline; with
-    # workers, model and write are summed over them.
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    # Words longer than the model's character slots hold (ELMoTokenizer.truncated_word_count), repeats counted: the
-    # model saw only their beginning. Shards listed by a manifest written before this count existed count 0.
-    truncated_words: int = 0
-    max_characters_per_token: int | None = None
-
-    @property
-    def words_per_second(self) -> float:
-        return self.words_this_run / self.seconds if self.seconds > 0 else 0.0
-
-    def describe(self) -> str:
-        resumed = f", resumed at input row {self.resumed_from_row:,}" if self.resumed_from_row else ""
-        redone = f", {plural(self.redone_shards, 'damaged shard')} redone" if self.redone_shards else ""
-        skipped = f", {plural(self.skipped_rows, 'invalid row')} skipped" if self.skipped_rows else ""
-        if self.truncated_words:
-            slots = f" {self.max_characters_per_token}" if self.max_characters_per_token else ""
-            skipped += f", {plural(self.truncated_words, 'word')} cut to the model's{slots} character slots"
-        if self.already_complete:
-            return (
-                f"{self.output_dir} is already complete: {plural(self.sentences, 'sentence')}, "
-                f"{plural(self.words, 'word')}{skipped}{redone}"
-            )
-        return (
-            f"embedded {plural(self.sentences, 'sentence')} ({plural(self.words, 'word')}{skipped}) into "
-            f"{plural(self.shards, 'shard')} in {self.output_dir}; this run: {plural(self.words_this_run, 'word')} in "
-            f"{self.seconds:.1f} s = {self.words_per_second:,.0f} words/s{resumed}{redone}"
-        )
-
-
-@dataclass
-class Manifest:
-    """The record of a run, rewritten atomically after every shard."""
-
-    input: dict[str, Any]
-    model: dict[str, Any]
-    options: dict[str, Any]
-    shards: list[dict[str, Any]] = field(default_factory=list)
-    complete: bool = False
-
-    @property
-    def rows_done(self) -> int:
-        return sum(shard["input_rows"] for shard in self.shards)
-
-    def totals(self) -> dict[str, int]:
-        return {
-            "sentences": sum(shard["rows"] for shard in self.shards),
-            "words": sum(shard["words"] for shard in self.shards),
-            "skipped_rows": sum(shard["skipped_rows"] for shard in self.shards),
-            "truncated_words": sum(shard.get("truncated_words", 0) for shard in self.shards),  # absent: an older run
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "version": MANIFEST_VERSION,
-            "input": self.input,
-            "model": self.model,
-            "options": self.options,
-            "complete": self.complete,
-            "totals": self.totals(),
-            "shards": self.shards,
-        }
-
-    @classmethod
-    def read(cls, path: Path) -> "Manifest":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise OutputDirectoryError(f"cannot read the manifest {path}: {error}") from error
-        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or data.get("version") != MANIFEST_VERSION:
-            found = (data.get("format"), data.get("version")) if isinstance(data, dict) else type(data).__name__
-            raise OutputDirectoryError(f"{path} is not an elmo-hf embedding manifest (version {MANIFEST_VERSION}): {found}")
-        try:
-            return cls(data["input"], data["model"], data["options"], data["shards"], data["complete"])
-        except KeyError as error:
-            raise OutputDirectoryError(f"{path} lacks the manifest field {error}") from None
-
-    def write(self, path: Path) -> None:
-        content = (json.dumps(self.to_json(), indent=2) + "\n").encode("utf-8")
-        write_atomically(path, lambda temporary: temporary.write_bytes(content))
-
-
-def _manifest_if_any(output_dir: Path) -> Manifest | None:
-    return Manifest.read(output_dir / MANIFEST_NAME) if (output_dir / MANIFEST_NAME).is_file() else None
-
-
-def has_finished_shards(output_dir: str | Path) -> bool:
-    """Worth keeping after a failure: at least one finished shard is listed."""
-    try:
-        manifest = _manifest_if_any(Path(output_dir))
-    except OutputDirectoryError:
-        return True  # not ours to judge: keep it
-    return manifest is not None and bool(manifest.shards)
-
-
-def _describe_run(output_dir: Path) -> str:
-    try:
-        manifest = _manifest_if_any(output_dir)
-    except OutputDirectoryError:
-        return "an embedding run with an unreadable manifest"
-    if manifest is None:
-        return "an embedding run interrupted before its first shard"
-    state = "complete" if manifest.complete else f"interrupted after {manifest.rows_done:,} input rows"
-    return f"an embedding run ({state})"
-
-
 # ----------------------------------------------------------------------------------------------------------------------
 # Checking what is on disk
 # ----------------------------------------------------------------------------------------------------------------------
-
-
-def shard_problem(output_dir: Path, entry: dict[str, Any], check_sha256: bool = True) -> str | None:
-    """Why a listed shard cannot be trusted (missing, another size, another sha256, unreadable rows), or None.
-    ``check_sha256=False`` skips hashing (for a caller that verified the shards already)."""
-    path = output_dir / entry["file"]
-    if not path.is_file():
-        return f"{entry['file']} is missing"
-    size = path.stat().st_size
-    if size != entry["bytes"]:
-        return f"{entry['file']} has {size:,} bytes, the manifest says {entry['bytes']:,}"
-    if check_sha256 and sha256_of_file(path) != entry["sha256"]:
-        return f"{entry['file']} has another sha256 than the manifest records"
-    try:
-        rows = pq.ParquetFile(path).metadata.num_rows
-    except Exception as error:  # pyarrow raises several types for damaged files
-        return f"{entry['file']} is not a readable Parquet file ({error})"
-    if rows != entry["rows"]:
-        return f"{entry['file']} has {rows} rows, the manifest says {entry['rows']}"
-    return None
 
 
 def non_finite_values(path: Path) -> tuple[int, int] | None:
@@ -318,7 +138,7 @@ def verify_embedding_output(output_dir: str | Path) -> list[str]:
     if marker is None or marker.get("kind") != EMBEDDINGS_OUTPUT.name:
         return [f"{output_dir} is not {EMBEDDINGS_OUTPUT.description} (no valid {MARKER_NAME})"]
     try:
-        manifest = _manifest_if_any(output_dir)
+        manifest = Manifest.in_directory(output_dir)
     except OutputDirectoryError as error:
         return [str(error)]
     if manifest is None:
@@ -478,11 +298,7 @@ class ShardWriter:
                 f"input {source.path} has column(s) {clashes} that the output would write; rename them or pick "
                 "another --output-column"
             )
-        if embedder.input_column not in self.input_features:
-            raise ValueError(
-                f"input {source.path} has no column {embedder.input_column!r}; its columns are "
-                f"{list(self.input_features)} (choose one with --text-column or --words-column)"
-            )
+        source.check_column(embedder.input_column, self.input_features)
         self.features = Features({INPUT_ROW_COLUMN: Value("int64"), **self.input_features, **embedder.features})
 
     def write(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> dict[str, Any]:
@@ -838,37 +654,21 @@ def write_shards_with_workers(
         raise
 
 
-# Options added to the manifest after its first version, with the value that means what a run before them did:
-# shards cut by rows only (--shard-characters 0), batches closed by the word budget alone (--min-batch-size 0).
-OPTIONS_BEFORE_THEY_EXISTED = {"shard_characters": 0, "min_batch_size": 0}
-
-
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
     list (a shard renamed after the last manifest update, temporary files, a saved dataset) are removed."""
-    previous = _manifest_if_any(output_dir)
+    previous = Manifest.in_directory(output_dir)
     if previous is None:
         previous = fresh  # killed before the first shard was listed
-    # Options a manifest written before they existed lacks: it ran as their value here says, and the continued
-    # manifest then says so (after the options it has, in their order: a manifest's bytes are compared).
-    missing = {name: value for name, value in OPTIONS_BEFORE_THEY_EXISTED.items() if name not in previous.options}
-    previous.options = {**previous.options, **missing}
+    # Options a manifest written before they existed lacks: it ran as their value says, and the continued manifest
+    # then says so.
+    previous.options = with_options_of_older_runs(previous.options)
     # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
     # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
-    for what, was, now in (
-        ("input", previous.input, fresh.input),
-        ("options", previous.options, fresh.options),
-        ("model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]}),
-    ):
-        differences = {name: (was.get(name), value) for name, value in now.items() if was.get(name) != value}
-        if differences:
-            raise OutputDirectoryError(
-                f"cannot resume {output_dir}: it was started with different {what} ({_describe_differences(differences)}); "
-                "rerun with the same input, model and options, or pass --overwrite to start over"
-            )
-    listed = {shard["file"] for shard in previous.shards} | {MANIFEST_NAME, MARKER_NAME}
-    if previous.complete:
-        listed.add(SAVED_DATASET_DIR)
+    check_same_run(output_dir, "input", previous.input, fresh.input)
+    check_same_run(output_dir, "options", previous.options, fresh.options)
+    check_same_run(output_dir, "model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]})
+    listed = previous.entries()
     for path in output_dir.iterdir():
         if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
             raise OutputDirectoryError(
@@ -878,10 +678,6 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
         if path.name not in listed:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
     return previous
-
-
-def _describe_differences(differences: dict[str, tuple[Any, Any]]) -> str:
-    return "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
 
 
 def _redo_damaged_shards(output_dir: Path, manifest: Manifest, source: CorpusSource, writer: ShardWriter) -> int:
@@ -908,9 +704,9 @@ def embed_corpus(
     output_dir: str | Path,
     *,
     model_name: str,
-    shard_size: int = 1000,
+    shard_size: int = DEFAULT_SHARD_SIZE,
     shard_characters: int = DEFAULT_SHARD_CHARACTERS,
-    output_format: str = "parquet",
+    output_format: str = DEFAULT_OUTPUT_FORMAT,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -918,7 +714,9 @@ def embed_corpus(
     worker_threads: int = 1,
 ) -> EmbeddingRunSummary:
     """Embed every row of ``source`` into ``output_dir`` (see the module docstring). ``model_name`` is recorded in
-    the manifest; the weights themselves are fingerprinted. Ctrl-C raises ``EmbeddingInterrupted``.
+    the manifest; the weights themselves are fingerprinted, and an embedder made by ``ELMoEmbedder.from_pretrained``
+    adds what it was asked for (``embedder.request``), so that ``manifest.check_before_loading`` can tell an output
+    already complete before a resumed run loads its model. Ctrl-C raises ``EmbeddingInterrupted``.
 
     A shard holds ``shard_size`` rows, fewer where they hold more than ``shard_characters`` characters of input (0: no
     limit; ``DEFAULT_SHARD_CHARACTERS``), so that long rows still make shards that workers share and memory holds.
@@ -931,8 +729,8 @@ def embed_corpus(
     for ``resume``. With ``workers=1`` the model runs in this process at torch's threads."""
     from tqdm.auto import tqdm
 
-    shard_size = check_int("shard_size", shard_size, 1)
-    shard_characters = check_int("shard_characters", shard_characters, 0, hint="0: no limit")
+    run_options = checked_run_options(shard_size, shard_characters, output_format)
+    shard_size, shard_characters = run_options["shard_size"], run_options["shard_characters"]
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     if workers is None:
         # Characters matter only up to a shard per usable core: no more is read.
@@ -947,13 +745,15 @@ def embed_corpus(
             f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "
             "for several GPUs use --engine ray with --ray-gpus-per-worker"
         )
-    if output_format not in OUTPUT_FORMATS:
-        raise ValueError(f"output_format must be one of {list(OUTPUT_FORMATS)}, got {output_format!r}")
     output_dir = Path(output_dir)
     fresh = Manifest(
         input=source.identity(),
-        model={"name": model_name, "sha256": model_fingerprint(embedder.model)},
-        options={**embedder.options(), "shard_size": shard_size, "shard_characters": shard_characters, "output_format": output_format},
+        model={
+            "name": model_name, "sha256": model_fingerprint(embedder.model),
+            "max_characters_per_token": embedder.tokenizer.max_characters_per_token,
+        },
+        options={**embedder.options(), **run_options},
+        request=embedder.request,
     )
     manifest = fresh
     start_time = time.perf_counter()
@@ -966,7 +766,7 @@ def embed_corpus(
             pool = stack.enter_context(EmbeddingWorkerPool(embedder, workers, worker_threads)) if workers > 1 else None
             output = stack.enter_context(open_output_directory(
                 output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
-                worth_keeping=has_finished_shards, describe_existing=_describe_run,
+                worth_keeping=has_finished_shards, describe_existing=describe_run,
             ))
             bar = None
             last_refresh = time.monotonic()
@@ -998,12 +798,7 @@ def embed_corpus(
             if manifest.complete and redone and output_format == "dataset":
                 _write_saved_dataset(output_dir, manifest)
             if manifest.complete:
-                totals = manifest.totals()
-                return EmbeddingRunSummary(
-                    output_dir, totals["sentences"], totals["words"], totals["skipped_rows"], len(manifest.shards), 0.0,
-                    0, resumed_from_row, already_complete=True, redone_shards=redone,
-                    truncated_words=totals["truncated_words"], max_characters_per_token=embedder.tokenizer.max_characters_per_token,
-                )
+                return complete_summary(output_dir, manifest, embedder.tokenizer.max_characters_per_token, redone)
             bar = tqdm(
                 total=num_rows, initial=resumed_from_row, unit=" sentences", disable=not progress,
                 dynamic_ncols=True, mininterval=PROGRESS_REFRESH_SECONDS,
@@ -1103,6 +898,7 @@ __all__ = [
     "model_fingerprint",
     "shard_table",
     "per_word_vectors_of_column",
+    "plural",
     "shard_problem",
     "vectors_array",
     "verify_embedding_output",

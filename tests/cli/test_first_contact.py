@@ -4,6 +4,8 @@ wrong; a model name that looks like a local path never goes to the Hub; `--versi
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -41,7 +43,7 @@ SCRIPT = textwrap.dedent(
 
 def first_contact(tmp_path, *argv, **environment):
     """(exit code, stderr, connections tried, heavy modules loaded) of ``elmo-hf argv`` run in ``tmp_path``."""
-    env = {**__import__("os").environ, **environment}
+    env = {**os.environ, **environment}
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(list(argv))], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
@@ -263,3 +265,136 @@ def test_an_unknown_command_or_choice_gets_the_closest_one(tmp_path, corpus, arg
     code, stderr, _, heavy = first_contact(tmp_path, *arguments)
     assert code == 2 and not heavy
     assert message in stderr and stderr.rstrip().endswith(f"; did you mean {suggestion!r}?"), stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# What `elmo-hf embed` refuses or answers without its model: before torch is imported (issue 50)
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def embed_here(*arguments: str) -> None:
+    """A finished `elmo-hf embed` of corpus.txt by the shipped model, run in this process (the test's directory)."""
+    assert main(["embed", "corpus.txt", "--output", "out", "--no-progress", *arguments]) == 0
+
+
+def write_inputs(directory) -> None:
+    """Inputs without the default `text` column (their sentences in `sentence`), one of each structured format."""
+    from datasets import Dataset
+
+    rows = Dataset.from_dict({"id": [1, 2], "sentence": ["a sentence .", "another ."]})
+    rows.to_json(str(directory / "rows.jsonl"))
+    rows.to_csv(str(directory / "rows.csv"), index=False)
+    rows.to_parquet(str(directory / "rows.parquet"))
+    rows.save_to_disk(str(directory / "saved"))
+    (directory / "tree.conllu").write_text("# sent_id = 1\n1\tHi\thi\tINTJ\t_\t_\t0\troot\t_\t_\n\n")
+    (directory / "corpus.bin").write_bytes(b"a sentence .\n")
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["corpus.bin"], "error: cannot tell the format of corpus.bin from its extension '.bin': expected one of "),
+        (
+            ["rows.jsonl"],
+            "error: input rows.jsonl has no column 'text'; its columns are ['id', 'sentence'] (choose one with "
+            "--text-column or --words-column)",
+        ),
+        (["rows.jsonl", "--words-column", "tokens"], "error: input rows.jsonl has no column 'tokens'; its columns are ['id', 'sentence']"),
+        (["rows.csv"], "error: input rows.csv has no column 'text'; its columns are ['id', 'sentence']"),
+        (["rows.parquet"], "error: input rows.parquet has no column 'text'; its columns are ['id', 'sentence']"),
+        (["saved"], "error: input saved has no column 'text'; its columns are ['id', 'sentence']"),
+        (["tree.conllu", "--text-column", "text"], "error: input tree.conllu has no column 'text'; its columns are ['sent_id', 'words', 'upos']"),
+        (["rows.csv", "--input-format", "dataset"], "error: input rows.csv given as 'dataset' must be a directory written by Dataset.save_to_disk"),
+        (["corpus.txt", "--shard-characters", "-1"], "error: shard_characters must be an int >= 0 (0: no limit), got -1"),
+    ],
+)
+def test_an_input_refused_without_the_model_is_refused_before_torch(tmp_path, corpus, arguments, message):
+    write_inputs(tmp_path)
+    code, stderr, connections, heavy = first_contact(tmp_path, "embed", *arguments, "--output", "out")
+    assert code == 2 and message in stderr, stderr
+    assert not heavy and not connections
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_refused_without_the_model_is_refused_before_torch(tmp_path, corpus, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    embed_here()
+    manifest = (tmp_path / "out" / "manifest.json").read_bytes()
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "corpus.txt", "--output", "out")
+    assert code == 2 and not heavy
+    assert "error: output out already holds an embedding run (complete); pass --resume to continue it or --overwrite" in stderr
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "corpus.txt", "--output", "out", "--overwrite")
+    assert code == 2 and not heavy
+    assert (
+        "error: output out is an elmo-hf embedding output but also holds files no elmo-hf run recorded writing (or "
+        "changed since): notes.txt; --overwrite deletes only what a run's record lists, so nothing was deleted"
+    ) in stderr, stderr
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "corpus.txt", "--output", "out", "--resume")
+    assert code == 2 and not heavy
+    assert "error: cannot resume out: it also holds what elmo-hf does not write (notes.txt); move those away first" in stderr
+    (tmp_path / "out" / "notes.txt").unlink()
+    (tmp_path / "corpus.txt").write_text("a sentence .\nand one more .\n")
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "corpus.txt", "--output", "out", "--resume")
+    assert code == 2 and not heavy
+    assert "error: cannot resume out: it was started with different input (size: was 13, now 28; mtime_ns: was " in stderr
+    assert (tmp_path / "out" / "manifest.json").read_bytes() == manifest  # nothing touched
+
+
+def test_a_resume_of_a_complete_output_answers_before_torch(tmp_path, corpus, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    embed_here("--pooling", "mean")
+    code, stderr, _, heavy = first_contact(tmp_path, "embed", "corpus.txt", "--output", "out", "--resume", "--pooling", "mean")
+    assert (code, heavy) == (0, []), stderr
+    capsys.readouterr()
+    assert main(["embed", "corpus.txt", "--output", "out", "--resume", "--pooling", "mean"]) == 0
+    assert capsys.readouterr().out == "out is already complete: 1 sentence, 3 words\n"
+
+
+@pytest.fixture
+def models_loaded(monkeypatch) -> list[str]:
+    """The models `ELMoEmbedder.from_pretrained` loads in this process."""
+    from elmo_hf.embedding.embedder import ELMoEmbedder
+
+    loaded, original = [], ELMoEmbedder.from_pretrained.__func__
+
+    def recorded(cls, name_or_path, **options):
+        loaded.append(str(name_or_path))
+        return original(cls, name_or_path, **options)
+
+    monkeypatch.setattr(ELMoEmbedder, "from_pretrained", classmethod(recorded))
+    return loaded
+
+
+@pytest.mark.parametrize(
+    "change, arguments, message",
+    [
+        (None, ["--pooling", "mean"], "out is already complete: 1 sentence, 3 words\n"),  # settled by the manifest
+        (None, ["--pooling", "max"], "cannot resume out: it was started with different options (pooling: was 'mean', now 'max')"),
+        (None, [], "cannot resume out: it was started with different options (pooling: was 'mean', now 'none')"),
+        (None, ["--pooling", "mean", "--shard-size", "5"], "different options (shard_size: was 1000, now 5)"),
+        ("damaged shard", ["--pooling", "mean"], "out is already complete: 1 sentence, 3 words, 1 damaged shard redone"),
+        ("model file", ["--pooling", "mean"], "out is already complete: 1 sentence, 3 words\n"),
+    ],
+)
+def test_a_resume_the_manifest_alone_cannot_settle_is_left_to_the_model(
+    tmp_path, corpus, monkeypatch, capsys, models_loaded, change, arguments, message
+):
+    """The same command again is answered from the manifest; with other options than the first run's, a shard to
+    redo or a model file changed since, the run loads its model, then says what differs (or redoes the shard, or
+    compares the weights)."""
+    from elmo_hf import DEFAULT_MODEL_DIR
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(DEFAULT_MODEL_DIR, tmp_path / "model")
+    embed_here("--model", "model", "--pooling", "mean")
+    if change == "damaged shard":
+        (tmp_path / "out" / "shard-00000.parquet").write_bytes(b"damaged")
+    if change == "model file":
+        os.utime(tmp_path / "model" / "config.json")
+    capsys.readouterr()
+    models_loaded.clear()
+    main(["embed", "corpus.txt", "--output", "out", "--model", "model", "--resume", "--no-progress", *arguments])
+    captured = capsys.readouterr()
+    assert message in captured.out + captured.err, captured.err
+    assert models_loaded == ([] if change is None and arguments == ["--pooling", "mean"] else ["model"])
