@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from typing import NoReturn
 
 from .arguments import library_module
@@ -26,6 +28,41 @@ def report_error(error: BaseException) -> int:
     """Print ``error: ...`` (the library's message names the input and what was expected) and return exit code 2."""
     print(f"error: {error}", file=sys.stderr)
     return EXIT_USAGE_ERROR
+
+
+class ModelFilesError(ValueError):
+    """A model directory whose files cannot make the model: a damaged weights file, a config.json whose sizes
+    disagree with the weights (``model_files_named``)."""
+
+
+@contextlib.contextmanager
+def model_files_named(model: str) -> Iterator[None]:
+    """The block in which a command loads the model ``model`` (a directory or a Hub repo id) with ``from_pretrained``:
+    the two failures of a damaged model directory that transformers and safetensors report without naming a file
+    become a ``ModelFilesError`` that names the file and what was expected (``report_error``: exit 2, no traceback).
+
+    - safetensors' ``SafetensorError`` ("incomplete metadata, file not fully covered": a truncated copy, an
+      interrupted download; "header too large", ...): the weights file cannot be read;
+    - transformers' ``RuntimeError`` "You set `ignore_mismatched_sizes` to `False`": a tensor of the weights has
+      other sizes than the model that config.json describes (its load report, printed above, lists each one).
+
+    Every command that loads a model does so inside this block: embed, similarity, neighbours query, export and
+    pretrain --init-from. Anything else passes through unchanged."""
+    try:
+        yield
+    except Exception as error:
+        weights, config = os.path.join(model, "model.safetensors"), os.path.join(model, "config.json")
+        if type(error).__name__ == "SafetensorError":
+            raise ModelFilesError(
+                f"the weights of the model {model} cannot be read: {weights} is damaged or truncated ({error}); "
+                "expected a complete safetensors file, as save_pretrained writes it (copy or download it again)"
+            ) from None
+        if isinstance(error, RuntimeError) and "ignore_mismatched_sizes" in str(error):
+            raise ModelFilesError(
+                f"the model {model} does not fit its weights: the sizes that {config} gives disagree with the tensors "
+                f"in {weights} (the load report above lists each one); expected the config.json saved with these weights"
+            ) from None
+        raise
 
 
 def exit_code_after_interrupt() -> int:
@@ -188,8 +225,8 @@ def quiet_progress_bars() -> None:
 
 __all__ = [
     "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES", "DEFAULT_MODEL_NOTE",
-    "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "collect_garbage_as_a_short_lived_process",
+    "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "ModelFilesError", "collect_garbage_as_a_short_lived_process",
     "ctrl_c_ends_the_exit", "exit_code_after_interrupt", "exit_without_a_final_collection", "libraries_imported_whole",
-    "quiet_progress_bars", "report_error", "reuse_freed_memory", "set_torch_threads", "thresholds_for_started_processes", "user_set_malloc_options",
+    "model_files_named", "quiet_progress_bars", "report_error", "reuse_freed_memory", "set_torch_threads", "thresholds_for_started_processes", "user_set_malloc_options",
     "wait_passively",
 ]

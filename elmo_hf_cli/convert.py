@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .arguments import existing_directory, existing_path, output_directory
-from .common import EXIT_FAILED_CHECK, EXIT_OK, libraries_imported_whole, report_error
+from .common import EXIT_FAILED_CHECK, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, report_error
 
 CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
 
@@ -219,8 +219,9 @@ def run_export(args: argparse.Namespace) -> int:
     from elmo_hf.conversion import ALLENNLP_OPTIONS_FILE_NAME
 
     try:
-        not_exported = export.convert_hf_to_allennlp(args.model, args.output, args.overwrite)
-    except (ELMoHFError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
+        with model_files_named(str(args.model)):
+            not_exported = export.convert_hf_to_allennlp(args.model, args.output, args.overwrite)
+    except (ELMoHFError, ModelFilesError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
         return report_error(error)
     print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / export.WEIGHTS_FILE_NAME}")
     for name in not_exported:

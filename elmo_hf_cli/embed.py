@@ -13,8 +13,8 @@ from .arguments import (
     choices, existing_directory, existing_path, library_module, model_argument, output_directory, representation_argument,
 )
 from .common import (
-    DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error,
-    set_torch_threads,
+    DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars,
+    report_error, set_torch_threads,
 )
 
 ENGINES = ("datasets", "ray")
@@ -190,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
                     run_options["worker_threads"] = threads
                 else:
                     set_torch_threads(threads)
-            embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
+            with model_files_named(model_name):
+                embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
             summary = embed_corpus(
                 source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
                 overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,

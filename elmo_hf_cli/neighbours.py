@@ -12,7 +12,7 @@ import argparse
 import json
 
 from .arguments import choices, existing_directory, model_argument, output_directory
-from .common import EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error, set_torch_threads
+from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error, set_torch_threads
 
 # Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
 BUILD_OPTIONS = {
@@ -107,13 +107,14 @@ def run_query(args: argparse.Namespace) -> int:
     try:
         set_torch_threads(getattr(args, "threads", None))
         index = ContextualIndex.load(args.index_dir, verify=getattr(args, "verify", False), **given(args, LOAD_OPTIONS))
-        results = [
-            index.query(
-                sentence, getattr(args, "word", None), same_word=getattr(args, "same_word", False),
-                static_k=getattr(args, "static", 0), **given(args, QUERY_OPTIONS),
-            )
-            for sentence in args.sentence
-        ]
+        with model_files_named(str(getattr(args, "model", None) or index.record["model"]["name"])):  # loaded at the first query
+            results = [
+                index.query(
+                    sentence, getattr(args, "word", None), same_word=getattr(args, "same_word", False),
+                    static_k=getattr(args, "static", 0), **given(args, QUERY_OPTIONS),
+                )
+                for sentence in args.sentence
+            ]
     except (ValueError, ImportError, OSError) as error:
         return report_error(error)
     if getattr(args, "json", False):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import signal
 import sys
 
 from .arguments import choices, existing_path, output_directory
-from .common import EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, quiet_progress_bars, report_error
+from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
 
@@ -118,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
             quiet_progress_bars()
     callers_group = joined_a_process_group()  # a program that runs this command in a group of its own keeps it
     try:
-        report = pretrain(PretrainingOptions(**options, progress=progress))
+        with model_files_named(args.init_from) if getattr(args, "init_from", None) else contextlib.nullcontext():
+            report = pretrain(PretrainingOptions(**options, progress=progress))
         is_main_process = PartialState().is_main_process
     except PretrainingInterrupted as interruption:
         if interruption.checkpoint is None:
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"\ninterrupted: checkpoints already saved in {args.output} are kept; {RESUME_HINT}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ELMoHFError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
+    except (ELMoHFError, ModelFilesError, OSError) as error:  # PretrainingError, OutputDirectoryError, ...
         return report_error(error)
     finally:
         if not callers_group:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .arguments import model_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_OK, libraries_imported_whole, report_error, set_torch_threads
+from .common import DEFAULT_MODEL_NOTE, EXIT_OK, libraries_imported_whole, model_files_named, report_error, set_torch_threads
 
 
 def add_parsers(commands) -> None:
@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     model_name = args.model or DEFAULT_MODEL_DIR
     try:
         set_torch_threads(args.threads)
-        model = ELMoModel.from_pretrained(model_name).eval()
-        tokenizer = ELMoTokenizer.from_pretrained(model_name)
+        with model_files_named(model_name):
+            model = ELMoModel.from_pretrained(model_name).eval()
+            tokenizer = ELMoTokenizer.from_pretrained(model_name)
         words, vectors = contextual_word_vectors(model, tokenizer, args.sentences, args.word)
     except (ValueError, OSError) as error:
         return report_error(error)
