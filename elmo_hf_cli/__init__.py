@@ -16,7 +16,7 @@ command module imports the library only when it runs; the values the library acc
 optimizers, ...) are checked by the library itself, which names the allowed ones in its error.
 
 Exit codes: 0 success, 2 a problem with the input, the options or the output directory (the message says which),
-130 interrupted (Ctrl-C), 1 a verification that found problems or an embedding worker process that died.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM: handled as Ctrl-C is, ``common.sigterm_as_ctrl_c``), 1 a verification that found problems or an embedding worker process that died.
 
 Threads: ``main`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch,
 so that idle OpenMP threads sleep instead of spinning on a shared machine (``common.wait_passively``); the CPU-heavy
@@ -40,7 +40,7 @@ from . import convert, embed, neighbours, pretrain, similarity
 from .arguments import SuggestingArgumentParser
 from .common import (
     EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
-    exit_without_a_final_collection, reuse_freed_memory, thresholds_for_started_processes, wait_passively,
+    exit_without_a_final_collection, reuse_freed_memory, sigterm_as_ctrl_c, thresholds_for_started_processes, wait_passively,
 )
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours)
@@ -86,7 +86,8 @@ def command_line() -> NoReturn:
     (``common.reuse_freed_memory``, in the processes it spawns too), ends by SIGINT at once on a Ctrl-C once the command has returned
     (``common.ctrl_c_ends_the_exit``) and exits without the interpreter's final search for cycles
     (``common.exit_without_a_final_collection``). Call ``main`` to run a command inside a program of your own: it
-    changes none of them."""
+    changes none of them. SIGTERM is handled as Ctrl-C is and exits 143 (``common.sigterm_as_ctrl_c``)."""
+    sigterm_as_ctrl_c()
     collect_garbage_as_a_short_lived_process()
     if reuse_freed_memory():
         thresholds_for_started_processes()

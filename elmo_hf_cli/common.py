@@ -16,6 +16,7 @@ EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
 EXIT_USAGE_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM: see sigterm_as_ctrl_c
 
 DEFAULT_MODEL_NOTE = (
     "note: no --model given, using elmo-hf's default model: a small demonstration ELMo pre-trained on about 265k "
@@ -66,7 +67,7 @@ def model_files_named(model: str) -> Iterator[None]:
 
 
 def exit_code_after_interrupt() -> int:
-    """``EXIT_INTERRUPTED``, and make sure the interpreter will exit with it rather than kill itself with SIGINT.
+    """``EXIT_INTERRUPTED`` (``EXIT_TERMINATED`` where SIGTERM made the interrupt: ``sigterm_as_ctrl_c``), and make sure the interpreter will exit with it rather than kill itself with SIGINT.
 
     CPython 3.11 remembers a KeyboardInterrupt that escaped code it ran from a string (``exec(str)``, as
     ``dataclasses`` does for every class it builds, so any import can be inside one) and, once a ``python -m``
@@ -75,7 +76,35 @@ def exit_code_after_interrupt() -> int:
     run of code from a string resets that flag first, so running an empty one after catching the interrupt
     clears it."""
     exec("None")  # resets CPython's _Py_UnhandledKeyboardInterrupt (see above)
-    return EXIT_INTERRUPTED
+    return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+
+
+_terminated = False
+
+
+def sigterm_as_ctrl_c() -> None:
+    """From here on SIGTERM does what Ctrl-C (SIGINT) does at that moment: it runs SIGINT's current handler (Python's
+    KeyboardInterrupt, a block that holds the interrupt until it ends, ``pretrain``'s stop at the next step, or
+    nothing while SIGINT is ignored). For the ``elmo-hf`` process only (``command_line``): a command stopped by
+    ``kill``, ``timeout``, systemd, Slurm or Kubernetes leaves its output as after a Ctrl-C: finished shards and
+    checkpoints kept and listed, nothing half-made, its lock released, ``--resume`` continues. Without it, SIGTERM's
+    default action ended the process at once and left only the output's marker and lock (issue 51).
+
+    Such a run then exits ``EXIT_TERMINATED`` (143), not 130 (``exit_code_after_interrupt``): 128 + 15 is what a
+    shell, a supervisor or a batch scheduler reports for a process that SIGTERM ended, so it can tell a stop it
+    asked for from a user's Ctrl-C; what is left in the output is the same."""
+
+    def on_sigterm(signum, frame) -> None:
+        global _terminated
+        _terminated = True
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        elif handler != signal.SIG_IGN:  # SIG_DFL (or one not set from Python): SIGTERM's own default action
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def libraries_imported_whole():
@@ -188,6 +217,7 @@ def ctrl_c_ends_the_exit() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def exit_without_a_final_collection(code: int) -> NoReturn:
@@ -225,8 +255,8 @@ def quiet_progress_bars() -> None:
 
 __all__ = [
     "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES", "DEFAULT_MODEL_NOTE",
-    "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE_ERROR", "ModelFilesError", "collect_garbage_as_a_short_lived_process",
+    "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE_ERROR", "ModelFilesError", "collect_garbage_as_a_short_lived_process",
     "ctrl_c_ends_the_exit", "exit_code_after_interrupt", "exit_without_a_final_collection", "libraries_imported_whole",
-    "model_files_named", "quiet_progress_bars", "report_error", "reuse_freed_memory", "set_torch_threads", "thresholds_for_started_processes", "user_set_malloc_options",
+    "model_files_named", "quiet_progress_bars", "report_error", "reuse_freed_memory", "set_torch_threads", "sigterm_as_ctrl_c", "thresholds_for_started_processes", "user_set_malloc_options",
     "wait_passively",
 ]

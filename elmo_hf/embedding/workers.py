@@ -13,8 +13,9 @@ at a time and returns their vectors. How a worker starts depends on its threads:
 
 Each worker
 
-- ignores SIGINT: Ctrl-C reaches the whole process group, and the main process decides (it stops the workers and
-  keeps what is finished);
+- ignores SIGINT and SIGTERM: Ctrl-C reaches the whole process group (as a SIGTERM to a group does: systemd,
+  ``kill -TERM -PGID``), and the main process decides (it stops the workers, with SIGKILL, and keeps what is
+  finished);
 - has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
   (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
 - says it is ready, then runs each task's work, a picklable callable ``work(embedder) -> result``, and sends back
@@ -136,6 +137,7 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
     spawned), say it is ready, then embed each task it receives until told to stop. ``inherited``: the main process's
     ends of the pipes, which a forked child holds copies of; closed, so that the main process's death ends the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C and stops the workers
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # and SIGTERM, as Ctrl-C (elmo_hf_cli.common.sigterm_as_ctrl_c)
     for other in inherited:
         other.close()
     try:

@@ -488,8 +488,10 @@ def worker_pids(parent: int) -> list[int]:
     return sorted(pids)
 
 
-@pytest.mark.parametrize("interruption", ["worker-killed", "ctrl-c"])
+@pytest.mark.parametrize("interruption", ["worker-killed", "ctrl-c", "sigterm", "sigterm-to-the-group"])
 def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_identically(tmp_path, one_thread_run, interruption):
+    """SIGTERM (``kill PID``, or to the whole group as systemd sends it) is handled as Ctrl-C is, exit 143
+    (``elmo_hf_cli.common.sigterm_as_ctrl_c``); it used to end the process at once, leaving the marker and the lock."""
     common, reference_dir = one_thread_run
     output_dir = tmp_path / "out"
     process = cli_in_own_group(*common, "--output", output_dir, "--workers", "2")
@@ -499,6 +501,10 @@ def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_iden
             workers = worker_pids(process.pid)
             assert len(workers) == 2, workers
             os.kill(workers[0], signal.SIGKILL)
+        elif interruption == "sigterm":
+            os.kill(process.pid, signal.SIGTERM)
+        elif interruption == "sigterm-to-the-group":
+            os.killpg(process.pid, signal.SIGTERM)
         else:
             os.killpg(process.pid, signal.SIGINT)
         started = time.monotonic()
@@ -512,7 +518,7 @@ def test_a_dead_worker_or_ctrl_c_stops_the_run_and_resume_completes_it_byte_iden
         assert f"embedding worker 0 (pid {workers[0]}) died (killed by SIGKILL) while embedding shard-" in stderr
         assert "run the same command with --resume to continue" in stderr and "Traceback" not in stderr
     else:
-        assert process.returncode == 130, stderr[-2000:]
+        assert process.returncode == (130 if interruption == "ctrl-c" else 143), stderr[-2000:]
         assert "finished shard(s) are kept" in stderr and "Traceback" not in stderr
     assert not worker_pids(process.pid)
     manifest = manifest_of(output_dir)

@@ -194,7 +194,9 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(corpus, tmp_path, monkey
     assert (output / "model.safetensors").is_file() and (output / "checkpoint-12").is_dir()
 
 
-def test_real_ctrl_c_in_a_subprocess_exits_130_after_saving_a_checkpoint(corpus, tmp_path):
+@pytest.mark.parametrize("signal_number, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_real_ctrl_c_in_a_subprocess_exits_130_after_saving_a_checkpoint(corpus, tmp_path, signal_number, code):
+    """SIGTERM is handled as Ctrl-C is (a checkpoint at the step boundary), exit 143 (``common.sigterm_as_ctrl_c``)."""
     output = tmp_path / "sigint"
     command = [sys.executable, "-m", "elmo_hf_cli", *pretrain_args(corpus, output, "--max-steps", 100_000, "--eval-steps", 0)]
     process = subprocess.Popen(
@@ -205,11 +207,11 @@ def test_real_ctrl_c_in_a_subprocess_exits_130_after_saving_a_checkpoint(corpus,
         for line in process.stdout:  # Trainer prints each log; the first loss means training is under way
             if "'loss'" in line:
                 break
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signal_number)
         _, stderr = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == EXIT_INTERRUPTED, stderr[-2000:]
+    assert process.returncode == code, stderr[-2000:]
     checkpoints = sorted(output.glob("checkpoint-*"))
     assert len(checkpoints) == 1 and f"the latest checkpoint is {checkpoints[0]}" in stderr and "--resume" in stderr
     assert (checkpoints[0] / "model.safetensors").is_file() and (checkpoints[0] / "optimizer.pt").is_file()
