@@ -13,13 +13,17 @@ is not a saved dataset for its files: shards, as the 1B Word Benchmark ships its
 names no format is text, one sentence per line.
 
 Lines (``read_lines``): a line ends at ``"\\n"``; a ``"\\r\\n"`` ending loses its ``"\\r"`` too; a last line without
-a line break is a line. This is the only line reader of the package (vocabulary files and CoNLL-U use it).
+a line break is a line. This is the only line reader of the package (vocabulary files and CoNLL-U use it). A file
+whose lines end in a lone ``"\r"`` (classic Mac OS, some spreadsheet exports) is refused, naming the file
+(``check_line_endings``): read by that rule it would be one row. A row that holds a NUL byte or a lone ``"\r"`` is
+read as it is, with a warning naming the file and the row (the first such row of each kind).
 """
 
 from __future__ import annotations
 
 import codecs
 import glob
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from dataclasses import dataclass
@@ -50,6 +54,10 @@ CONLLU_COLUMNS = ("sent_id", CONLLU_WORDS_COLUMN, "upos")
 JSON_COLUMNS_BYTES = 10 << 20
 _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
+# How much of a text file ``check_line_endings`` reads to tell its line endings.
+LINE_ENDINGS_PROBE_BYTES = 1 << 20
+
+logger = logging.getLogger(__name__)
 
 
 class CorpusError(ELMoHFError):
@@ -68,10 +76,30 @@ class InvalidRowError(ELMoHFError):
 UTF8_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
+def check_line_endings(path: str | Path) -> None:
+    """Raise ``CorpusError`` naming ``path`` when its lines end in a lone ``\r``: its first
+    ``LINE_ENDINGS_PROBE_BYTES`` hold carriage returns that end no ``\r\n`` and not one ``\n``. Read by
+    ``read_lines``'s rule (lines end at ``\n``), such a file would be one row, silently."""
+    with open(path, "rb") as file:
+        head = file.read(LINE_ENDINGS_PROBE_BYTES)
+    lone = head.count(b"\r") - head.count(b"\r\n")
+    if lone and b"\n" not in head:
+        within = "" if len(head) < LINE_ENDINGS_PROBE_BYTES else f" in its first {LINE_ENDINGS_PROBE_BYTES:,} bytes"
+        raise CorpusError(
+            f"{path} ends its lines in a lone carriage return (\\r, {lone:,} of them{within}, and no \\n): read as "
+            f"text it would be one row. Expected lines that end in \\n or \\r\\n; convert it first, e.g. "
+            f"tr '\\r' '\\n' < {path} > converted.txt"
+        )
+
+
 def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | InvalidRowError]]:
     """``(row, line)`` for every line of a text file from 0-based row ``start`` on, without the line break; a line
     that is not UTF-8 comes as an ``InvalidRowError`` saying which byte is wrong. Lines end at ``\n`` only (a lone
-    ``\r``, U+2028 or a form feed is inside a line), and a UTF-8 byte order mark opening the file is not text."""
+    ``\r``, U+2028 or a form feed is inside a line), and a UTF-8 byte order mark opening the file is not text.
+    A file whose lines end in a lone ``\r`` is refused (``check_line_endings``); the first row that holds a NUL byte
+    and the first that holds a lone ``\r`` are read as they are, each with a warning that names the file and row."""
+    check_line_endings(path)
+    warned = set()
     with open(path, "rb") as file:
         for row, line in enumerate(file):
             if row == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
@@ -80,6 +108,10 @@ def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | In
                 continue
             line = line[:-1] if line.endswith(b"\n") else line
             line = line[:-1] if line.endswith(b"\r") else line
+            for byte, what in ((b"\0", "a NUL byte (\\0), which becomes part of its words: is it a text file?"), (b"\r", "a carriage return (\\r) that ends no line: it stays inside the row")):
+                if byte in line and byte not in warned:
+                    warned.add(byte)
+                    logger.warning("%s row %d (line %d) holds %s (only the first such row is named)", path, row, row + 1, what)
             try:
                 yield row, line.decode("utf-8")
             except UnicodeDecodeError as error:
@@ -258,6 +290,8 @@ class CorpusSource:
         if (input_format == "dataset") != path.is_dir():
             expected = "a directory written by Dataset.save_to_disk" if input_format == "dataset" else "a file"
             raise CorpusError(f"input {path} given as {input_format!r} must be {expected}")
+        if input_format == "txt":
+            check_line_endings(path)  # here too, so that the refusal comes before the model is loaded
         return cls(path, input_format)
 
     @property

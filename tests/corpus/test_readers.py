@@ -125,3 +125,32 @@ def test_columns_that_cannot_be_read_refuse_nothing(tmp_path):
     (tmp_path / "splits").mkdir()
     (tmp_path / "splits" / "dataset_dict.json").write_text('{"splits": ["train"]}')
     assert CorpusSource.open(tmp_path / "splits").column_names() is None
+
+
+def test_a_text_file_whose_lines_end_in_a_lone_carriage_return_is_refused_naming_it(tmp_path):
+    """Issue 51, item 7: read by the \\n rule such a file was one row, silently; now refused, naming the file and the
+    count, at ``CorpusSource.open`` (before any model loads) and in ``read_lines`` (every other reader)."""
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"one .\rtwo .\rthree .\r")
+    message = rf"{path} ends its lines in a lone carriage return \(\\r, 3 of them, and no \\n\)"
+    with pytest.raises(CorpusError, match=message):
+        CorpusSource.open(path)
+    with pytest.raises(CorpusError, match=message):
+        list(read_lines(path))
+    path.write_bytes(b"one .\r\ntwo .\r\n")  # Windows line endings are lines, as before
+    assert [line for _, line in CorpusSource.open(path).rows()] == [{"text": "one ."}, {"text": "two ."}]
+
+
+def test_nul_bytes_and_a_lone_carriage_return_inside_a_row_are_read_with_a_warning_naming_the_row(tmp_path, caplog):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"fine .\nwith a \0 byte .\nsplit \r inside .\nagain \0 .\n")
+    with caplog.at_level("WARNING", logger="elmo_hf.corpus.readers"):
+        lines = [line for _, line in read_lines(path)]
+    assert lines == ["fine .", "with a \0 byte .", "split \r inside .", "again \0 ."]
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 2, warnings  # the first row of each kind
+    assert warnings[0].startswith(f"{path} row 1 (line 2) holds a NUL byte") and f"{path} row 2 (line 3) holds a carriage return" in warnings[1]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="elmo_hf.corpus.readers"):
+        assert [line for _, line in read_lines(path, start=3)] == ["again \0 ."]
+    assert [record.getMessage() for record in caplog.records] == [f"{path} row 3 (line 4) holds a NUL byte (\\0), which becomes part of its words: is it a text file? (only the first such row is named)"]
