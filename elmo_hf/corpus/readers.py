@@ -56,6 +56,11 @@ _DATASETS_BUILDERS = {"jsonl": "json", "csv": "csv", "parquet": "parquet"}
 _READ_BATCH_ROWS = 1000
 # How much of a text file ``check_line_endings`` reads to tell its line endings.
 LINE_ENDINGS_PROBE_BYTES = 1 << 20
+# The longest line ``read_lines`` reads as a row, in bytes (UTF-8, without its line break): 1 MiB, about 180,000
+# English words, far past any sentence or paragraph. A longer line is an ``InvalidRowError`` naming this limit, read
+# past in pieces of this size, never held whole: one 100 MB line (a file without line breaks) ran 120 s and 1.5 GB
+# and rising before its first vector (issue 51, item 7), and its vectors alone would have needed gigabytes.
+MAX_LINE_BYTES = 1 << 20
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +106,17 @@ def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | In
     check_line_endings(path)
     warned = set()
     with open(path, "rb") as file:
-        for row, line in enumerate(file):
+        for row, (line, line_bytes) in enumerate(_bounded_lines(file, MAX_LINE_BYTES + len(UTF8_BYTE_ORDER_MARK) + 2)):
             if row == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):
-                line = line[len(UTF8_BYTE_ORDER_MARK) :]
+                line, line_bytes = line[len(UTF8_BYTE_ORDER_MARK) :], line_bytes - len(UTF8_BYTE_ORDER_MARK)
             if row < start:
+                continue
+            if line_bytes - line.endswith(b"\n") - line.endswith(b"\r\n") > MAX_LINE_BYTES:
+                yield row, InvalidRowError(
+                    f"a line of {line_bytes:,} bytes, longer than the {MAX_LINE_BYTES:,} a row may hold "
+                    "(elmo_hf.corpus.readers.MAX_LINE_BYTES): one sentence per line is expected (a line this long is "
+                    "usually a file without line breaks)"
+                )
                 continue
             line = line[:-1] if line.endswith(b"\n") else line
             line = line[:-1] if line.endswith(b"\r") else line
@@ -118,6 +130,21 @@ def read_lines(path: str | Path, start: int = 0) -> Iterator[tuple[int, str | In
                 yield row, InvalidRowError(
                     f"not valid UTF-8 ({error.reason}: byte 0x{line[error.start]:02x} at byte offset {error.start} of the line)"
                 )
+
+
+def _bounded_lines(file, at_most: int) -> Iterator[tuple[bytes, int]]:
+    """``(line, length)`` for each line of a binary file, its line break included: the line itself when it is at most
+    ``at_most`` bytes, else its first ``at_most`` bytes (the rest read and dropped in pieces of that size, so memory
+    stays bounded) and its whole length."""
+    while line := file.readline(at_most):
+        length = len(line)
+        if length == at_most and not line.endswith(b"\n"):
+            while piece := file.readline(at_most):
+                length += len(piece)
+                if piece.endswith(b"\n"):
+                    break
+            line = line[:0]  # too long: the caller refuses it by its length
+        yield line, length
 
 
 def read_text_lines(path: str | Path) -> Iterator[tuple[int, str]]:

@@ -154,3 +154,29 @@ def test_nul_bytes_and_a_lone_carriage_return_inside_a_row_are_read_with_a_warni
     with caplog.at_level("WARNING", logger="elmo_hf.corpus.readers"):
         assert [line for _, line in read_lines(path, start=3)] == ["again \0 ."]
     assert [record.getMessage() for record in caplog.records] == [f"{path} row 3 (line 4) holds a NUL byte (\\0), which becomes part of its words: is it a text file? (only the first such row is named)"]
+
+
+def test_a_line_longer_than_the_limit_is_an_invalid_row_naming_it_read_in_bounded_memory(tmp_path):
+    """Issue 51, item 7: one 100 MB line ran 120 s and 1.5 GB and rising; now a line past ``MAX_LINE_BYTES`` is an
+    ``InvalidRowError`` naming the limit (refused, or skipped with --skip-invalid), read past without being held."""
+    import tracemalloc
+
+    from elmo_hf.corpus.readers import MAX_LINE_BYTES
+
+    path = tmp_path / "corpus.txt"
+    at_the_limit = b"a " * (MAX_LINE_BYTES // 2)
+    with open(path, "wb") as file:
+        file.write(b"first .\n" + at_the_limit + b"\r\n")
+        file.write(b"word " * (20 * MAX_LINE_BYTES // 5) + b"\n")  # 20 MiB
+        file.write(b"last .")
+    tracemalloc.start()
+    try:
+        rows = [(row, line if isinstance(line, InvalidRowError) else len(line)) for row, line in read_lines(path)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [row for row, _ in rows] == [0, 1, 2, 3] and count_lines(path) == 4
+    assert rows[0][1] == len("first .") and rows[1][1] == MAX_LINE_BYTES and rows[3][1] == len("last .")
+    assert isinstance(rows[2][1], InvalidRowError)
+    assert f"a line of {20 * MAX_LINE_BYTES + 1:,} bytes, longer than the {MAX_LINE_BYTES:,} a row may hold" in str(rows[2][1])
+    assert peak < 12 * MAX_LINE_BYTES, peak  # bounded by the limit (about 7 MiB measured): the 20 MiB line never held whole
