@@ -227,6 +227,36 @@ def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, 
     assert not [path.name for path in (tmp_path / "out").iterdir() if path.name.endswith(".tmp")]
 
 
+def test_a_failed_run_stops_its_workers_before_it_removes_their_temporary_files(tmp_path, model_dir, monkeypatch):
+    """The order matters (``shards.write_shards_pipelined``): a worker still running when its shard's temporary file
+    is removed would write (or recreate) it, a file that nothing lists. Removing the pool's ``terminate()`` from that
+    path survived every other test: the pool's own exit kills the workers a few milliseconds later."""
+    events: list[str] = []
+    main_pid = os.getpid()
+    original_terminate, original_unlink = EmbeddingWorkerPool.terminate, Path.unlink
+
+    def terminate(self):
+        events.append("terminate")
+        original_terminate(self)
+
+    def unlink(self, missing_ok=False):
+        if os.getpid() == main_pid and self.name.endswith(".tmp"):
+            events.append("unlink")
+        original_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(EmbeddingWorkerPool, "terminate", terminate)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    lines = synthetic_sentences(100, seed=4)
+    lines[65] = "a poison word"
+    corpus = write_lines(tmp_path / "corpus.txt", lines)
+    embedder = PoisonedEmbedder.from_pretrained(model_dir)
+    embedder.wait_for = tmp_path / "out" / "shard-00005.parquet"
+    with pytest.raises(ValueError, match="poisoned sentence"):
+        embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="m", shard_size=10, workers=2, progress=False)
+    assert "unlink" in events and events.index("terminate") < events.index("unlink"), events
+    assert not [path.name for path in (tmp_path / "out").iterdir() if path.name.endswith(".tmp")]
+
+
 def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_path, model_dir, capsys):
     lines = synthetic_sentences(30, seed=7) + ["bad \udcff line"] + synthetic_sentences(9, seed=8)
     corpus = tmp_path / "corpus.txt"
