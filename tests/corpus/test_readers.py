@@ -180,3 +180,14 @@ def test_a_line_longer_than_the_limit_is_an_invalid_row_naming_it_read_in_bounde
     assert isinstance(rows[2][1], InvalidRowError)
     assert f"a line of {20 * MAX_LINE_BYTES + 1:,} bytes, longer than the {MAX_LINE_BYTES:,} a row may hold" in str(rows[2][1])
     assert peak < 12 * MAX_LINE_BYTES, peak  # bounded by the limit (about 7 MiB measured): the 20 MiB line never held whole
+
+
+def test_a_json_lines_file_read_line_by_line_after_pyarrow_refused_it_skips_its_byte_order_mark(tmp_path):
+    """pyarrow refuses the whole first block for one bad line (a lone surrogate escape), so the rows are parsed one by
+    one from row 0 (``CorpusSource._json_lines``): the UTF-8 byte order mark opening the file is no part of row 0."""
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"text": "first ."}\n{"text": "bad \\ud800 ."}\n{"text": "last ."}\n')
+    rows = list(CorpusSource.open(path).rows())
+    assert [row for row, _ in rows] == [0, 1, 2]
+    assert rows[0][1] == {"text": "first ."} and rows[2][1] == {"text": "last ."}
+    assert isinstance(rows[1][1], InvalidRowError) and "lone surrogate" in str(rows[1][1])

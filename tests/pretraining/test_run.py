@@ -185,6 +185,9 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(corpus, tmp_path, monkey
     # Resuming with other options is refused, naming them.
     assert main([*pretrain_args(corpus, output, "--max-steps", 12), "--batch-size", "4", "--resume"]) == EXIT_USAGE_ERROR
     assert "batch_size: was 8, now 4" in capsys.readouterr().err
+    # The seed decides the held-out split and the sentence order: a resume with another one would train on other data.
+    assert main([*arguments, "--seed", "7", "--resume"]) == EXIT_USAGE_ERROR
+    assert "seed: was 0, now 7" in capsys.readouterr().err
 
     assert main([*arguments, "--resume"]) == 0
     report = json.loads((output / REPORT_FILE_NAME).read_text())
