@@ -35,8 +35,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 if TYPE_CHECKING:
     from elmo_hf import ELMoModel, ELMoTokenizer
 
-from .fresh_clone import FRESH_CLONE_TEST, SUBSET, QuickStartRun  # noqa: E402
-from .module_durations import expected_seconds, module_of, run_order  # noqa: E402
+from .fresh_clone import FRESH_CLONE_TEST, QuickStartRun, runs_in_the_clone  # noqa: E402
+from .module_durations import expected_seconds, run_order  # noqa: E402
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = REPOSITORY_ROOT / "tests" / "fixtures"
@@ -53,15 +53,16 @@ def fresh_clone_selected(node_ids) -> bool:
 @pytest.hookimpl(trylast=True)  # after `-m` and `--deselect` have removed what this run leaves out
 def pytest_collection_modifyitems(config, items):
     """The longest modules run first (`module_durations.run_order`), and the fresh-clone test's module last, that
-    test last in it: it waits for the quick start started beside the rest of the run. When it is selected, the files
-    of ``fresh_clone.SUBSET`` run there, in the clone, and not a second time here: the fresh-clone test fails with
-    their failures (about 100 CPU-seconds saved, most of it the documentation's blocks). Select such a file without the
-    fresh-clone test (``pytest tests/test_documentation.py``, or a run that deselects it) and it runs here as usual."""
+    test last in it: it waits for the quick start started beside the rest of the run. When it is selected, the tests
+    the README's test command runs in the clone (`fresh_clone.runs_in_the_clone`: the default run's, less `gpu`) do
+    not run a second time here: the fresh-clone test fails with their failures. ``pytest -m slow`` (CI) selects none
+    of them anyway; ``pytest -m 'slow or not slow'`` runs them once, in the clone. Without the fresh-clone test (the
+    default run, or a run that deselects it) they run here as usual."""
     selected = fresh_clone_selected(item.nodeid for item in items)
     items[:] = run_order(items, expected_seconds(), last_node_id=FRESH_CLONE_TEST if selected else None)
     if not selected:
         return
-    in_the_clone = [item for item in items if module_of(item.nodeid) in SUBSET]
+    in_the_clone = [item for item in items if runs_in_the_clone(item)]
     if in_the_clone:
         config.hook.pytest_deselected(items=in_the_clone)
         deselected = set(in_the_clone)
