@@ -15,9 +15,12 @@ The directory follows elmo-hf's output policy (``elmo_hf.storage``): a run holds
 an embedding output, and a run that fails before its first shard leaves nothing behind.
 
 Nothing is lost: a shard is written to a temporary name, flushed and renamed, and only then listed in the manifest
-(itself replaced atomically), with its size and sha256. ``resume=True`` trusts nothing it has not checked: it drops
-whatever the manifest does not list, verifies every listed shard (size and sha256) and redoes any that is missing or
-damaged, then continues after the last one. A shard's content depends only on its input rows, so the result is
+(itself replaced atomically), with its size and sha256; just before a shard gets its name, the output's marker
+records it in flight (name and size), so a kill between the rename and the manifest's update leaves it proven the
+run's. ``resume=True`` trusts nothing it has not checked: it deletes what the manifest does not list only where a
+record proves it the run's (the in-flight record, the marker's list of written files, temporary files named with the
+output's recorded token) and refuses, naming them, files no record lists; it verifies every listed shard (size and
+sha256) and redoes any that is missing or damaged, then continues after the last one. A shard's content depends only on its input rows, so the result is
 byte-identical to an uninterrupted run. ``verify_embedding_output`` checks a finished output the same way. The
 manifest, and the checks that need no model, live in ``manifest.py``.
 
@@ -53,7 +56,9 @@ from ..storage.files import (
     fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside,
 )
 from ..storage.interrupts import sigint_deferred
-from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, crash_point, open_output_directory, read_marker
+from ..storage.output_directory import (
+    MARKER_NAME, OutputDirectoryError, crash_point, open_output_directory, read_marker, remove_unlisted,
+)
 from ..validation_elmo import check_int
 from .embedder import ELMoEmbedder, PreparedSentences
 from .manifest import (
@@ -300,6 +305,9 @@ class ShardWriter:
             )
         source.check_column(embedder.input_column, self.input_features)
         self.features = Features({INPUT_ROW_COLUMN: Value("int64"), **self.input_features, **embedder.features})
+        # Called with a shard's file name and size just before it is moved into place (``embed_corpus``: the output's
+        # in-flight record), so that a kill before the manifest lists it leaves it proven the run's.
+        self.before_in_place: Callable[[str, int], None] = lambda name, size: None
 
     def write(self, rows: list[tuple[int, dict | InvalidRowError]], path: Path) -> dict[str, Any]:
         """Embed ``rows`` and write them to ``path`` atomically; return the manifest entry."""
@@ -327,6 +335,7 @@ class ShardWriter:
         started = time.perf_counter()
         with temporary_file_beside(path) as temporary:  # removed if a step fails, e.g. hashing it after it was filled
             entry = write_shard_temporary(shard, vectors, self.embedder, self.features, temporary, path.name)
+            self.before_in_place(path.name, entry["bytes"])
             move_into_place(temporary, path)
         self.stage_seconds["write"] += time.perf_counter() - started
         return entry
@@ -527,6 +536,7 @@ class WorkerShardWriter(ShardWriter):
             self.count(written)
             if written.invalid is not None:
                 raise written.invalid
+            self.before_in_place(path.name, written.entry["bytes"])
             move_into_place(temporary, path)
         return written.entry
 
@@ -617,6 +627,7 @@ def write_shards_with_workers(
         while next_in_place in written:
             with sigint_deferred():  # a Ctrl-C between the move and the record would leave a file nothing lists
                 task = in_flight[next_in_place]
+                writer.before_in_place(task.name, written[next_in_place]["bytes"])
                 move_into_place(task.temporary, output_dir / task.name)
                 del in_flight[next_in_place]  # in place: no longer a temporary file to remove on a failure
                 record(written.pop(next_in_place))
@@ -656,7 +667,8 @@ def write_shards_with_workers(
 
 def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
-    list (a shard renamed after the last manifest update, temporary files, a saved dataset) are removed."""
+    list are removed where a record proves them the run's (a shard renamed after the last manifest update, temporary
+    files, a saved dataset begun), else the resume is refused naming them (``remove_unlisted``)."""
     previous = Manifest.in_directory(output_dir)
     if previous is None:
         previous = fresh  # killed before the first shard was listed
@@ -675,8 +687,10 @@ def _continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
                 f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
                 "not write; replace it with the file itself or move it away"
             )
-        if path.name not in listed:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    # By record only: a shard renamed just before a kill (the in-flight record), temporary files named with the
+    # output's recorded token, files an earlier run recorded; anything else stops the resume, named, and nothing goes.
+    for name in remove_unlisted(output_dir, EMBEDDINGS_OUTPUT, listed):
+        logger.info("resume: deleted %s, written by an earlier run of this output and not listed in its manifest", name)
     return previous
 
 
@@ -789,6 +803,7 @@ def embed_corpus(
                 writer = WorkerShardWriter(source, embedder, on_progress, pool)
             else:
                 writer = ShardWriter(source, embedder, on_progress)
+            writer.before_in_place = output.record_in_flight
             redone = 0
             if output.resumed:
                 manifest = _continue_from(output_dir, fresh)
@@ -796,6 +811,7 @@ def embed_corpus(
                 words_this_run = 0  # the rate covers new shards only
             resumed_from_row = manifest.rows_done
             if manifest.complete and redone and output_format == "dataset":
+                _record_saved_dataset_in_flight(output)
                 _write_saved_dataset(output_dir, manifest)
             if manifest.complete:
                 return complete_summary(output_dir, manifest, embedder.tokenizer.max_characters_per_token, redone)
@@ -810,6 +826,7 @@ def embed_corpus(
                     bar.update(entry["skipped_rows"])
                     manifest.shards.append(entry)
                     manifest.write(output_dir / MANIFEST_NAME)
+                    output.settled(entry["file"])  # listed now: the next in-flight record leaves it out
                     crash_point(f"shard-recorded:{len(manifest.shards)}")
 
                 write_shards = write_shards_pipelined if pool is None else write_shards_with_workers
@@ -820,6 +837,7 @@ def embed_corpus(
                 if not manifest.shards:  # an empty input still gives a loadable (empty) output with the full schema
                     manifest.shards.append(writer.write([], output_dir / shard_file_name(0)))
                 if output_format == "dataset":
+                    _record_saved_dataset_in_flight(output)
                     _write_saved_dataset(output_dir, manifest)
                 manifest.complete = True
                 manifest.write(output_dir / MANIFEST_NAME)
@@ -864,6 +882,13 @@ def shards_of_rows(
         characters += size
     if shard:
         yield shard
+
+
+def _record_saved_dataset_in_flight(output) -> None:
+    """The saved dataset's folder and datasets' cache, recorded before they are made: a run killed while it writes
+    them leaves them proven its own (datasets names the files inside)."""
+    for folder in (SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR):
+        output.record_in_flight(f"{folder}/", None)
 
 
 def _write_saved_dataset(output_dir: Path, manifest: Manifest) -> None:

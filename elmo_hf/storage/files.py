@@ -27,13 +27,45 @@ from typing import Any
 from .interrupts import sigint_deferred
 
 TEMPORARY_SUFFIX = ".tmp"
+# Directories (absolute paths) whose output records a token for the temporary files made in them: open output
+# directories (``output_directory.open_output_directory``) register theirs, so that a temporary file a killed run
+# left there is proven that output's by its name, the token, and the record (never by its name alone).
+_RECORDED_TOKENS: dict[str, str] = {}
+
+
+@contextmanager
+def temporary_names_recorded(directory: Path, token: str) -> Iterator[None]:
+    """While the block runs, temporary files made under ``directory`` (at any depth) are named
+    ``.<name>.<token>.<random>.tmp``; the caller has recorded ``token`` in the directory's record first."""
+    key = os.path.abspath(directory)
+    _RECORDED_TOKENS[key] = token
+    try:
+        yield
+    finally:
+        _RECORDED_TOKENS.pop(key, None)
+
+
+def _recorded_token(directory: Path) -> str | None:
+    if not _RECORDED_TOKENS:
+        return None
+    folder = os.path.abspath(directory)
+    while True:
+        if folder in _RECORDED_TOKENS:
+            return _RECORDED_TOKENS[folder]
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def temporary_path_beside(path: Path) -> Path:
-    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name),
-    with the mode any new file gets (0666 less the umask: 0644 under umask 022; ``mkstemp`` makes it 0600, and the
-    file renamed into place would stay so)."""
-    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMPORARY_SUFFIX, dir=path.parent)
+    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name;
+    ``.<name>.<token>.<random>.tmp`` in a directory that records a token: ``temporary_names_recorded``), with the
+    mode any new file gets (0666 less the umask: 0644 under umask 022; ``mkstemp`` makes it 0600, and the file
+    renamed into place would stay so)."""
+    token = _recorded_token(path.parent)
+    prefix = f".{path.name}." if token is None else f".{path.name}.{token}."
+    descriptor, name = tempfile.mkstemp(prefix=prefix, suffix=TEMPORARY_SUFFIX, dir=path.parent)
     try:
         os.fchmod(descriptor, 0o666 & ~current_umask())
     finally:
@@ -130,5 +162,5 @@ def sha256_of_file(path: Path) -> str:
 
 __all__ = [
     "TEMPORARY_SUFFIX", "fill_temporary", "fsync_directory", "move_into_place", "sha256_of_file", "temporary_file_beside",
-    "temporary_path_beside", "write_atomically",
+    "temporary_names_recorded", "temporary_path_beside", "write_atomically",
 ]

@@ -21,10 +21,20 @@ So the folder that holds the output must take new files and support file locks: 
 writable (``/output`` on a read-only root), write into a folder inside it (``--output /output/run1``); otherwise
 the run is refused naming that folder and the reason.
 
+**Records, not names.** An in-place output's marker also records a token (``temporaries``): while a run has it open,
+every temporary file made in it is named ``.<name>.<token>.<random>.tmp`` (``files.temporary_names_recorded``), so one
+a killed run left is proven that output's, and a user's ``.draft.tmp`` is not. A run that is about to put a file under
+its final name records it first (``OutputDirectory.record_in_flight``: name and size, or a folder it is about to
+make), so a kill before the kind's own record lists it cannot orphan it. ``--overwrite``, a resume
+(``remove_unlisted``) and the clean-up after a failure delete only what one of these records proves; anything else
+is refused (or kept) with its name.
+
 **Failure.** Temporary files are unique per process and call and never outlive a failure (``files.write_atomically``).
 A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is removed
-again, with any parent directories the run created. Outputs worth keeping (finished shards, checkpoints) stay, so the
-run can be resumed.
+again (for a kind that records every file it writes, only what a record proves; a file no record lists stays, named),
+with any parent directories the run created while they are empty. Outputs worth keeping (finished shards,
+checkpoints) stay, so the run can be resumed. The lock file is never opened through a symbolic link, must be a
+regular file of one link, and content that is not an elmo-hf lock is refused, never overwritten.
 
 Commands describe their output with an ``OutputKind`` (the names it writes) and open it with ``open_output_directory``
 (written in place, resumable) or ``staged_output_directory`` (written beside and renamed into place at the end, so
@@ -46,19 +56,25 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..validation_elmo import OUTPUT_MARKER_NAME, ELMoHFError
-from .files import TEMPORARY_SUFFIX
+from .files import TEMPORARY_SUFFIX, temporary_names_recorded
 
 logger = logging.getLogger(__name__)
 
 MARKER_NAME = OUTPUT_MARKER_NAME
+# The marker's record of the token in the names of the temporary files runs make in the output
+# (``files.temporary_names_recorded``), and of the files a run is about to put under their final names.
+TEMPORARIES_KEY = "temporaries"
+IN_FLIGHT_KEY = "in_flight"
 MARKER_FORMAT = "elmo-hf-output"
 MARKER_VERSION = 1
 LOCK_SUFFIX = ".elmo-hf.lock"
@@ -106,14 +122,33 @@ class OutputDirectory:
     resumed: bool
     unrecorded_at_start: frozenset[str] = frozenset()
     records: int = 0
+    in_flight: dict[str, int | None] = field(default_factory=dict)
+    _in_flight_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self) -> None:
         if read_marker(self.path) is None:
             return
         files = {name: size for name, size in files_in(self.path).items() if name not in self.unrecorded_at_start}
+        if self.kind.own_record is not None:  # a kind that records each file it writes: only what a record proves
+            proven = _proof(self.path, self.kind)
+            files = {name: size for name, size in files.items() if proven(name, size)}
         record_files(self.path, files)
         self.records += 1
         _crash_point(f"recorded:{self.records}")
+
+    def record_in_flight(self, name: str, size: int | None) -> None:
+        """Record in the marker, before it exists there, that the file ``name`` (relative; ``size`` bytes) is about to
+        be put in place by this run, or (``name`` ending in ``/``, ``size`` None) that this run is about to create that
+        folder: a kill before the kind's own record lists it leaves it proven the run's (``--resume`` and
+        ``--overwrite`` then know it). Thread-safe; ``settled(name)`` drops it from the next write."""
+        with self._in_flight_lock:
+            self.in_flight[name] = size
+            _rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight)})
+
+    def settled(self, name: str) -> None:
+        """``name`` is listed by the kind's own record now (or gone): the next in-flight record leaves it out."""
+        with self._in_flight_lock:
+            self.in_flight.pop(name, None)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -132,7 +167,10 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
     return marker
 
 
-def write_marker(directory: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None) -> None:
+def write_marker(
+    directory: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None,
+    temporaries: str | None = None,
+) -> None:
     """Write ``directory``'s ownership marker; ``run`` (the token of a staged output or of an in-place --overwrite)
     tells a later run which side of an interrupted replacement holds the new output; ``files``: the record so far
     (``{}`` for an in-place output, so that a killed run's files are proven by its kind's own record)."""
@@ -149,45 +187,123 @@ def write_marker(directory: Path, kind: OutputKind, run: str | None = None, file
         marker["run"] = run
     if files is not None:
         marker["files"] = files
-    (directory / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    if temporaries is not None:
+        marker[TEMPORARIES_KEY] = temporaries
+    # A new file in a folder just made or found empty: never through a link, never over a file planted meanwhile.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(directory / MARKER_NAME, flags, 0o666)
+    except FileExistsError:
+        raise OutputDirectoryError(
+            f"{directory / MARKER_NAME} appeared while the run was making its new output there; it is not overwritten"
+        ) from None
+    with open(descriptor, "w", encoding="utf-8") as file:
+        file.write(json.dumps(marker, indent=2) + "\n")
 
 
-def record_files(directory: Path, files: dict[str, int]) -> None:
-    """Rewrite ``directory``'s marker (atomically) with ``files``, what was written (relative path -> size)."""
+def _rewrite_marker(directory: Path, **fields: Any) -> None:
+    """Rewrite ``directory``'s marker (atomically) with ``fields`` changed (a value None drops the field)."""
     from .files import write_atomically
 
     marker = read_marker(directory)
     if marker is None:
         raise OutputDirectoryError(f"{directory} has no elmo-hf ownership marker to record its files in")
-    marker["files"] = dict(sorted(files.items()))
+    for name, value in fields.items():
+        marker.pop(name, None) if value is None else marker.__setitem__(name, value)
     content = json.dumps(marker, indent=2) + "\n"
     write_atomically(directory / MARKER_NAME, lambda temporary: temporary.write_text(content, encoding="utf-8"))
 
 
+def record_files(directory: Path, files: dict[str, int]) -> None:
+    """Rewrite ``directory``'s marker (atomically) with ``files``, what was written (relative path -> size); the
+    in-flight record (``OutputDirectory.record_in_flight``) is dropped: what it named is in ``files`` now or gone."""
+    _rewrite_marker(directory, files=dict(sorted(files.items())), **{IN_FLIGHT_KEY: None})
+
+
 def files_in(directory: Path) -> dict[str, int]:
-    """Every file (and symbolic link) under ``directory``, by relative path, with its size; the marker and the
-    temporary files of interrupted atomic writes (``.<name>.<random>.tmp``) aside."""
+    """Every file (and symbolic link) under ``directory``, by relative path, with its size; the marker aside.
+    Temporary files are listed too: a ``.draft.tmp`` is a user's file until a record proves it elmo-hf's."""
     found = {}
     for folder, folders, files in os.walk(directory):
         for name in files + [name for name in folders if os.path.islink(os.path.join(folder, name))]:
             path = os.path.join(folder, name)
             relative = Path(os.path.relpath(path, directory)).as_posix()
-            if relative == MARKER_NAME or (name.startswith(".") and name.endswith(TEMPORARY_SUFFIX)):
+            if relative == MARKER_NAME:
                 continue
             found[relative] = os.lstat(path).st_size
     return found
 
 
+def _recorded_temporary_name(token: str) -> re.Pattern:
+    """The names ``files.temporary_path_beside`` gives in a directory that records ``token``."""
+    return re.compile(r"\..+\." + re.escape(token) + r"\.[A-Za-z0-9_]{8}" + re.escape(TEMPORARY_SUFFIX))
+
+
+def _proof(directory: Path, kind: OutputKind) -> Callable[[str, int], bool]:
+    """Whether a file (relative path, size) under ``directory`` is proven elmo-hf's by a record: the marker's list of
+    written files, the kind's own record (both with that size), the in-flight record (a file about to appear under
+    its final name, with that size, or anything in a folder recorded before the run created it), or a temporary
+    file named with the token the marker records. Names alone prove nothing."""
+    marker = read_marker(directory) or {}
+    files = marker.get("files") if isinstance(marker.get("files"), dict) else {}
+    in_flight = marker.get(IN_FLIGHT_KEY) if isinstance(marker.get(IN_FLIGHT_KEY), dict) else {}
+    own = kind.own_record(directory) if kind.own_record is not None else {}
+    token = marker.get(TEMPORARIES_KEY)
+    temporary = _recorded_temporary_name(token) if isinstance(token, str) and token else None
+    folders = tuple(name for name, size in in_flight.items() if name.endswith("/") and size is None)
+
+    def proven(name: str, size: int) -> bool:
+        return (
+            files.get(name) == size or own.get(name) == size or in_flight.get(name) == size
+            or (bool(folders) and name.startswith(folders))
+            or (temporary is not None and temporary.fullmatch(name.rsplit("/", 1)[-1]) is not None)
+        )
+
+    return proven
+
+
 def unproven_files(directory: Path, kind: OutputKind) -> list[str] | None:
-    """The files under ``directory`` that no record proves elmo-hf wrote (absent from the marker's list and the
-    kind's own record, or another size now); None when the marker keeps no list (an older elmo-hf wrote it)."""
+    """The files under ``directory`` that no record proves elmo-hf wrote (``_proof``); None when the marker keeps no
+    list (an older elmo-hf wrote it)."""
     marker = read_marker(directory)
     if marker is None or not isinstance(marker.get("files"), dict):
         return None
-    records = [marker["files"], kind.own_record(directory) if kind.own_record is not None else {}]
+    proven = _proof(directory, kind)
+    return sorted(name for name, size in files_in(directory).items() if not proven(name, size))
+
+
+def unrecorded_files(directory: Path, kind: OutputKind, listed: Iterable[str] = ()) -> list[str]:
+    """The files under ``directory`` that a resumed run must neither delete nor keep unlisted: under no top-level
+    name of ``listed`` (the names the run itself checks and rewrites) and proven by no record (``_proof``; an older
+    marker's missing list counts as empty)."""
+    listed = set(listed)
+    proven = _proof(directory, kind)
     return sorted(
-        name for name, size in files_in(directory).items() if not any(record.get(name) == size for record in records)
+        name for name, size in files_in(directory).items() if name.split("/", 1)[0] not in listed and not proven(name, size)
     )
+
+
+def remove_unlisted(directory: Path, kind: OutputKind, listed: Iterable[str]) -> list[str]:
+    """Delete every file under ``directory`` outside the top-level names ``listed`` (and the marker), each proven the
+    run's by a record (``_proof``), and the folders they leave empty; returns what was deleted. If any is proven by
+    none, nothing is deleted and ``OutputDirectoryError`` names them."""
+    listed = {*listed, MARKER_NAME}
+    unrecorded = unrecorded_files(directory, kind, listed)
+    if unrecorded:
+        raise OutputDirectoryError(
+            f"cannot resume {directory}: it also holds what elmo-hf does not write ({', '.join(unrecorded[:10])}"
+            f"{' ...' if len(unrecorded) > 10 else ''}); move those away first (a run deletes only what a record "
+            "proves its own: nothing was deleted)"
+        )
+    removed = sorted(name for name in files_in(directory) if name.split("/", 1)[0] not in listed)
+    for name in removed:
+        os.unlink(directory / name)
+    for entry in directory.iterdir():
+        if entry.name not in listed and entry.is_dir() and not entry.is_symlink():
+            for folder, _, _ in sorted(os.walk(entry), key=lambda walked: -len(walked[0])):
+                with contextlib.suppress(OSError):  # not empty: a folder is removed only once nothing is left in it
+                    os.rmdir(folder)
+    return removed
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -347,13 +463,36 @@ class OutputLock:
         self._descriptor, self.held = descriptor, True
 
     def _open(self) -> int:
+        """The lock file, created (``O_EXCL``) or opened as it is; never through a symbolic link (``O_NOFOLLOW``), and
+        only a regular file of one link: what a run would otherwise truncate and write is never another file."""
+        flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-        except OSError as error:  # a read-only file system, no permission, a full disk
+            try:
+                descriptor = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                descriptor = os.open(self.path, flags)
+        except FileNotFoundError:  # removed between the two opens (released): create it again
+            return self._open()
+        except OSError as error:
+            if error.errno == errno.ELOOP or self.path.is_symlink():
+                raise OutputDirectoryError(
+                    f"cannot lock output {self.directory}: its lock file {self.path} is a symbolic link (to "
+                    f"{os.readlink(self.path)}), which elmo-hf never makes; it is not followed. Remove the link"
+                ) from None
+            # a read-only file system, no permission, a full disk
             raise OutputDirectoryError(
                 f"cannot write output {self.directory}: its folder {self.path.parent} does not take new files "
                 f"({error.strerror}); choose another --output"
             ) from None
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+            os.close(descriptor)
+            what = "not a regular file" if not stat.S_ISREG(status.st_mode) else f"a file with {status.st_nlink} links"
+            raise OutputDirectoryError(
+                f"cannot lock output {self.directory}: its lock file {self.path} is {what}, which elmo-hf never makes; "
+                "it is not written. Remove it"
+            )
+        return descriptor
 
     def _is_at_path(self, descriptor: int) -> bool:
         try:
@@ -369,12 +508,16 @@ class OutputLock:
             content = file.read()
         if content.strip():
             holder = self._parse(content)
-            if holder is not None and not _holder_is_gone(holder):
+            if holder is None:  # elmo-hf writes its holder whole (truncate, then one write): not a lock of ours
+                raise OutputDirectoryError(
+                    f"cannot lock output {self.directory}: {self.path} holds something other than an elmo-hf lock "
+                    f"({len(content):,} bytes that are not its JSON); it is not overwritten. Look at it and remove it"
+                )
+            if not _holder_is_gone(holder):
                 raise OutputDirectoryError(self._refusal(holder))
             logger.warning(
                 "taking over the lock of %s left by %s, which is no longer running", self.directory,
-                f"pid {holder.get('pid')} (started {holder.get('started')})" if holder is not None
-                else "a run whose lock file cannot be read",
+                f"pid {holder.get('pid')} (started {holder.get('started')})",
             )
         data = (json.dumps(self.holder) + "\n").encode("utf-8")
         os.ftruncate(descriptor, 0)
@@ -387,13 +530,15 @@ class OutputLock:
             holder = json.loads(content.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return None
-        return holder if isinstance(holder, dict) else None
+        return holder if isinstance(holder, dict) and "pid" in holder and "host" in holder else None
 
     def _read_holder(self) -> dict[str, Any] | None:
         try:
-            return self._parse(self.path.read_bytes())
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
+        with open(descriptor, "rb") as file:
+            return self._parse(file.read(1 << 16))
 
     def _refusal(self, holder: dict[str, Any] | None) -> str:
         if holder is None:
@@ -440,6 +585,29 @@ def _remove_directory_contents(path: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
+def _remove_what_the_run_wrote(path: Path, kind: OutputKind, created: bool) -> None:
+    """After a failed new run (nothing worth keeping): delete what a record proves the run's (``_proof``), the marker
+    last, and ``path`` itself if the run created it and nothing is left; a file no record lists is kept, named."""
+    with contextlib.suppress(OSError):
+        kept = unrecorded_files(path, kind)
+        for name in files_in(path):
+            if name not in kept:
+                os.unlink(path / name)
+        for folder, _, _ in sorted(os.walk(path), key=lambda walked: -len(walked[0])):
+            if Path(folder) != path:
+                with contextlib.suppress(OSError):  # a folder holding a kept file stays
+                    os.rmdir(folder)
+        if kept:
+            logger.warning(
+                "the run failed; deleted what it wrote in %s but kept what no elmo-hf record lists: %s",
+                path, ", ".join(kept[:10]),
+            )
+            return
+        (path / MARKER_NAME).unlink(missing_ok=True)
+        if created:
+            path.rmdir()
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[Path | None]:
     """Hold ``path``'s lock; yields the top-most parent directory created for the lock (None if all existed). If the
@@ -460,8 +628,21 @@ def _locked(path: Path) -> Iterator[Path | None]:
             lock.release()
     except BaseException:
         if created_parent is not None and not path.exists():
-            shutil.rmtree(created_parent, ignore_errors=True)
+            _remove_empty_folders(path.parent, created_parent)
         raise
+
+
+def _remove_empty_folders(folder: Path, top: Path) -> None:
+    """Remove ``folder`` and its parents up to ``top`` (folders a run created), each only while it is empty: a file
+    someone put there meanwhile stays, with the folders that hold it."""
+    while True:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == top or folder.parent == folder:
+            return
+        folder = folder.parent
 
 
 @contextlib.contextmanager
@@ -515,19 +696,28 @@ def open_output_directory(
         created = not path.exists()
         path.mkdir(exist_ok=True)
         if not resumed:
-            write_marker(path, kind, run=replacing.run if replacing is not None else None, files={})
+            token = secrets.token_hex(8)
+            write_marker(path, kind, run=replacing.run if replacing is not None else None, files={}, temporaries=token)
             _crash_point("new-marker-written")
+        else:
+            token = (read_marker(path) or {}).get(TEMPORARIES_KEY)
+            if not (isinstance(token, str) and token):  # an output of an elmo-hf that named no token yet
+                token = secrets.token_hex(8)
+                _rewrite_marker(path, **{TEMPORARIES_KEY: token})
         unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
         output = OutputDirectory(path, kind, resumed, unrecorded)
         try:
-            yield output
+            with temporary_names_recorded(path, token):
+                yield output
         except BaseException:
             keep = worth_keeping(path)
             if replacing is not None:
                 with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
                     output.record()
                 _after_a_failed_replacement(path, kind, replacing, keep)
-            elif not resumed and not keep:
+            elif not resumed and not keep and kind.own_record is not None:  # a kind that records every file it writes
+                _remove_what_the_run_wrote(path, kind, created)
+            elif not resumed and not keep:  # a folder this run created or found empty, and held locked since
                 shutil.rmtree(path, ignore_errors=True) if created else _remove_directory_contents(path)
             else:
                 with contextlib.suppress(OSError):
@@ -592,7 +782,16 @@ def _check_resumable(path: Path, kind: OutputKind) -> None:
         raise OutputDirectoryError(
             f"cannot resume {path}: it is not {kind.description} ({found}; it holds: {describe_entries(path)})"
         )
-    foreign = kind.foreign_entries(path)
+    if kind.own_record is not None:  # by record: what the kind's record lists, or a record proves written
+        for entry in sorted(path.iterdir()):
+            if entry.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
+                raise OutputDirectoryError(
+                    f"cannot resume {path}: {entry} is a symbolic link (to {os.readlink(entry)}), which elmo-hf does "
+                    "not write; replace it with the file itself or move it away"
+                )
+        foreign = unrecorded_files(path, kind, kind.own_record(path))
+    else:
+        foreign = kind.foreign_entries(path)
     if foreign:
         raise OutputDirectoryError(
             f"cannot resume {path}: it also holds what elmo-hf does not write ({', '.join(foreign[:10])}); move those "
@@ -1027,5 +1226,7 @@ __all__ = [
     "read_marker",
     "record_files",
     "recover_interrupted_replacement",
+    "remove_unlisted",
     "staged_output_directory",
+    "unrecorded_files",
 ]

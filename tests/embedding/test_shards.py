@@ -27,7 +27,8 @@ from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.corpus.readers import InvalidRowError
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
 from elmo_hf.embedding.shards import MANIFEST_NAME, PROGRESS_REFRESH_SECONDS, input_characters, shards_of_rows, verify_embedding_output
-from elmo_hf.storage.output_directory import MARKER_NAME, lock_path_of
+from elmo_hf.embedding import shards as shards_module
+from elmo_hf.storage.output_directory import MARKER_NAME, lock_path_of, read_marker
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
 from ..conftest import REPOSITORY_ROOT
@@ -328,8 +329,8 @@ def test_a_shard_that_cannot_be_hashed_leaves_no_temporary_file(tmp_path, model_
 @pytest.mark.parametrize("device", DEVICES)
 def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_path, model_dir, capsys, device):
     """Resume trusts nothing it has not checked: a listed shard that is missing or damaged is redone (to the same
-    bytes, on either device), a shard written after the last manifest update and temporary files are dropped; files
-    that are not ours stop the resume."""
+    bytes, on either device); unlisted files a record proves the run's (shards the marker records, temporary files
+    named with the output's recorded token) are dropped; files no record lists stop the resume, named, and stay."""
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(50, seed=2))
     output_dir = tmp_path / "out"
     on_device = ("--device", device)
@@ -343,9 +344,11 @@ def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_pa
     damaged = bytearray((output_dir / "shard-00001.parquet").read_bytes())
     damaged[len(damaged) // 2] ^= 0xFF  # listed, one byte flipped: same size, another sha256
     (output_dir / "shard-00001.parquet").write_bytes(bytes(damaged))
-    (output_dir / "shard-00003.parquet").write_bytes(b"half-written garbage")  # renamed after the last manifest update
-    (output_dir / "shard-00042.parquet").write_bytes(b"stray")  # unlisted, and no run would write it again
-    (output_dir / ".shard-00004.parquet.1234.tmp").write_bytes(b"temporary")
+    token = read_marker(output_dir)["temporaries"]
+    (output_dir / f".shard-00004.parquet.{token}.abcd1234.tmp").write_bytes(b"temporary")  # a killed run's
+    strays = {"shard-00042.parquet": b"stray", ".shard-00004.parquet.1234.tmp": b"not ours", "notes.tmp": b"mine"}
+    for name, content in strays.items():  # no record lists these
+        (output_dir / name).write_bytes(content)
     problems = verify_embedding_output(output_dir)
     assert any("shard-00000.parquet is missing" in problem for problem in problems)
     assert any("shard-00001.parquet has another sha256" in problem for problem in problems)
@@ -353,15 +356,98 @@ def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_pa
     assert any("shard-00042.parquet is not listed" in problem for problem in problems)
     assert run_embed("--verify", output_dir) == 1
 
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", *on_device) == 0
+    resume = (corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", *on_device)
+    assert run_embed(*resume) == 2
+    assert "also holds what elmo-hf does not write (.shard-00004.parquet.1234.tmp, notes.tmp, shard-00042.parquet)" in capsys.readouterr().err
+    assert all((output_dir / name).read_bytes() == content for name, content in strays.items())
+    for name in strays:
+        (output_dir / name).unlink()
+    assert run_embed(*resume) == 0
     assert "2 damaged shards redone" in capsys.readouterr().out
     assert shard_hashes(output_dir) == reference and verify_embedding_output(output_dir) == []
     assert not list(output_dir.glob(".*tmp"))
 
     (output_dir / "notes.txt").write_text("mine")
-    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--resume", *on_device) == 2
+    assert run_embed(*resume) == 2
     assert "also holds what elmo-hf does not write (notes.txt)" in capsys.readouterr().err
     assert (output_dir / "notes.txt").read_text() == "mine"
+
+
+def test_resume_of_a_complete_output_deletes_nothing_no_record_lists(tmp_path, model_dir, capsys):
+    """Issue 51, item 1: on a complete output, `--resume` answered "already complete" and deleted every file the
+    manifest does not list, by their names (`*.tmp`, `shard-[0-9]*.parquet`, `.cache`), without a word."""
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(30, seed=4))
+    output_dir = tmp_path / "out"
+    command = (corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10")
+    assert run_embed(*command) == 0
+    reference = shard_hashes(output_dir)
+    mine = {"notes.tmp": "a", "shard-0-mine.parquet": "b", "shard-99999.parquet": "c", ".cache/mine.txt": "d"}
+    (output_dir / ".cache").mkdir()
+    for name, content in mine.items():
+        (output_dir / name).write_text(content)
+    capsys.readouterr()
+    assert run_embed(*command, "--resume") == 2
+    error = capsys.readouterr().err
+    assert "also holds what elmo-hf does not write (.cache/mine.txt, notes.tmp, shard-0-mine.parquet, shard-99999.parquet)" in error
+    assert all((output_dir / name).read_text() == content for name, content in mine.items())
+    assert {name: digest for name, digest in shard_hashes(output_dir).items() if name in reference} == reference
+
+
+def test_a_shard_in_place_but_not_yet_listed_is_the_runs_own_for_overwrite_and_resume(tmp_path, model_dir, capsys):
+    """Issue 51, item 4: killed between a shard's rename and the manifest's update, the next `--overwrite` refused the
+    run's own shard ("holds files no elmo-hf run recorded writing: shard-00002.parquet ... Move them away"). The
+    shard is recorded in flight before it gets its name, so both `--overwrite` and `--resume` know it."""
+    from ..storage.test_output_directory import run_killed_at, tree_of
+
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(60, seed=5))
+    command = (corpus, "--model", model_dir, "--shard-size", "10", "--workers", "1")
+    reference = tmp_path / "reference"
+    assert run_embed(*command, "--output", reference) == 0
+    for then in ("--overwrite", "--resume"):
+        output_dir = tmp_path / then.strip("-")
+        embed = lambda *flags: run_embed(*command, "--output", output_dir, *flags)
+        original_move = shards_module.move_into_place
+        try:
+            shards_module.move_into_place = _killed_after_moving_the_third(original_move)
+            assert run_killed_at("never", lambda: embed()), "the run was not killed"
+        finally:
+            shards_module.move_into_place = original_move
+        listed = [entry["file"] for entry in json.loads((output_dir / MANIFEST_NAME).read_text())["shards"]]
+        assert listed == ["shard-00000.parquet", "shard-00001.parquet"] and (output_dir / "shard-00002.parquet").exists()
+        capsys.readouterr()
+        assert embed(then) == 0, capsys.readouterr().err
+        assert tree_of(output_dir) == tree_of(reference) and verify_embedding_output(output_dir) == []
+
+
+def test_a_manifest_entry_outside_the_output_top_level_proves_nothing(tmp_path, model_dir, capsys):
+    """The manifest's own record lists shard files, which sit at the top of the output: an entry naming a path in a
+    folder (a manifest edited, or damaged) proves nothing, so --overwrite keeps that file."""
+    corpus = write_lines(tmp_path / "corpus.txt", ["one .", "two ."])
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir) == 0
+    (output_dir / "sub").mkdir()
+    (output_dir / "sub" / "mine.txt").write_text("mine")
+    manifest = json.loads((output_dir / MANIFEST_NAME).read_text())
+    manifest["shards"].append({**manifest["shards"][0], "file": "sub/mine.txt", "bytes": 4})
+    (output_dir / MANIFEST_NAME).write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 2
+    assert "recorded writing (or changed since): sub/mine.txt; " in capsys.readouterr().err
+    assert (output_dir / "sub" / "mine.txt").read_text() == "mine"
+
+
+def _killed_after_moving_the_third(move):
+    import os
+
+    moved = []
+
+    def killing(temporary, path):
+        move(temporary, path)
+        moved.append(path)
+        if path.name == "shard-00002.parquet":
+            os.kill(os.getpid(), signal.SIGKILL)  # in place, the manifest not updated yet
+
+    return killing
 
 
 def test_two_runs_into_one_output_never_both_succeed(tmp_path, model_dir):

@@ -126,3 +126,18 @@ def test_a_ctrl_c_while_the_temporary_file_is_made_leaves_nothing(tmp_path, monk
     with pytest.raises(KeyboardInterrupt):
         write_atomically(tmp_path / "manifest.json", lambda temporary: temporary.write_text("{}"))
     assert len(made) == 1 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("failure", [OSError(5, "Input/output error"), ValueError("bad table"), KeyboardInterrupt()])
+def test_a_failed_fill_removes_its_temporary_file(tmp_path, failure):
+    """Whatever stops the writer (an OSError, another error, Ctrl-C), the temporary file it was filling is gone."""
+    target = tmp_path / "shard-00003.parquet"
+    temporary = temporary_path_beside(target)
+
+    def fails(path):
+        path.write_bytes(b"half")
+        raise failure
+
+    with pytest.raises(type(failure)):
+        fill_temporary(temporary, target, fails)
+    assert list(tmp_path.iterdir()) == []

@@ -215,11 +215,10 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(t
     with pytest.raises(OutputDirectoryError, match="host another-machine.*rm "):
         with open_output_directory(output_dir, KIND, resume=True):
             pass
-    lock_path_of(output_dir).write_text("garbage")  # no run holds its flock: a run killed while writing its lock
-    lock = OutputLock(output_dir)
-    lock.acquire()
-    assert "left by a run whose lock file cannot be read" in caplog.text
-    lock.release()
+    lock_path_of(output_dir).write_text("garbage")  # not a lock elmo-hf writes (it writes its holder whole): kept
+    with pytest.raises(OutputDirectoryError, match=r"holds something other than an elmo-hf lock .* not overwritten"):
+        OutputLock(output_dir).acquire()
+    assert lock_path_of(output_dir).read_text() == "garbage"
 
 
 def _try_the_lock(directory, start, results, done):
@@ -599,3 +598,145 @@ def test_the_check_before_the_lock_refuses_what_opening_refuses_and_writes_nothi
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*before, "other"])
     lock_path_of(output_dir).write_text("")
     assert check_output_directory(output_dir, KIND) is None
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Issue 51: nothing is written through a planted link, and nothing is deleted that no record lists
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_lock_file_planted_as_a_link_or_hard_link_is_refused_and_its_target_untouched(tmp_path):
+    """Issue 51, item 3: the lock was opened without O_NOFOLLOW and its unreadable content taken for a stale lock, so a
+    link planted as `.OUT.elmo-hf.lock` made a run overwrite the link's target with JSON."""
+    victim = tmp_path / "precious.txt"
+    victim.write_text("the user's data")
+    output_dir = tmp_path / "out"
+    lock_path_of(output_dir).symlink_to(victim)
+    with pytest.raises(OutputDirectoryError, match=r"lock file .*\.out\.elmo-hf\.lock is a symbolic link .*precious"):
+        with open_output_directory(output_dir, KIND):
+            pass
+    assert victim.read_text() == "the user's data" and not output_dir.exists()
+    lock_path_of(output_dir).unlink()
+    os.link(victim, lock_path_of(output_dir))  # a hard link: the same file under the lock's name
+    with pytest.raises(OutputDirectoryError, match="a file with 2 links"):
+        with open_output_directory(output_dir, KIND):
+            pass
+    assert victim.read_text() == "the user's data"
+    lock_path_of(output_dir).unlink()
+    with open_output_directory(output_dir, KIND):
+        assert not lock_path_of(output_dir).is_symlink() and os.stat(lock_path_of(output_dir)).st_nlink == 1
+
+
+def test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again(tmp_path, monkeypatch):
+    """The re-check after the flock: a lock file unlinked (released by another run) between our open and our flock
+    is not the lock at the path any more; holding it would let a third run take the path's new file too."""
+    from elmo_hf.storage import output_directory
+
+    output_dir = tmp_path / "out"
+    real_flock, calls = output_directory.fcntl.flock, []
+
+    def released_first(descriptor, operation):
+        if not calls and operation & output_directory.fcntl.LOCK_EX:
+            lock_path_of(output_dir).unlink()  # the other run's release
+        calls.append(operation)
+        return real_flock(descriptor, operation)
+
+    monkeypatch.setattr(output_directory.fcntl, "flock", released_first)
+    lock = OutputLock(output_dir)
+    lock.acquire()
+    try:
+        held, at_path = os.fstat(lock._descriptor), os.stat(lock_path_of(output_dir))
+        assert (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino) and len(calls) == 2
+    finally:
+        lock.release()
+
+
+def test_overwrite_keeps_a_users_dot_tmp_file(tmp_path):
+    """Issue 51, item 2: names starting with `.` and ending in `.tmp` were never counted as unrecorded, so
+    `OUT/.draft.tmp` was deleted with the old output."""
+    output_dir = make_output(tmp_path / "out")
+    (output_dir / ".draft.tmp").write_text("the user's draft")
+    with pytest.raises(OutputDirectoryError, match=r"files no elmo-hf run recorded writing .*: \.draft\.tmp;"):
+        with open_output_directory(output_dir, KIND, overwrite=True):
+            pass
+    assert (output_dir / ".draft.tmp").read_text() == "the user's draft"
+    (output_dir / ".draft.tmp").unlink()
+    with open_output_directory(output_dir, KIND, overwrite=True):
+        pass
+
+
+def test_a_temporary_file_a_killed_run_left_is_proven_its_own_by_the_recorded_token(tmp_path):
+    from elmo_hf.storage.files import temporary_path_beside
+
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, KIND) as output:
+        (output.path / "part-0.txt").write_text("ours")
+        ours = temporary_path_beside(output.path / "part-1.txt")  # as a kill would leave it
+    token = read_marker(output_dir)["temporaries"]
+    assert token in ours.name and ours.name.startswith(".part-1.txt.")
+    assert temporary_path_beside(output_dir / "x").name.count(".") == 3  # outside an open output: no token
+    (output_dir / "x").unlink(missing_ok=True)
+    for leftover in output_dir.glob(".x.*.tmp"):
+        leftover.unlink()
+    with open_output_directory(output_dir, KIND, overwrite=True):  # proven: the old output goes, with it
+        pass
+    assert not ours.exists()
+
+
+def _own_record(directory):
+    try:
+        return {**json.loads((directory / "record.json").read_text()), "record.json": (directory / "record.json").stat().st_size}
+    except FileNotFoundError:
+        return {}
+
+
+# A kind that records each file it writes (as the embedding manifest does), in record.json.
+RECORDING_KIND = OutputKind(name="recording", description="a recording output", entries=("part-*.txt", "record.json"), own_record=_own_record)
+
+
+def write_recorded(directory, name, text):
+    (directory / name).write_text(text)
+    record = {**_own_record(directory), name: len(text.encode())}
+    record.pop("record.json", None)
+    (directory / "record.json").write_text(json.dumps(record))
+
+
+def test_a_failed_overwrite_keeps_both_when_the_new_output_holds_a_file_no_record_lists(tmp_path, caplog):
+    """A failed in-place --overwrite puts the old output back only when the new one is provably the run's own: a
+    user's file put there during the run keeps both (never deleted)."""
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, RECORDING_KIND):
+        write_recorded(output_dir, "part-0.txt", "ours")
+    with pytest.raises(RuntimeError):
+        with open_output_directory(output_dir, RECORDING_KIND, overwrite=True):
+            write_recorded(output_dir, "part-0.txt", "new")
+            (output_dir / "notes.txt").write_text("written by the user during the run")
+            raise RuntimeError("failed")
+    assert (output_dir / "notes.txt").read_text() == "written by the user during the run"
+    assert "it holds files no run recorded (notes.txt)" in caplog.text
+    assert [sorted(tree_of(path)) for path in tmp_path.glob(".out.*.replaced")] == [["part-0.txt", "record.json"]]
+
+
+def test_a_failed_run_removes_only_empty_parent_folders_it_created(tmp_path):
+    """The folders made for the output go again after a failure, but never a file someone put in them meanwhile."""
+    target = tmp_path / "new" / "parents" / "out"
+    with pytest.raises(RuntimeError):
+        with open_output_directory(target, KIND):
+            (tmp_path / "new" / "theirs.txt").write_text("not the run's")
+            raise RuntimeError("failed")
+    assert (tmp_path / "new" / "theirs.txt").read_text() == "not the run's"
+    assert not (tmp_path / "new" / "parents").exists()
+
+    kept = tmp_path / "made" / "out"
+    with pytest.raises(RuntimeError):
+        with open_output_directory(kept, KIND, worth_keeping=lambda path: True):
+            (kept / "part-0.txt").write_text("finished")
+            raise RuntimeError("failed later")
+    assert (kept / "part-0.txt").read_text() == "finished"  # kept, and so is the folder made for it
+
+    existing = tmp_path / "existing-empty"
+    existing.mkdir()
+    with pytest.raises(RuntimeError):
+        with open_output_directory(existing / "out", KIND):
+            raise RuntimeError("failed")
+    assert existing.is_dir() and not any(existing.iterdir())  # not made by the run: stays, though empty
