@@ -57,14 +57,19 @@ def test_the_whole_session_runs_on_a_cpu(tmp_path, capsys):
     results = script.main(argv)
     capsys.readouterr()
     errors = {name: step["error"] for name, step in results["steps"].items() if "error" in step}
+    anchors_beside = script.SIDE_BY_SIDE.is_file()
+    if not anchors_beside:  # a plain clone: only the comparison with the anchors cannot run, and says why
+        missing = errors.pop("side-by-side", "")
+        assert missing.startswith("FileNotFoundError: ") and "../shared/anchors" in missing, (missing, errors)
     assert not errors, (errors, Path(tmp_path / "session.log").read_text()[-3000:])
     assert results["steps"]["tests"]["report"]["exit_code"] in (0, 5)  # 5: every gpu test skipped or none collected
     embed = results["steps"]["embed"]["report"]
     assert set(embed) == {"original_float16", "original_float16_bfloat16_compute", "shipped_model"}
     assert results["targets"]["embed_original_float16_ratio"]["measured"] > 0
-    side = results["steps"]["side-by-side"]["report"]
-    assert side["elmo-hf float32"] and side["elmo-hf bfloat16"]
-    if allennlp_site:
-        assert side["top_layer_max_abs_difference_float32"] < 1e-4
+    if anchors_beside:
+        side = results["steps"]["side-by-side"]["report"]
+        assert side["elmo-hf float32"] and side["elmo-hf bfloat16"]
+        if allennlp_site:
+            assert side["top_layer_max_abs_difference_float32"] < 1e-4
     training = results["steps"]["training"]["report"]["tiny_float32"]["shapes"]["tiny"]
     assert training["words_per_second"] > 0 and training["flops_per_word"] > training["flops_per_word_3_to_10_letters"] > 0
