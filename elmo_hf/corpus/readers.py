@@ -58,8 +58,8 @@ _READ_BATCH_ROWS = 1000
 LINE_ENDINGS_PROBE_BYTES = 1 << 20
 # The longest line ``read_lines`` reads as a row, in bytes (UTF-8, without its line break): 1 MiB, about 180,000
 # English words, far past any sentence or paragraph. A longer line is an ``InvalidRowError`` naming this limit, read
-# past in pieces of this size, never held whole: one 100 MB line (a file without line breaks) ran 120 s and 1.5 GB
-# and rising before its first vector (issue 51, item 7), and its vectors alone would have needed gigabytes.
+# past in pieces of this size, never held whole: a file without line breaks ran minutes with memory rising before
+# its first vector (figures: docs/results/measurements.md, "one text line").
 MAX_LINE_BYTES = 1 << 20
 
 logger = logging.getLogger(__name__)

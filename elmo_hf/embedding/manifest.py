@@ -30,10 +30,8 @@ DEFAULT_SHARD_SIZE = 1000
 # Input characters a shard holds at most (besides its ``shard_size`` rows; a longer row gets a shard of its own), so
 # that a corpus of long rows (paragraphs, documents) is still cut into shards the workers can share, each with its
 # vectors in memory once. A 1,000-row shard of tinyshakespeare's lines holds about 28,000 characters, of the UD
-# English-EWT's about 100,000: such corpora keep their 1,000-row shards. Measured on tinyshakespeare's lines joined into
-# 370 rows of 3,000 characters (257,377 words, 2-core Zen 5): in one 1,000-row shard (one process) 11,921 words/s and
-# a peak RSS of 1.89 GB; in this default's 6 shards (2 workers) 31,329 words/s and 0.79 GB; with --shard-size 100
-# (300,000 characters a shard) 30,635 and 0.96 GB (docs/results/embed-throughput.md, "Long rows").
+# English-EWT's about 100,000: such corpora keep their 1,000-row shards. What the limit buys on long rows (speed and
+# peak memory against one 1,000-row shard): docs/results/embed-throughput.md, "Long rows".
 DEFAULT_SHARD_CHARACTERS = 200_000
 DEFAULT_OUTPUT_FORMAT = OUTPUT_FORMATS[0]  # Parquet shards only
 # Options added to the manifest after its first version, with the value that means what a run before them did:

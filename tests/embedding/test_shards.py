@@ -375,20 +375,20 @@ def test_resume_redoes_missing_and_damaged_shards_and_drops_unlisted_ones(tmp_pa
 
 def test_resume_of_a_complete_output_deletes_nothing_no_record_lists(tmp_path, model_dir, capsys):
     """Issue 51, item 1: on a complete output, `--resume` answered "already complete" and deleted every file the
-    manifest does not list, by their names (`*.tmp`, `shard-[0-9]*.parquet`, `.cache`), without a word."""
+    manifest does not list, by their names (`*.tmp`, `shard-[0-9]*.parquet`, `.cache`), without a word; a user's `.draft.tmp` is kept the same."""
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(30, seed=4))
     output_dir = tmp_path / "out"
     command = (corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10")
     assert run_embed(*command) == 0
     reference = shard_hashes(output_dir)
-    mine = {"notes.tmp": "a", "shard-0-mine.parquet": "b", "shard-99999.parquet": "c", ".cache/mine.txt": "d"}
+    mine = {"notes.tmp": "a", ".draft.tmp": "e", "shard-0-mine.parquet": "b", "shard-99999.parquet": "c", ".cache/mine.txt": "d"}
     (output_dir / ".cache").mkdir()
     for name, content in mine.items():
         (output_dir / name).write_text(content)
     capsys.readouterr()
     assert run_embed(*command, "--resume") == 2
     error = capsys.readouterr().err
-    assert "also holds what elmo-hf does not write (.cache/mine.txt, notes.tmp, shard-0-mine.parquet, shard-99999.parquet)" in error
+    assert "also holds what elmo-hf does not write (.cache/mine.txt, .draft.tmp, notes.tmp, shard-0-mine.parquet, shard-99999.parquet)" in error
     assert all((output_dir / name).read_text() == content for name, content in mine.items())
     assert {name: digest for name, digest in shard_hashes(output_dir).items() if name in reference} == reference
 

@@ -665,6 +665,19 @@ def test_overwrite_keeps_a_users_dot_tmp_file(tmp_path):
         pass
 
 
+def test_overwrite_keeps_a_link_named_like_the_kinds_own_and_what_it_points_to(tmp_path):
+    """A link planted as ``part-9.txt`` (the kind's own pattern) is in no record: refused, named, and neither the link
+    nor its target is touched."""
+    output_dir = make_output(tmp_path / "out")
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("the user's file")
+    (output_dir / "part-9.txt").symlink_to(target)
+    with pytest.raises(OutputDirectoryError, match=r"part-9\.txt"):
+        with open_output_directory(output_dir, KIND, overwrite=True):
+            pass
+    assert (output_dir / "part-9.txt").is_symlink() and target.read_text() == "the user's file"
+
+
 def test_a_temporary_file_a_killed_run_left_is_proven_its_own_by_the_recorded_token(tmp_path):
     from elmo_hf.storage.files import temporary_path_beside
 
