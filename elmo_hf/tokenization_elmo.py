@@ -9,8 +9,9 @@ embeds, so a batch of sentences is a 3-D tensor:
 The id scheme (bilm-tf's UTF-8 bytes and five markers, every id + 1, id 0 the padding word) and the vocabulary of
 Unicode characters some models read instead (`CharacterVocabulary`) are in `characters_elmo.py`; splitting raw text
 into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"bert"`, the Korean `"kiwi"` and `"mecab"`) is in
-`word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with padding, truncation of sentences and
-the usual `PreTrainedTokenizerBase` return types. Their public names are importable from here as well.
+`word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with truncation of sentences; what the
+`PreTrainedTokenizerBase` interface means for rows (the character ids as a vocabulary, padding words, decoding) is
+its base class's, in `word_rows_elmo.py`. Their public names are importable from here as well.
 
 `ELMoTokenizer.truncated_word_count` counts the words cut to the character slots; the tokenizer logs a warning with a
 count the first time it cuts any.
@@ -21,27 +22,22 @@ The tokenizer does NOT add `<S>`/`</S>` around sentences, even with `add_special
 The splitter's name is saved in `tokenizer_config.json`, so `AutoTokenizer.from_pretrained` splits text as the model
 was trained.
 
-This file imports only `numpy`, `transformers` and its flat siblings `characters_elmo.py`, `word_splitters_elmo.py`
-and `validation_elmo.py`, so that they can be copied next to a checkpoint and loaded with `trust_remote_code=True`
+This file imports only `numpy`, `transformers` and its flat siblings `characters_elmo.py`, `word_splitters_elmo.py`,
+`word_rows_elmo.py` and `validation_elmo.py`, so that they can be copied next to a checkpoint and loaded with `trust_remote_code=True`
 (transformers copies every file a remote-code file imports relatively).
 """
 
 from __future__ import annotations
 
-import json
-import numbers
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from transformers.tokenization_utils_base import (
-    AddedToken,
     BatchEncoding,
-    PreTrainedTokenizerBase,
     TruncationStrategy,
 )
-from transformers.utils import PaddingStrategy, TensorType, logging, to_py_obj
+from transformers.utils import PaddingStrategy, TensorType, logging
 
 from .characters_elmo import (
     BEGIN_SENTENCE_CHARACTER_ID,
@@ -68,6 +64,7 @@ from .characters_elmo import (
     lone_surrogate_error,
     word_to_character_ids,
 )
+from .word_rows_elmo import CharacterRowsTokenizerBase, check_padding_side
 from .word_splitters_elmo import (
     DEFAULT_WORD_SPLITTER,
     MORPHEME_ANALYSERS,
@@ -85,74 +82,9 @@ logger = logging.get_logger(__name__)
 TRUNCATED_WORDS_WARNING = "words-longer-than-max-characters-per-token"  # key of the tokenizer's warned-once registry
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Names of the character ids (the "vocabulary") and helpers for nested inputs
-# ----------------------------------------------------------------------------------------------------------------
-def _character_vocabulary() -> dict[str, int]:
-    """Names of the NUM_CHARACTERS rows of the character embedding: `<pad>`, `<0x00>`..`<0xFF>`, five markers."""
-    vocabulary = {PAD_TOKEN: PADDING_TOKEN_ID}
-    for byte in range(256):
-        vocabulary[f"<0x{byte:02X}>"] = byte + CHARACTER_ID_SHIFT
-    vocabulary["<begin_sentence>"] = BEGIN_SENTENCE_CHARACTER_ID
-    vocabulary["<end_sentence>"] = END_SENTENCE_CHARACTER_ID
-    vocabulary["<begin_word>"] = BEGIN_WORD_CHARACTER_ID
-    vocabulary["<end_word>"] = END_WORD_CHARACTER_ID
-    vocabulary["<padding_character>"] = PADDING_CHARACTER_ID
-    return vocabulary
-
-
-_CHARACTER_VOCABULARY = _character_vocabulary()
-_CHARACTER_NAMES = {index: name for name, index in _CHARACTER_VOCABULARY.items()}
-
-
-def _nesting_depth(value: Any) -> int:
-    """0 for a scalar, 1 for a list of scalars (or an empty list), 2 for a list of lists, ..."""
-    if not isinstance(value, (list, tuple)):
-        return 0
-    return 1 + max((_nesting_depth(item) for item in value), default=0)
-
-
-def _is_one_sentence(input_ids: Any) -> bool:
-    """Whether `input_ids` is one sentence's (words, characters) ids rather than a batch of sentences."""
-    if hasattr(input_ids, "ndim"):
-        return input_ids.ndim == 2
-    if not isinstance(input_ids, (list, tuple)) or not input_ids:
-        return False
-    first_word = input_ids[0]
-    if hasattr(first_word, "ndim"):
-        return first_word.ndim == 1
-    return isinstance(first_word, (list, tuple)) and len(first_word) > 0 and isinstance(first_word[0], numbers.Integral)
-
-
-def _is_batch_of_sentences(ids: Any) -> bool:
-    """Whether nested lists of ids are (batch, words, characters): some item is a sentence (empty or of rows)."""
-    return isinstance(ids, (list, tuple)) and any(
-        isinstance(item, (list, tuple)) and (not item or isinstance(item[0], (list, tuple))) for item in ids
-    )
-
-
-def _as_int64_array(value: Any) -> Any:
-    """Nested lists of ints -> an int64 NumPy array; anything else (tensors, ragged lists) is returned unchanged."""
-    if not isinstance(value, (list, tuple)):
-        return value
-    try:
-        return np.asarray(value, dtype=np.int64)
-    except (ValueError, TypeError):  # ragged: let BatchEncoding raise its usual "activate padding" error
-        return value
-
-
 def _replace_lone_surrogates(text: str) -> str:
     """Same length, lone surrogates replaced by a letter, so splitters keep them inside their word."""
     return "".join("x" if "\ud800" <= character <= "\udfff" else character for character in text)
-
-
-def _check_padding_side(padding_side: str) -> None:
-    if padding_side != "right":
-        raise ValueError(
-            f"ELMoTokenizer only pads on the right, got padding_side={padding_side!r}: the ELMo model puts `</S>` "
-            "right after each sentence's last word and runs its LSTMs over the first `length` positions, so padding "
-            "words must come after the sentence."
-        )
 
 
 def _check_encoding_options(
@@ -183,10 +115,10 @@ def _check_encoding_options(
     if truncation_strategy == TruncationStrategy.ONLY_SECOND:
         raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
     if padding_side is not None:
-        _check_padding_side(padding_side)
+        check_padding_side(padding_side)
 
 
-class ELMoTokenizer(PreTrainedTokenizerBase):
+class ELMoTokenizer(CharacterRowsTokenizerBase):
     r"""
     ELMo's character tokenizer: splits text into words and maps every word to `max_characters_per_token` character
     ids (see the module docstring for the id scheme). The default scheme, UTF-8 bytes, has no vocabulary file; a
@@ -239,8 +171,6 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
     """
 
     vocab_files_names: dict[str, str] = {"vocabulary_file": CHARACTER_VOCABULARY_FILE_NAME}  # only when there is one
-    model_input_names = ["input_ids", "attention_mask"]
-    padding_side = "right"
 
     def __init__(
         self,
@@ -283,7 +213,7 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             pad_token=PAD_TOKEN,
             **kwargs,
         )
-        _check_padding_side(self.padding_side)
+        check_padding_side(self.padding_side)
         self.max_characters_per_token = max_characters_per_token
         self.unicode_errors = unicode_errors
         # Not an init kwarg of super(): it is saved as its own file (save_vocabulary), not in tokenizer_config.json.
@@ -359,96 +289,6 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if self.character_vocabulary is None:
             return character_ids_to_word(row)
         return self.character_vocabulary.decode_row(row)
-
-    # ---- vocabulary: the character ids (not words) ----
-    def _id_names(self) -> dict[str, int]:
-        return _CHARACTER_VOCABULARY if self.character_vocabulary is None else self.character_vocabulary.names()
-
-    @property
-    def vocab_size(self) -> int:
-        """Number of character ids, the rows of the model's character embedding: `NUM_CHARACTERS` (262) for the byte
-        scheme, the largest id + 1 for a character vocabulary."""
-        if self.character_vocabulary is None:
-            return NUM_CHARACTERS
-        return self.character_vocabulary.largest_character_id + 1
-
-    def __len__(self) -> int:
-        return self.vocab_size
-
-    def get_vocab(self) -> dict[str, int]:
-        """Names of the character ids: `<pad>` 0, `<0x00>`..`<0xFF>` 1..256 (bytes), then the five markers; or the
-        character vocabulary's characters and markers."""
-        return dict(self._id_names())
-
-    @property
-    def added_tokens_encoder(self) -> dict[str, int]:
-        return {PAD_TOKEN: PADDING_TOKEN_ID}
-
-    @property
-    def added_tokens_decoder(self) -> dict[int, AddedToken]:
-        return {PADDING_TOKEN_ID: AddedToken(PAD_TOKEN, lstrip=False, rstrip=False, normalized=False, special=True)}
-
-    def _add_tokens(self, new_tokens: list[str] | list[AddedToken], special_tokens: bool = False) -> int:
-        unknown = [str(token) for token in new_tokens if str(token) not in self._id_names()]
-        if unknown:
-            raise ValueError(
-                f"ELMoTokenizer's character vocabulary is fixed ({self.vocab_size} ids); cannot add {unknown}. "
-                "Any word is already encodable (from its UTF-8 bytes, or with the unknown-character id)."
-            )
-        return 0
-
-    def num_special_tokens_to_add(self, pair: bool = False) -> int:
-        """0: the tokenizer never adds words (the model adds `<S>`/`</S>` itself)."""
-        return 0
-
-    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
-        """
-        Map names of character ids (`get_vocab()` keys such as `"<pad>"`, `"<0x41>"`, `"<end_word>"`) to ids.
-        A word is not a token of this vocabulary: use `word_row` or call the tokenizer.
-        """
-        if isinstance(tokens, str):
-            names = self._id_names()
-            if tokens not in names:
-                raise KeyError(
-                    f"{tokens!r} is not the name of a character id (see get_vocab()); to encode a word, use "
-                    "tokenizer.word_row(word) or tokenizer(text)"
-                )
-            return names[tokens]
-        return [self.convert_tokens_to_ids(token) for token in tokens]
-
-    def convert_ids_to_tokens(self, ids: int | list[int], skip_special_tokens: bool = False) -> str | list[str]:
-        """Names of character ids (inverse of `convert_tokens_to_ids`); use `decode` for rows of a word."""
-        ids = to_py_obj(ids)
-        if isinstance(ids, numbers.Integral):
-            names = _CHARACTER_NAMES if self.character_vocabulary is None else self._vocabulary_id_names()
-            if ids not in names:
-                raise ValueError(f"Character ids lie in [0, {self.vocab_size}), got {ids}")
-            return names[int(ids)]
-        if _nesting_depth(ids) > 1:
-            raise TypeError("convert_ids_to_tokens takes character ids; use decode() for rows of words")
-        return [
-            self.convert_ids_to_tokens(index)
-            for index in ids
-            if not (skip_special_tokens and index == PADDING_TOKEN_ID)
-        ]
-
-    def _vocabulary_id_names(self) -> dict[int, str]:
-        names: dict[int, str] = {}
-        for name, index in self.character_vocabulary.names().items():
-            names.setdefault(index, name)
-        return names
-
-    def save_vocabulary(self, save_directory: str, filename_prefix: str | None = None) -> tuple[str, ...]:
-        """Write the character vocabulary as `character_vocabulary.json` and return its path; nothing for the byte
-        scheme, which is fixed (returns `()`)."""
-        if self.character_vocabulary is None:
-            return ()
-        name = (f"{filename_prefix}-" if filename_prefix else "") + CHARACTER_VOCABULARY_FILE_NAME
-        path = os.path.join(save_directory, name)
-        with open(path, "w", encoding="utf-8") as file:
-            json.dump(self.character_vocabulary.to_dict(), file, ensure_ascii=False, indent=0)
-            file.write("\n")
-        return (path,)
 
     # ---- truncated words ----
     def is_truncated_word(self, word: str) -> bool:
@@ -647,28 +487,10 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         should_truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
 
         sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
-        batch: dict[str, list[Any]] = {"input_ids": []}
-        encoded_words = []
-        if return_offsets_mapping:
-            batch["offset_mapping"] = []
-        if return_special_tokens_mask:
-            batch["special_tokens_mask"] = []
-        if return_length:
-            batch["length"] = []
-        for sentence_index, sentence in enumerate(sentences):
-            words, offsets, rows = self._encode_sentence(
-                sentence, sentence_index, is_split_into_words, max_length if should_truncate else None
-            )
-            batch["input_ids"].append(rows)
-            encoded_words.append(words)
-            if return_offsets_mapping:
-                batch["offset_mapping"].append(offsets)
-            if return_special_tokens_mask:
-                batch["special_tokens_mask"].append([int(word in self.sentence_boundary_words) for word in words])
-            if return_length:
-                batch["length"].append(len(words))
-        self._warn_once_if_truncated(encoded_words)
-
+        extras = {"offset_mapping": return_offsets_mapping, "special_tokens_mask": return_special_tokens_mask, "length": return_length}
+        batch = self._encoded_batch(
+            sentences, is_split_into_words, max_length if should_truncate else None, [key for key, wanted in extras.items() if wanted]
+        )
         encoding = self.pad(
             batch,
             padding=padding_strategy,
@@ -681,6 +503,26 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
         if not is_batched and return_tensors is None:
             return BatchEncoding({key: value[0] for key, value in encoding.items()})
         return encoding
+
+    def _encoded_batch(
+        self, sentences: list[Any], is_split_into_words: bool, max_words: int | None, extras: list[str]
+    ) -> dict[str, list[Any]]:
+        """Each sentence's `input_ids` (words, row width) and the `extras` asked for (`offset_mapping`,
+        `special_tokens_mask`, `length`), unpadded; warns once if words were cut."""
+        batch: dict[str, list[Any]] = {key: [] for key in ["input_ids", *extras]}
+        encoded_words = []
+        for sentence_index, sentence in enumerate(sentences):
+            words, offsets, rows = self._encode_sentence(sentence, sentence_index, is_split_into_words, max_words)
+            batch["input_ids"].append(rows)
+            encoded_words.append(words)
+            if "offset_mapping" in batch:
+                batch["offset_mapping"].append(offsets)
+            if "special_tokens_mask" in batch:
+                batch["special_tokens_mask"].append([int(word in self.sentence_boundary_words) for word in words])
+            if "length" in batch:
+                batch["length"].append(len(words))
+        self._warn_once_if_truncated(encoded_words)
+        return batch
 
     def _encode_sentence(
         self, sentence: str | Sequence[str], sentence_index: int, is_split_into_words: bool, max_words: int | None
@@ -708,200 +550,6 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
                 raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
         return words, offsets, rows
 
-    def pad(
-        self,
-        encoded_inputs: Any,
-        padding: bool | str | PaddingStrategy = True,
-        max_length: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_attention_mask: bool | None = None,
-        return_tensors: str | TensorType | None = None,
-        verbose: bool = True,
-    ) -> BatchEncoding:
-        """
-        `PreTrainedTokenizerBase.pad` (padding words are rows of zeros, see `_pad`), plus two things the base
-        cannot know about 3-D ids: one un-batched sentence (`input_ids` of shape (words, characters)) is padded as
-        a batch of one and returned without the batch axis, and tensors keep their last axis when every sentence
-        is empty (`input_ids` (batch, 0, max_characters_per_token), not (batch, 0)).
-        """
-        if padding_side is not None:
-            _check_padding_side(padding_side)
-        is_one_sentence = isinstance(encoded_inputs, Mapping) and _is_one_sentence(encoded_inputs.get("input_ids"))
-        if is_one_sentence:
-            encoded_inputs = {key: [value] for key, value in encoded_inputs.items()}
-        # Padded lists come back from the base; converting them here through NumPy is ~8x faster than the base's
-        # conversion of nested lists (which flattens every id in Python) for (batch, words, 50) ids.
-        padded = super().pad(
-            encoded_inputs,
-            padding=padding,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            padding_side=padding_side,
-            return_attention_mask=return_attention_mask,
-            return_tensors=None,
-            verbose=verbose,
-        )
-        data = dict(padded)
-        if not isinstance(padded, BatchEncoding):  # the base returns an empty batch (no sentence) untouched
-            if return_attention_mask is not False and "attention_mask" in self.model_input_names:
-                data.setdefault("attention_mask", [])
-        if return_tensors is not None:
-            data = {key: _as_int64_array(value) for key, value in data.items()}
-        encoding = BatchEncoding(data, tensor_type=return_tensors)
-        trailing_sizes = {"input_ids": self.token_row_width, "offset_mapping": 2}
-        for key in list(encoding.keys()):
-            encoding[key] = self._restore_empty_axes(key, encoding[key], trailing_sizes.get(key))
-        if is_one_sentence:
-            encoding = BatchEncoding({key: value[0] for key, value in encoding.items()})
-        return encoding
-
-    @staticmethod
-    def _restore_empty_axes(key: str, value: Any, trailing_size: int | None) -> Any:
-        """Reshape an empty tensor built from nested empty lists to (batch, 0[, trailing_size])."""
-        if not hasattr(value, "ndim") or not hasattr(value, "reshape"):
-            return value
-        expected_ndim = 3 if trailing_size is not None else 2
-        number_of_elements = value.numel() if callable(getattr(value, "numel", None)) else value.size
-        if value.ndim >= expected_ndim or number_of_elements != 0 or key == "length":
-            return value
-        batch_size = value.shape[0] if value.ndim >= 1 else 0
-        shape = (batch_size, 0) if trailing_size is None else (batch_size, 0, trailing_size)
-        return value.reshape(shape)
-
-    def _pad(
-        self,
-        encoded_inputs: dict[str, Any] | BatchEncoding,
-        max_length: int | None = None,
-        padding_strategy: PaddingStrategy = PaddingStrategy.DO_NOT_PAD,
-        pad_to_multiple_of: int | None = None,
-        padding_side: str | None = None,
-        return_attention_mask: bool | None = None,
-    ) -> dict:
-        """
-        Pad ONE sentence with padding words: rows of `max_characters_per_token` zeros in `input_ids`, 0 in
-        `attention_mask`, (0, 0) in `offset_mapping`, 1 in `special_tokens_mask`. Right padding only.
-        """
-        if return_attention_mask is None:
-            return_attention_mask = "attention_mask" in self.model_input_names
-        word_rows = list(encoded_inputs[self.model_input_names[0]])
-        for row in word_rows:
-            if len(row) != self.token_row_width:
-                raise ValueError(
-                    f"Every word's row of input_ids must have max_characters_per_token={self.max_characters_per_token}"
-                    f" character ids{'' if self.token_row_width == self.max_characters_per_token else ' after a word id'}"
-                    f", got a row of {len(row)}"
-                )
-        number_of_words = len(word_rows)
-        if return_attention_mask and "attention_mask" not in encoded_inputs:
-            encoded_inputs["attention_mask"] = [1] * number_of_words
-        if padding_strategy == PaddingStrategy.DO_NOT_PAD:
-            return encoded_inputs
-        _check_padding_side(padding_side if padding_side is not None else self.padding_side)
-
-        target_words = number_of_words if padding_strategy == PaddingStrategy.LONGEST else max_length
-        if target_words is not None and pad_to_multiple_of is not None and target_words % pad_to_multiple_of != 0:
-            target_words = (target_words // pad_to_multiple_of + 1) * pad_to_multiple_of
-        missing_words = (target_words or 0) - number_of_words
-        if missing_words <= 0:
-            return encoded_inputs
-        padding_rows = [[PADDING_TOKEN_ID] * self.token_row_width for _ in range(missing_words)]
-        encoded_inputs["input_ids"] = word_rows + padding_rows
-        if return_attention_mask:
-            encoded_inputs["attention_mask"] = list(encoded_inputs["attention_mask"]) + [0] * missing_words
-        if "offset_mapping" in encoded_inputs:
-            encoded_inputs["offset_mapping"] = list(encoded_inputs["offset_mapping"]) + [(0, 0)] * missing_words
-        if "special_tokens_mask" in encoded_inputs:
-            encoded_inputs["special_tokens_mask"] = list(encoded_inputs["special_tokens_mask"]) + [1] * missing_words
-        return encoded_inputs
-
-    def get_special_tokens_mask(
-        self, token_ids_0: list[Any], token_ids_1: list[Any] | None = None, already_has_special_tokens: bool = False
-    ) -> list[int]:
-        """1 for each padding row and literal `<S>`/`</S>` row of one sentence's (words, characters) ids, else 0."""
-        if token_ids_1 is not None:
-            raise ValueError("ELMoTokenizer encodes single sentences; token_ids_1 is not supported")
-        mask = []
-        for row in to_py_obj(token_ids_0):
-            is_padding = all(value == PADDING_TOKEN_ID for value in row)
-            mask.append(int(is_padding or self.row_to_word(row) in self.sentence_boundary_words))
-        return mask
-
-    # ---- decoding ----
-    def decode(
-        self,
-        token_ids: Any,
-        skip_special_tokens: bool = False,
-        clean_up_tokenization_spaces: bool | None = None,
-        **kwargs,
-    ) -> str | list[str]:
-        """
-        Decode character ids back to words.
-
-        Args:
-            token_ids: one sentence (words, max_characters_per_token) -> `str`, the words joined by spaces; a batch
-                (batch, words, max_characters_per_token) -> `list[str]`; one word row (max_characters_per_token,)
-                -> that word. Lists, tensors or arrays. Padding rows are always skipped.
-            skip_special_tokens (`bool`, *optional*, defaults to `False`): drop `<S>` and `</S>` words.
-            clean_up_tokenization_spaces (`bool`, *optional*): undo the splitter's spaces (`do n't` -> `don't`,
-                `know .` -> `know.`); defaults to `self.clean_up_tokenization_spaces` (False).
-        """
-        ids = to_py_obj(token_ids)
-        if isinstance(ids, (list, tuple)) and ids and all(isinstance(value, numbers.Integral) for value in ids):
-            word = self.row_to_word(ids)
-            return "" if skip_special_tokens and word in self.sentence_boundary_words else word
-        if _nesting_depth(ids) > 3:
-            raise ValueError(
-                "decode expects one word (characters), one sentence (words, characters) or a batch "
-                f"(batch, words, characters) of ids, got {_nesting_depth(ids)} levels of nesting"
-            )
-        if _is_batch_of_sentences(ids):
-            return [self._decode(sentence, skip_special_tokens, clean_up_tokenization_spaces) for sentence in ids]
-        return self._decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
-
-    def batch_decode(
-        self,
-        sequences: Any,
-        skip_special_tokens: bool = False,
-        clean_up_tokenization_spaces: bool | None = None,
-        **kwargs,
-    ) -> list[str]:
-        """Decode a batch (batch, words, max_characters_per_token) to one string per sentence (see `decode`)."""
-        ids = to_py_obj(sequences)
-        if isinstance(ids, (list, tuple)) and not ids:
-            return []
-        if not _is_batch_of_sentences(ids) or _nesting_depth(ids) > 3:
-            raise ValueError(
-                "batch_decode expects ids of shape (batch, words, characters); use decode for one sentence"
-            )
-        return [self._decode(sentence, skip_special_tokens, clean_up_tokenization_spaces) for sentence in ids]
-
-    def _decode(
-        self,
-        token_ids: list[list[int]],
-        skip_special_tokens: bool = False,
-        clean_up_tokenization_spaces: bool | None = None,
-        **kwargs,
-    ) -> str:
-        """One sentence (words, max_characters_per_token) -> its words joined by single spaces."""
-        words = []
-        for row in token_ids:
-            if all(value == PADDING_TOKEN_ID for value in row):
-                continue
-            word = self.row_to_word(row)
-            if skip_special_tokens and word in self.sentence_boundary_words:
-                continue
-            words.append(word)
-        text = " ".join(words)
-        if clean_up_tokenization_spaces is None:
-            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
-        return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
-
-    def clean_up_tokenization(self, text: str) -> str:
-        """The base clean-up (` .` -> `.`, ` n't` -> `n't`, ` 's` -> `'s`, ...) plus the Moses splitter's contraction
-        suffixes ` 't`, ` 'll`, ` 'd` (`don 't` -> `don't`)."""
-        text = super().clean_up_tokenization(text)
-        return text.replace(" 't", "'t").replace(" 'll", "'ll").replace(" 'd", "'d")
 
 
 __all__ = [
