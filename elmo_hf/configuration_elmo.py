@@ -235,95 +235,64 @@ class ELMoConfig(PretrainedConfig):
     model_type = "elmo"
     # Outputs that Trainer's evaluation must not collect as predictions (the carried LSTM state of pre-training).
     keys_to_ignore_at_inference = ["lstm_state"]
-    # While set, called with no arguments at the end of every `__init__`. `elmo_hf/__init__.py` sets it to register the
+    # While set, called with no arguments at the end of every config's initialisation. `elmo_hf/__init__.py` sets it to register the
     # model classes with transformers' AutoModel classes (it then clears it): every model and every AutoModel call
     # starts from a config, and `import elmo_hf` need not import the modeling code (seconds). None in remote code.
     _on_first_instance: ClassVar[Callable[[], None] | None] = None
 
-    def __init__(
-        self,
-        char_embedding_dim: int = 16,
-        char_cnn_filters: list[list[int]] | None = None,
-        num_highway_layers: int = 2,
-        char_cnn_activation: str = "relu",
-        num_characters: int = NUM_CHARACTERS,
-        max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN,
-        projection_dim: int = 512,
-        lstm_cell_size: int = 4096,
-        num_lstm_layers: int = 2,
-        cell_clip: float | None = 3.0,
-        projection_clip: float | None = 3.0,
-        use_skip_connections: bool = True,
-        character_vocabulary: str = "utf8_bytes",
-        begin_sentence_ids: list[int] | None = None,
-        end_sentence_ids: list[int] | None = None,
-        word_embedding_dim: int = 0,
-        word_embedding_vocab_size: int = 0,
-        tf_forget_gate_bias: bool = True,
-        num_output_representations: int = 1,
-        scalar_mix_layer_norm: bool = False,
-        keep_sentence_boundaries: bool = False,
-        representation_dropout: float = 0.0,
-        initializer_range: float = 0.02,
-        word_vocab_size: int = 0,
-        softmax_num_samples: int = 0,
-        lm_dropout: float = 0.0,
-        task_use_elmo: bool = True,
-        task_freeze_elmo: bool = True,
-        task_input_embeddings: str = "char_cnn",
-        task_mix_positions: list[str] | None = None,
-        task_mix_dropout: float = 0.5,
-        task_mix_l2: float = 0.001,
-        task_mix_layer_norm: bool = False,
-        task_encoder_layers: int = 1,
-        task_encoder_hidden_size: int = 256,
-        task_dropout: float = 0.2,
-        task_pooling: str = "mean",
-        **kwargs,
-    ):
-        if char_cnn_filters is None:
-            char_cnn_filters = copy.deepcopy(RELEASED_CHAR_CNN_FILTERS)
-        self.char_embedding_dim = char_embedding_dim
-        self.char_cnn_filters = [list(width_and_count) for width_and_count in _validated_filters(char_cnn_filters)]
-        self.num_highway_layers = num_highway_layers
-        self.char_cnn_activation = char_cnn_activation
-        self.num_characters = num_characters
-        self.max_characters_per_token = max_characters_per_token
-        self.projection_dim = projection_dim
-        self.lstm_cell_size = lstm_cell_size
-        self.num_lstm_layers = num_lstm_layers
-        self.cell_clip = cell_clip
-        self.projection_clip = projection_clip
-        self.use_skip_connections = use_skip_connections
-        self.character_vocabulary = character_vocabulary
-        self.begin_sentence_ids = None if begin_sentence_ids is None else list(begin_sentence_ids)
-        self.end_sentence_ids = None if end_sentence_ids is None else list(end_sentence_ids)
-        self.word_embedding_dim = word_embedding_dim
-        self.word_embedding_vocab_size = word_embedding_vocab_size
-        self.tf_forget_gate_bias = tf_forget_gate_bias
-        self.num_output_representations = num_output_representations
-        self.scalar_mix_layer_norm = scalar_mix_layer_norm
-        self.keep_sentence_boundaries = keep_sentence_boundaries
-        self.representation_dropout = representation_dropout
-        self.initializer_range = initializer_range
-        self.word_vocab_size = word_vocab_size
-        self.softmax_num_samples = softmax_num_samples
-        self.lm_dropout = lm_dropout
-        # Downstream task heads (see the "Downstream task heads" block of the docstring).
-        self.task_use_elmo = task_use_elmo
-        self.task_freeze_elmo = task_freeze_elmo
-        self.task_input_embeddings = task_input_embeddings
-        self.task_mix_positions = _validated_mix_positions(["input"] if task_mix_positions is None else task_mix_positions)
-        self.task_mix_dropout = task_mix_dropout
-        self.task_mix_l2 = task_mix_l2
-        self.task_mix_layer_norm = task_mix_layer_norm
-        self.task_encoder_layers = task_encoder_layers
-        self.task_encoder_hidden_size = task_encoder_hidden_size
-        self.task_dropout = task_dropout
-        self.task_pooling = task_pooling
+    # The fields (a dataclass, as every transformers 5 config; the docstring's Args say what each means), checked by
+    # `__post_init__`.
+    char_embedding_dim: int = 16
+    char_cnn_filters: list[list[int]] | None = None
+    num_highway_layers: int = 2
+    char_cnn_activation: str = "relu"
+    num_characters: int = NUM_CHARACTERS
+    max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
+    projection_dim: int = 512
+    lstm_cell_size: int = 4096
+    num_lstm_layers: int = 2
+    cell_clip: float | None = 3.0
+    projection_clip: float | None = 3.0
+    use_skip_connections: bool = True
+    character_vocabulary: str = "utf8_bytes"
+    begin_sentence_ids: list[int] | None = None
+    end_sentence_ids: list[int] | None = None
+    word_embedding_dim: int = 0
+    word_embedding_vocab_size: int = 0
+    tf_forget_gate_bias: bool = True
+    num_output_representations: int = 1
+    scalar_mix_layer_norm: bool = False
+    keep_sentence_boundaries: bool = False
+    representation_dropout: float = 0.0
+    initializer_range: float = 0.02
+    word_vocab_size: int = 0
+    softmax_num_samples: int = 0
+    lm_dropout: float = 0.0
+    # Downstream task heads (see the "Downstream task heads" block of the docstring).
+    task_use_elmo: bool = True
+    task_freeze_elmo: bool = True
+    task_input_embeddings: str = "char_cnn"
+    task_mix_positions: list[str] | None = None
+    task_mix_dropout: float = 0.5
+    task_mix_l2: float = 0.001
+    task_mix_layer_norm: bool = False
+    task_encoder_layers: int = 1
+    task_encoder_hidden_size: int = 256
+    task_dropout: float = 0.2
+    task_pooling: str = "mean"
+
+    def __post_init__(self, **kwargs):
+        if self.char_cnn_filters is None:
+            self.char_cnn_filters = copy.deepcopy(RELEASED_CHAR_CNN_FILTERS)
+        self.char_cnn_filters = [list(width_and_count) for width_and_count in _validated_filters(self.char_cnn_filters)]
+        for name in ("begin_sentence_ids", "end_sentence_ids"):
+            if getattr(self, name) is not None:
+                setattr(self, name, list(getattr(self, name)))
+        positions = self.task_mix_positions
+        self.task_mix_positions = _validated_mix_positions(["input"] if positions is None else positions)
         self._validate()
         self._validate_task_fields()
-        super().__init__(**kwargs)
+        super().__post_init__(**kwargs)
         _call_on_first_instance()
 
     def _validate(self) -> None:
