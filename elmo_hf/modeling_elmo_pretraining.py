@@ -34,6 +34,7 @@ from transformers.utils import ModelOutput, logging
 
 from .configuration_elmo import ELMoConfig
 from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, LstmState
+from .validation_elmo import check_forward_arguments
 
 logger = logging.get_logger(__name__)
 
@@ -255,8 +256,7 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
             input_ids (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`):
                 Per sentence: the sentences' character ids, as from [`ELMoTokenizer`]. Windowed: the forward
                 stream's tokens (boundaries included).
-            attention_mask (`torch.Tensor` of shape `(batch, T)`, *optional*):
-                1 at real tokens, 0 at (right) padding.
+            attention_mask (`torch.Tensor` of shape `(batch, T)`, *optional*): 1 at real tokens, 0 at (right) padding.
             next_word_labels (`torch.LongTensor` of shape `(batch, T)` or `(batch, T + 2)`, *optional*):
                 Word id the forward LM must predict at each position, -100 where nothing is predicted. Per sentence,
                 T + 2 columns mean boundary positions are predicted too (`label_boundary_positions=True`).
@@ -265,62 +265,59 @@ class ELMoForPreTraining(ELMoPreTrainedModel):
             backward_input_ids (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`, *optional*):
                 Windowed regime: the backward stream, read left to right by the backward stack. Its presence selects
                 the windowed regime.
-            window_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
-                Windowed regime: the batch's window number in the epoch (same in every row). Checked only: a window
-                after the first should come with the previous window's `lstm_state` (without it, it starts from the
-                initial state and a warning says so once).
-            row_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
-                Windowed regime: must be `0 .. batch - 1` (a check that batches are not split or shuffled).
+            window_index, row_index (`torch.LongTensor` of shape `(batch,)`, *optional*):
+                Windowed regime, checks only: the batch's window number in the epoch (same in every row; a window
+                after the first should come with the previous window's `lstm_state`, else a warning says so once),
+                and `0 .. batch - 1` (batches are not split or shuffled).
             lstm_state (`tuple(torch.FloatTensor)`, *optional*):
                 Initial state `(hidden (L, 2, S, P), cell (L, 2, S, D))`, as for [`ELMoModel`]; in the windowed
                 regime, the previous window's `lstm_state` output.
-            return_lstm_state (`bool`, defaults to `False`):
-                Return the state after the batch.
-            return_logits (`bool`, defaults to `False`):
-                Return the full-softmax logits of both directions (batch x T' x vocabulary: large).
+            return_lstm_state, return_logits (`bool`, default `False`): return the state after the batch; the
+                full-softmax logits of both directions (batch x T' x vocabulary: large).
             negative_sampling_generator (`torch.Generator`, *optional*):
-                The generator (on the model's device) the sampled softmax draws its negatives from, forward
-                direction first; default: torch's global generator. `ELMoPreTrainingTrainer` passes one seeded from
-                (seed, step), so that every process of a data-parallel run draws the same negatives as one process
-                would for the whole batch.
+                The generator (on the model's device) of the sampled softmax's negatives, forward direction first
+                (default: torch's global one). `ELMoPreTrainingTrainer` seeds one from (seed, step), so that every
+                process of a data-parallel run draws the negatives one process would for the whole batch.
         """
-        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
-        if extra:
-            raise TypeError(f"ELMoForPreTraining.forward() got unexpected argument(s) {sorted(extra)}.")
+        check_forward_arguments("ELMoForPreTraining", kwargs)
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        if backward_input_ids is None:
-            if window_index is not None or row_index is not None:
-                raise ValueError("window_index / row_index belong to the windowed regime, which needs backward_input_ids.")
-            forward_hidden, backward_hidden, final_state = self._sentence_top_layer(
-                input_ids, attention_mask, next_word_labels, previous_word_labels, lstm_state, return_lstm_state
-            )
-        else:
-            forward_hidden, backward_hidden, final_state = self._window_top_layer(
-                input_ids, backward_input_ids, attention_mask, window_index, row_index, lstm_state
-            )
-
+        if backward_input_ids is None and (window_index is not None or row_index is not None):
+            raise ValueError("window_index / row_index belong to the windowed regime, which needs backward_input_ids.")
+        forward_hidden, backward_hidden, final_state = (
+            self._sentence_top_layer(input_ids, attention_mask, next_word_labels, previous_word_labels, lstm_state, return_lstm_state)
+            if backward_input_ids is None  # the windowed regime is selected by its backward stream
+            else self._window_top_layer(input_ids, backward_input_ids, attention_mask, window_index, row_index, lstm_state)
+        )
         output = ELMoForPreTrainingOutput(lstm_state=final_state if return_lstm_state else None)
         if return_logits:
             output.forward_logits = self.softmax(forward_hidden)
             output.backward_logits = self.softmax(backward_hidden)
         if next_word_labels is not None or previous_word_labels is not None:
-            if next_word_labels is None or previous_word_labels is None:
-                raise ValueError("Pass both next_word_labels and previous_word_labels (the loss joins both directions).")
-            nll_sums, counts = [], []
-            for direction, hidden, labels in (
-                ("forward", forward_hidden, next_word_labels),
-                ("backward", backward_hidden, previous_word_labels),
-            ):
-                nll_sum, count = self._direction_negative_log_likelihood(
-                    direction, hidden, labels, negative_sampling_generator
-                )
-                nll_sums.append(nll_sum)
-                counts.append(count)
-            output.negative_log_likelihood = torch.stack(nll_sums)  # (2,)
-            output.num_predictions = torch.tensor(counts, device=output.negative_log_likelihood.device)  # (2,)
-            # bilm-tf: 0.5 * (forward mean NLL + backward mean NLL).
-            output.loss = (output.negative_log_likelihood / output.num_predictions.clamp(min=1)).mean()
+            self._add_loss(output, (forward_hidden, backward_hidden), (next_word_labels, previous_word_labels), negative_sampling_generator)
         return output if return_dict else output.to_tuple()
+
+    def _add_loss(
+        self,
+        output: ELMoForPreTrainingOutput,
+        hidden: tuple[torch.Tensor, torch.Tensor],
+        labels: tuple[torch.LongTensor | None, torch.LongTensor | None],
+        negative_sampling_generator: torch.Generator | None,
+    ) -> None:
+        """Set `output`'s per-direction summed NLL (2,), prediction counts (2,) and `loss` from the top layer's
+        `hidden` states of both directions and their `labels` (next words, previous words)."""
+        if labels[0] is None or labels[1] is None:
+            raise ValueError("Pass both next_word_labels and previous_word_labels (the loss joins both directions).")
+        nll_sums, counts = [], []
+        for direction, direction_hidden, direction_labels in zip(("forward", "backward"), hidden, labels):
+            nll_sum, count = self._direction_negative_log_likelihood(
+                direction, direction_hidden, direction_labels, negative_sampling_generator
+            )
+            nll_sums.append(nll_sum)
+            counts.append(count)
+        output.negative_log_likelihood = torch.stack(nll_sums)  # (2,)
+        output.num_predictions = torch.tensor(counts, device=output.negative_log_likelihood.device)  # (2,)
+        # bilm-tf: 0.5 * (forward mean NLL + backward mean NLL).
+        output.loss = (output.negative_log_likelihood / output.num_predictions.clamp(min=1)).mean()
 
     def _sentence_top_layer(
         self,

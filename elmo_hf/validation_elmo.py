@@ -113,6 +113,17 @@ def check_choice(name: str, value: Any, choices: Collection[Any], *, hint: str |
 # ----------------------------------------------------------------------------------------------------------------------
 
 
+# What transformers' Trainer and pipelines pass to every model's forward and ELMo has no use for.
+IGNORED_FORWARD_ARGUMENTS = frozenset({"token_type_ids", "output_hidden_states", "output_attentions"})
+
+
+def check_forward_arguments(model_name: str, arguments: Collection[str]) -> None:
+    """`TypeError` naming the arguments of `model_name.forward()`'s `**kwargs` other than the ignored ones."""
+    extra = set(arguments) - IGNORED_FORWARD_ARGUMENTS
+    if extra:
+        raise TypeError(f"{model_name}.forward() got unexpected argument(s) {sorted(extra)}.")
+
+
 def largest(values: Iterable[float]) -> float:
     """The largest of ``values``; NaN if any of them is NaN; 0.0 for none."""
     result = 0.0
