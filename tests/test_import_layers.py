@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("elmo_hf",),
     ("elmo_hf.corpus", "elmo_hf.storage"),
     ("elmo_hf.conversion",),
-    ("elmo_hf.embedding", "elmo_hf.pretraining", "elmo_hf.scoring", "elmo_hf.search", "elmo_hf.integrations"),
+    ("elmo_hf.embedding", "elmo_hf.pretraining", "elmo_hf.scoring", "elmo_hf.search", "elmo_hf.integrations", "elmo_hf.probing"),
     ("elmo_hf_cli",),
     ("conversion",),  # the repository's conversion scripts: run by users, imported by nothing in the packages
 )
