@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
 
 from elmo_hf import ELMoForTokenClassification, ELMoTokenizer
 from elmo_hf.corpus.sentences import load_conllu_sentences
+from elmo_hf.probing import plot_mix_weights
 
 VARIANTS = {
     "char_cnn_only": {"task_use_elmo": False},
@@ -89,25 +89,6 @@ def train_variant(name: str, model_dir: str, train_set, test_set, tokenizer, tag
     return result
 
 
-def plot_layer_weights(weights: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    figure, axis = pyplot.subplots(figsize=(4.5, 3.2))
-    for offset, (position, mix) in enumerate(weights.items()):
-        layers = np.arange(len(mix["layer_weights"]))
-        axis.bar(layers + 0.38 * offset, mix["layer_weights"], width=0.38, label=f"{position} mix (gamma {mix['gamma']:.2f})")
-    axis.set_xticks(range(len(next(iter(weights.values()))["layer_weights"])))
-    axis.set_xticklabels(["token (char CNN)"] + [f"biLSTM {index}" for index in range(1, len(next(iter(weights.values()))["layer_weights"]))])
-    axis.set_ylabel("softmax(w)")
-    axis.set_title("POS tagging (UD EWT): learned ELMo layer weights", fontsize=9)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(Path(__file__).resolve().parents[1] / "elmo_hf" / "default_model"))
@@ -142,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     (args.output / "pos_tagging.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    plot_layer_weights(results["char_cnn_plus_elmo"]["mix_layer_weights"], args.output / "pos_layer_weights.png")
+    plot_mix_weights(
+        results["char_cnn_plus_elmo"]["mix_layer_weights"], args.output / "pos_layer_weights.png",
+        title="POS tagging (UD EWT): learned ELMo layer weights",
+    )
     print(f"wrote {args.output / 'pos_tagging.json'} and {args.output / 'pos_layer_weights.png'}")
     return 0
 
