@@ -182,6 +182,32 @@ class ConditionalRandomField(nn.Module):
             paths.append(self._backtrack(best[row] + end, pointers, row, length))
         return paths
 
+    def max_marginals(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """
+        The score of the best path through each tag at each word: `(batch, words, tags)`, 0 at padding. Its argmax at
+        every word is the Viterbi path (when the best path is unique), and its max over tags at any word is the best
+        path's score, so a consumer that takes a per-word argmax (Trainer's predictions, the token-classification
+        pipeline) reads the Viterbi path from it.
+        """
+        start, transitions, end = self._scores()
+        mask = mask.bool()
+        batch, words, tags = emissions.shape
+        if words == 0:
+            return emissions.new_zeros(batch, 0, tags)
+        forward = [start + emissions[:, 0]]  # best score of a path over words 0..i ending in each tag (with E[i])
+        for index in range(1, words):
+            step = (forward[-1].unsqueeze(2) + transitions).amax(dim=1) + emissions[:, index]
+            forward.append(torch.where(mask[:, index : index + 1], step, forward[-1]))
+        last_word = mask.sum(dim=1, keepdim=True) - 1  # (batch, 1)
+        final = end.expand(batch, tags)
+        backward = [final] * words  # best score of the path after word i given its tag: transitions, emissions, end
+        for index in range(words - 2, -1, -1):
+            following = emissions[:, index + 1] + backward[index + 1]  # (batch, next tag)
+            step = (transitions + following.unsqueeze(1)).amax(dim=2)  # (batch, tag)
+            backward[index] = torch.where(last_word == index, final, step)
+        scores = torch.stack(forward, dim=1) + torch.stack(backward, dim=1)
+        return scores * mask.unsqueeze(-1)
+
     @staticmethod
     def _backtrack(final: torch.Tensor, pointers: Sequence[torch.Tensor], row: int, length: int) -> list[int]:
         if length == 0:

@@ -126,3 +126,25 @@ def test_refusals_name_the_label_and_scheme():
     crf = ConditionalRandomField(3)
     with pytest.raises(ValueError, match=r"tag ids in \[0, 3\)"):
         crf.negative_log_likelihood(torch.zeros(1, 2, 3), torch.tensor([[0, 5]]), torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("labels_names, num_tags", CASES, ids=["free", "BIO", "BIOUL"])
+def test_max_marginals_are_the_best_path_through_each_tag(labels_names, num_tags):
+    constraints = None if labels_names is None else allowed_transitions(labels_names, "BIO" if len(labels_names) == 5 else "BIOUL")
+    crf = random_crf(num_tags, constraints, seed=4)
+    generator = torch.Generator().manual_seed(21)
+    lengths = [4, 1, 3, 0]
+    emissions = torch.randn(len(lengths), 4, num_tags, generator=generator, dtype=torch.float64)
+    mask = torch.tensor([[index < length for index in range(4)] for length in lengths])
+    scores = crf.max_marginals(emissions, mask)
+    paths = crf.viterbi_decode(emissions, mask)
+    for row, length in enumerate(lengths):
+        assert (scores[row, length:] == 0).all()
+        if length == 0:
+            continue
+        every_path = {path: path_score(crf, emissions[row], path) for path in itertools.product(range(num_tags), repeat=length)}
+        for word in range(length):
+            for tag in range(num_tags):
+                best = max(score for path, score in every_path.items() if path[word] == tag)
+                assert torch.isclose(scores[row, word, tag], best, rtol=0, atol=1e-9)
+        assert scores[row, :length].argmax(-1).tolist() == paths[row]
