@@ -8,7 +8,7 @@ embeds, so a batch of sentences is a 3-D tensor:
 
 The id scheme (bilm-tf's UTF-8 bytes and five markers, every id + 1, id 0 the padding word) and the vocabulary of
 Unicode characters some models read instead (`CharacterVocabulary`) are in `characters_elmo.py`; splitting raw text
-into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"bert"`, the Korean `"kiwi"` and `"mecab"`) is in
+into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"space"`, `"bert"`, the Korean `"kiwi"` and `"mecab"`) is in
 `word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with padding, truncation of sentences and
 the usual `PreTrainedTokenizerBase` return types. Their public names are importable from here as well.
 
@@ -212,7 +212,8 @@ class ELMoTokenizer(PreTrainedTokenizerBase):
             Length of each word's row of character ids; must match the model's `max_characters_per_token`.
         word_splitter (`str`, *optional*, defaults to `"moses"`):
             How raw text is split into words: `"moses"` (like ELMo's training data, `don 't`), `"ptb"`
-            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text), `"bert"` (`BertPreTokenizer`),
+            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text), `"space"` (the space
+            character alone, as a TF-Hub ELMo's `default` signature splits), `"bert"` (`BertPreTokenizer`),
             or Korean morphemes with `"kiwi"` / `"mecab"` (optional extras; `ImportError` naming the extra when the
             analyser is missing).
         unicode_errors (`str`, *optional*, defaults to `"strict"`):

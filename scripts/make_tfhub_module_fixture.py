@@ -72,6 +72,9 @@ MODULES = {
         seed=2, mix_names=("elmo_output_ELMo_W", "elmo_output_ELMo_gamma"), scaling_shape=(1,), default_pools_scaled=False
     ),
 }
+# Standard deviation of the random weights by name prefix: vectors of order 1 at every layer, so that a parity bound
+# of 1e-6 is a few float32 steps and not a rounding artefact of large values.
+WEIGHT_SCALES = (("char_embed", 1.0), ("CNN/", 0.3), ("CNN_high", 0.15), ("CNN_proj", 0.3), ("RNN", 0.5))
 MIX_WEIGHTS, MIX_SCALING = [0.4, -0.7, 0.9], 1.7  # trained-looking values, so that the mix is not a plain average
 # Inputs of the reference outputs: a padded batch of words (multi-byte UTF-8, a word cut to 48 bytes) and sentences
 # with runs of spaces, a tab (not a separator) and leading / trailing spaces.
@@ -103,7 +106,8 @@ def write_weights(path: Path, rng: np.random.Generator) -> None:
             shapes[f"{prefix}/W_P_0"] = (cell, projection)
     with h5py.File(path, "w") as weights:
         for name, shape in shapes.items():
-            weights.create_dataset(name, data=rng.normal(0.0, 0.8, shape).astype(np.float32))
+            scale = next(scale for prefix, scale in WEIGHT_SCALES if name.startswith(prefix))
+            weights.create_dataset(name, data=rng.normal(0.0, scale, shape).astype(np.float32))
 
 
 def word_character_ids(words):
