@@ -320,6 +320,12 @@ class HubModuleConversionReport:
     pushed_to: str | None = None
 
 
+def trained_mix(model: ELMoModel) -> tuple[list[float], float]:
+    """(softmax's weights w, gamma) of scalar mix 0."""
+    mix = model.scalar_mixes[0]
+    return mix.scalar_weights.detach().tolist(), float(mix.gamma.detach())
+
+
 def is_google_elmo(converted: HubModuleModel) -> bool:
     """Named as google/elmo names its mix, with the released original's network (2 x 4096 cells, projection 512)."""
     config = converted.model.config
@@ -341,7 +347,7 @@ def pooling_sentence(pooling: str, scaling: float) -> str:
 
 def module_card(converted: HubModuleModel, source: Path, repo_id: str, command: str) -> str:
     model, variables = converted.model, converted.variables
-    weights, scaling = model.scalar_mixes[0].scalar_weights.tolist(), float(model.scalar_mixes[0].gamma)
+    weights, scaling = trained_mix(model)
     google = is_google_elmo(converted)
     sizes = "from --options " + converted.options_file.name if converted.options_file else (
         "read from the variables' shapes; cell and projection clip 3, relu, skip connections and 50 characters per "
@@ -378,6 +384,7 @@ def module_card(converted: HubModuleModel, source: Path, repo_id: str, command: 
         "An ELMo converted from a TF-Hub module in the TF1 Hub format to Hugging Face format, its trained scalar mix "
         "included.",
         provenance, command, parity, language="en" if google else None, license="apache-2.0" if google else "other",
+        mix_description="the module's trained scalar mix, its `elmo` output",
     )
 
 
@@ -417,9 +424,8 @@ def convert_tfhub_module(
         if converted.options_file is not None:
             shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
     report = HubModuleConversionReport(
-        output_dir, model.config, model.num_parameters(), source, model.scalar_mixes[0].scalar_weights.tolist(),
-        float(model.scalar_mixes[0].gamma), converted.default_pooling, len(converted.variables.state_buffers),
-        converted.non_zero_state_buffers, converted.options_file is not None,
+        output_dir, model.config, model.num_parameters(), source, *trained_mix(model), converted.default_pooling,
+        len(converted.variables.state_buffers), converted.non_zero_state_buffers, converted.options_file is not None,
     )
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
