@@ -1,4 +1,5 @@
-"""``elmo-hf convert`` (original ELMo files -> Hugging Face directory) and ``elmo-hf export`` (and back).
+"""``elmo-hf convert`` (original ELMo files, bilm-tf checkpoints, TF-Hub modules, ... -> Hugging Face directory) and
+``elmo-hf export`` (and back).
 
 Both need the ``convert`` extra (h5py): ``pip install 'elmo-hf[convert]'``.
 """
