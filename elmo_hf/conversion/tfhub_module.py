@@ -20,6 +20,7 @@ from (``depends_on``), with ``tf_checkpoint``'s hand decoder of the protobuf wir
 from __future__ import annotations
 
 import shutil
+import struct
 import tarfile
 import tempfile
 import zlib
@@ -74,7 +75,7 @@ def check_module_def(directory: Path) -> None:
     path = directory / MODULE_DEF_FILE_NAME
     try:
         fields = dict(protobuf_fields(path.read_bytes()))
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, struct.error) as error:
         raise ConversionError(f"{path} cannot be read as a ModuleDef ({error}); {EXPECTATION}.") from None
     if fields.get(1) != MODULE_FORMAT_V3:
         raise ConversionError(f"{path}: module format {fields.get(1)}, expected {MODULE_FORMAT_V3} (the TF1 Hub format).")
@@ -212,7 +213,7 @@ def read_module_graph(directory: Path) -> ModuleGraph:
         if not meta_graphs:
             raise ValueError("no meta graph")
         _read_meta_graph(meta_graphs[0], graph)
-    except (OSError, ValueError, StopIteration, UnicodeDecodeError, AttributeError, TypeError) as error:
+    except (OSError, ValueError, StopIteration, UnicodeDecodeError, AttributeError, TypeError, struct.error) as error:
         raise ConversionError(f"{path} cannot be decoded as a SavedModel ({error or type(error).__name__}); {EXPECTATION}.") from None
     return graph
 

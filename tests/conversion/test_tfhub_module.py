@@ -263,6 +263,18 @@ def test_archives_and_folders_that_are_no_module_are_refused(tmp_path):
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".elmo-hf-tfhub-*"))
 
 
+def test_a_module_of_another_format_or_with_an_undecodable_graph_is_refused(tmp_path, module_dirs):
+    module = shutil.copytree(module_dirs["google-style"], tmp_path / "module")
+    (module / "tfhub_module.pb").write_bytes(b"\x08\x02")
+    with pytest.raises(ConversionError, match=r"tfhub_module.pb: module format 2, expected 3"):
+        load_tfhub_module(module)
+    (module / "tfhub_module.pb").write_bytes(b"\x08\x03")
+    saved_model = (module_dirs["google-style"] / "saved_model.pb").read_bytes()
+    (module / "saved_model.pb").write_bytes(saved_model[: len(saved_model) // 2])
+    with pytest.raises(ConversionError, match=r"saved_model.pb cannot be decoded as a SavedModel"):
+        load_tfhub_module(module)
+
+
 # ---- the command, the directory, the card ----------------------------------------------------------------------------
 
 
