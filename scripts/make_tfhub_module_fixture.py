@@ -30,7 +30,7 @@ Modules: ``google-style`` (the mix as google/elmo names it: ``aggregation/weight
 ``default`` the mean of ``elmo`` over the words) and ``deeppavlov-style`` (bilm-tf's ``weight_layers`` names under
 ``aggregation/`` as DeepPavlov's exporter writes them: ``aggregation/elmo_output_ELMo_W`` [3],
 ``aggregation/elmo_output_ELMo_gamma`` [1]; ``default`` the mean of the mix before gamma, as that exporter
-computes it; one LSTM layer fewer is not possible with google's output names, so both have two).
+computes it). The ``module_fn`` is written here after google/elmo's documented interface, not copied from an exporter.
 """
 
 from __future__ import annotations

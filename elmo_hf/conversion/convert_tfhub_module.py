@@ -15,7 +15,8 @@ What a module holds, and where each variable goes (every one is accounted for):
   ``weights.hdf5`` name (bilm-tf's own loader's map: ``.../rnn/lstm_cell/kernel`` is ``.../LSTMCell/W_0``, through
   ``convert_tf_checkpoint.dump_weights_name``) and goes through the one layout table, ``hdf5_layout.weight_mappings``;
 - the trained scalar mix under ``aggregation/``: google/elmo's ``weights`` (L + 1,) and ``scaling`` (() or (1,)), or
-  bilm-tf's ``weight_layers`` names that DeepPavlov's exporter writes (``*_ELMo_W``, ``*_ELMo_gamma``). It becomes the
+  bilm-tf's ``weight_layers`` names (``*_ELMo_W``, ``*_ELMo_gamma``, under ``aggregation/`` as DeepPavlov's exporter
+  writes them, or at the root). It becomes the
   model's scalar mix 0, so ``elmo_representations[0]`` is the module's ``elmo`` output;
 - bilm-tf's LSTM state buffers ``bilm/Variable``, ``bilm/Variable_1``, ... (one set per signature: ``bilm_1/...``),
   (max batch size, cell) and (max batch size, projection) for each direction and layer: checked, not converted. The
@@ -64,8 +65,10 @@ from .tfhub_module import VARIABLES_PREFIX, ModuleGraph, extracted_module, modul
 
 BILM_SCOPE = "bilm/"  # bilm-tf's BidirectionalLanguageModelGraph builds under tf.variable_scope('bilm')
 STATE_BUFFER_PATTERN = re.compile(r"^bilm(?:_\d+)?/Variable(?:_(\d+))?$")  # unnamed tf.Variable()s, per graph
-MIX_WEIGHTS_PATTERN = re.compile(r"^aggregation/(weights|\w+_ELMo_W)$")  # google/elmo's; bilm-tf's weight_layers'
-MIX_SCALING_PATTERN = re.compile(r"^aggregation/(scaling|\w+_ELMo_gamma)$")
+# google/elmo's names; bilm-tf's weight_layers' (under aggregation/ in DeepPavlov's exporter, at the root when called
+# as bilm-tf's README does)
+MIX_WEIGHTS_PATTERN = re.compile(r"^(aggregation/weights|(aggregation/)?\w+_ELMo_W)$")
+MIX_SCALING_PATTERN = re.compile(r"^(aggregation/scaling|(aggregation/)?\w+_ELMo_gamma)$")
 CHAR_EMBED = "char_embed"
 GOOGLE_MIX_NAMES = ("aggregation/weights", "aggregation/scaling")
 SPACE_WORD_SPLITTER = "space"  # the default signature's tf.string_split(sentences, " ")
@@ -235,7 +238,9 @@ def check_state_buffers(checkpoint: TFCheckpoint, variables: ModuleVariables, co
     return non_zero
 
 
-def read_mix(checkpoint: TFCheckpoint, variables: ModuleVariables, config: ELMoConfig, allow_non_finite: bool) -> tuple[np.ndarray, np.ndarray]:
+def read_mix(
+    checkpoint: TFCheckpoint, variables: ModuleVariables, config: ELMoConfig, allow_non_finite: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(the mix's weights (L + 1,), its scaling as (1,)): the scaling may be stored as a scalar or as (1,)."""
     why = f"the scalar mix over the {config.num_representation_layers} representations"
     weights = read_module_variable(checkpoint, variables.mix_weights, (config.num_representation_layers,), why, allow_non_finite)
@@ -420,7 +425,8 @@ def convert_tfhub_module(
         command = conversion_command(source, output_dir, converted.options_file, push_to_hub)
         model.save_pretrained(staging_dir)
         tfhub_tokenizer(model.config).save_pretrained(staging_dir)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(module_card(converted, source, push_to_hub or output_dir.name, command), encoding="utf-8")
+        card = module_card(converted, source, push_to_hub or output_dir.name, command)
+        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
         if converted.options_file is not None:
             shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
     report = HubModuleConversionReport(
@@ -440,9 +446,13 @@ def print_report(report: HubModuleConversionReport) -> None:
         f"projection {config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
         f"{config.num_highway_layers} highway ({sizes}); {report.num_parameters:,} parameters -> {report.output_dir}"
     )
-    print(f"  scalar mix: weights {[round(value, 6) for value in report.mix_weights]}, scaling {report.mix_scaling:.6g} (the module's elmo output)")
+    weights = [round(value, 6) for value in report.mix_weights]
+    print(f"  scalar mix: weights {weights}, scaling {report.mix_scaling:.6g} (the module's elmo output)")
     print(f"  the module's default output: the mean of {report.default_pooling}")
-    print(f"  not converted: {report.num_state_buffers} LSTM state buffer(s) (the converted model starts from zeros: the module's first call)")
+    print(
+        f"  not converted: {report.num_state_buffers} LSTM state buffer(s) (the converted model starts from zeros: "
+        "the module's first call)"
+    )
     if report.non_zero_state_buffers:
         print(
             f"  note: {len(report.non_zero_state_buffers)} state buffer(s) are not zero (e.g. {report.non_zero_state_buffers[0]}): "

@@ -168,7 +168,7 @@ def rewritten_module(source: Path, target: Path, variables: dict[str, np.ndarray
 
 @pytest.mark.parametrize(
     "variant",
-    ["scaling of shape [1]", "char_embed of 261 rows", "no state buffers", "one shard", "three shards"],
+    ["scaling of shape [1]", "char_embed of 261 rows", "no state buffers", "one shard", "three shards", "weight_layers names"],
 )
 def test_variants_of_the_format_give_the_same_model(tmp_path, module_dirs, converted, variant):
     variables, num_shards = module_variables(module_dirs["google-style"]), 2
@@ -176,6 +176,8 @@ def test_variants_of_the_format_give_the_same_model(tmp_path, module_dirs, conve
         variables["aggregation/scaling"] = variables["aggregation/scaling"].reshape(1)
     elif variant == "char_embed of 261 rows":
         variables["bilm/char_embed"] = variables["bilm/char_embed"][1:]
+    elif variant == "weight_layers names":  # bilm-tf's weight_layers("elmo", ...) called outside any scope
+        variables["elmo_ELMo_W"], variables["elmo_ELMo_gamma"] = variables.pop("aggregation/weights"), variables.pop("aggregation/scaling")
     elif variant == "no state buffers":
         variables = {name: value for name, value in variables.items() if "/Variable" not in name}
     else:
