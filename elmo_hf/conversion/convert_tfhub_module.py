@@ -4,8 +4,9 @@ model exported "for Hub") to a Hugging Face directory, without TensorFlow.
     elmo-hf convert --tfhub MODULE --output DIR [--options options.json] [--overwrite] [--push-to-hub REPO_ID]
 
 ``MODULE`` is the module directory, the ``.tar.gz`` as downloaded, or a download folder holding one version
-subfolder (``tfhub_module.find``). The variables are read from ``variables/`` with ``tf_checkpoint.TFCheckpoint`` (every
-tensor's crc32c checked); ``saved_model.pb`` is decoded for what the graph's ``default`` output pools.
+subfolder (``tfhub_module.module_directory``, ``extracted_module``). The variables are read from ``variables/`` with
+``tf_checkpoint.TFCheckpoint`` (every tensor's crc32c checked); ``saved_model.pb`` is decoded for what the graph's
+``default`` output pools.
 
 What a module holds, and where each variable goes (every one is accounted for):
 
