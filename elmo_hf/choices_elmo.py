@@ -41,8 +41,9 @@ OUTPUT_FORMATS = ("parquet", "dataset")
 INDEX_KINDS = ("flat", "ivf", "ivfpq")
 
 # How text is split into words (word_splitters_elmo.build_word_splitter): Penn Treebank or Moses rules, white space,
-# BERT's basic pre-tokenizer, or Korean morphemes by an analyser (kiwipiepy, python-mecab-ko).
-WORD_SPLITTERS = ("ptb", "moses", "whitespace", "bert", "kiwi", "mecab")
+# the space character alone (a TF-Hub ELMo's `default` signature), BERT's basic pre-tokenizer, or Korean morphemes by
+# an analyser (kiwipiepy, python-mecab-ko).
+WORD_SPLITTERS = ("ptb", "moses", "whitespace", "space", "bert", "kiwi", "mecab")
 
 # Pre-training (elmo_hf.pretraining.run): the batching regime, the optimizer name -> (transformers `optim`, default
 # learning rate; see docs/guide/pretraining.md for the comparison) and the learning-rate schedule after warm-up.

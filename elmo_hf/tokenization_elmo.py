@@ -8,10 +8,10 @@ embeds, so a batch of sentences is a 3-D tensor:
 
 The id scheme (bilm-tf's UTF-8 bytes and five markers, every id + 1, id 0 the padding word) and the vocabulary of
 Unicode characters some models read instead (`CharacterVocabulary`) are in `characters_elmo.py`; splitting raw text
-into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"bert"`, the Korean `"kiwi"` and `"mecab"`) is in
-`word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with truncation of sentences; what the
-`PreTrainedTokenizerBase` interface means for rows (the character ids as a vocabulary, padding words, decoding) is
-its base class's, in `word_rows_elmo.py`. Their public names are importable from here as well.
+into words (`word_splitter`: `"moses"`, `"ptb"`, `"whitespace"`, `"space"`, `"bert"`, the Korean `"kiwi"` and
+`"mecab"`) is in `word_splitters_elmo.py`. This file maps: text -> words -> rows of ids, with truncation of
+sentences; what the `PreTrainedTokenizerBase` interface means for rows (the character ids as a vocabulary, padding
+words, decoding) is its base class's, in `word_rows_elmo.py`. Their public names are importable from here as well.
 
 `ELMoTokenizer.truncated_word_count` counts the words cut to the character slots; the tokenizer logs a warning with a
 count the first time it cuts any.
@@ -144,7 +144,8 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
             Length of each word's row of character ids; must match the model's `max_characters_per_token`.
         word_splitter (`str`, *optional*, defaults to `"moses"`):
             How raw text is split into words: `"moses"` (like ELMo's training data, `don 't`), `"ptb"`
-            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text), `"bert"` (`BertPreTokenizer`),
+            (Penn-Treebank-like, `do n't`), `"whitespace"` (already tokenised text), `"space"` (the space
+            character alone, as a TF-Hub ELMo's `default` signature splits), `"bert"` (`BertPreTokenizer`),
             or Korean morphemes with `"kiwi"` / `"mecab"` (optional extras; `ImportError` naming the extra when the
             analyser is missing).
         unicode_errors (`str`, *optional*, defaults to `"strict"`):

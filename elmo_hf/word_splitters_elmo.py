@@ -6,6 +6,8 @@
 - `"ptb"`: the same, but contractions split the Penn-Treebank way (`don't -> do n't`); see `PTB_WORD_PATTERN` for
   what both patterns do and do not do.
 - `"whitespace"`: split on whitespace only, for text that is already tokenised.
+- `"space"`: split on the space character U+0020 alone, empty pieces dropped: what a TF-Hub ELMo module's `default`
+  signature does (`tf.string_split(sentences, " ")`); tabs, newlines and other whitespace stay inside words.
 - `"bert"`: `tokenizers.pre_tokenizers.BertPreTokenizer` (whitespace and every punctuation character).
 - `"kiwi"` / `"mecab"`: Korean morphemes (`은행에` -> `은행 에`) from the kiwipiepy / python-mecab-ko analyser,
   optional extras (`pip install 'elmo-hf[kiwi]'`); see `MorphemeWordSplitter` and docs/guide/korean.md.
@@ -127,6 +129,7 @@ DEFAULT_WORD_SPLITTER = "moses"  # the tokenisation of the released models' trai
 # What the "whitespace", "ptb" and "moses" splitters do to ASCII text, in Python's `re` (`ascii_word_pattern`).
 _ASCII_WORD_PATTERNS = {
     "whitespace": r"\S+",
+    "space": r"[^ ]+",
     "ptb": _treebank_word_pattern("ptb", ASCII_CLASSES),
     "moses": _treebank_word_pattern("moses", ASCII_CLASSES),
 }
@@ -134,7 +137,7 @@ _ASCII_WORD_PATTERNS = {
 
 def ascii_word_pattern(name: str) -> re.Pattern | None:
     """
-    For the splitters whose split of ASCII text Python's `re` reproduces ("whitespace", "ptb", "moses"), a compiled
+    For the splitters whose split of ASCII text Python's `re` reproduces ("whitespace", "space", "ptb", "moses"), a compiled
     pattern whose `findall(text)` gives the words of an ASCII `text` (`text.isascii()`): the same words as the
     splitter's `pre_tokenize_str`, without offsets and without a round trip to Rust per text (on 20,000 lines of
     tinyshakespeare and UD English-EWT: "moses" 7.6x, "ptb" 5.4x, "whitespace" 12x faster; tested equal on random ASCII
@@ -272,6 +275,8 @@ def build_word_splitter(name: str) -> pre_tokenizers.PreTokenizer | MorphemeWord
         return MorphemeWordSplitter(name)
     if name == "whitespace":
         return pre_tokenizers.WhitespaceSplit()
+    if name == "space":
+        return pre_tokenizers.Split(" ", behavior="removed")  # tokenizers drops the empty pieces between spaces
     if name == "bert":
         return pre_tokenizers.BertPreTokenizer()
     if name in ("ptb", "moses"):

@@ -1,4 +1,5 @@
-"""``elmo-hf convert`` (original ELMo files -> Hugging Face directory) and ``elmo-hf export`` (and back).
+"""``elmo-hf convert`` (original ELMo files, bilm-tf checkpoints, TF-Hub modules, ... -> Hugging Face directory) and
+``elmo-hf export`` (and back).
 
 Both need the ``convert`` extra (h5py): ``pip install 'elmo-hf[convert]'``.
 """
@@ -33,7 +34,7 @@ def output_path(value: str) -> Path:
 def add_parsers(commands) -> None:
     convert = commands.add_parser(
         "convert",
-        help="convert an original ELMo (options.json + weights.hdf5, or a bilm-tf checkpoint) to a Hugging Face directory",
+        help="convert an original ELMo (options.json + weights.hdf5, a bilm-tf checkpoint, a TF-Hub module, ...) to a Hugging Face directory",
         description="Convert an original ELMo (bilm-tf / AllenNLP options.json + weights.hdf5) to a Hugging Face "
         "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
         "--verify included, succeeds.",
@@ -55,6 +56,12 @@ def add_parsers(commands) -> None:
         "--elmoformanylangs", type=input_directory, metavar="DIR",
         help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
         "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
+    )
+    convert.add_argument(
+        "--tfhub", type=input_path, metavar="MODULE",
+        help="instead of --options and --weights: an ELMo TF-Hub module in the TF1 Hub format (google/elmo 2-3, "
+        "DeepPavlov's): its directory, the .tar.gz as downloaded, or a download folder holding one version folder; "
+        "--options overrides what the shapes cannot say (clips, activation, skip connections)",
     )
     convert.add_argument(
         "--allow-pickle", action="store_true",
@@ -97,6 +104,8 @@ def run_convert(args: argparse.Namespace) -> int:
         return run_convert_elmoformanylangs(args)
     if args.allow_pickle:
         return report_error(ValueError("--allow-pickle only applies with --elmoformanylangs"))
+    if args.tfhub is not None:
+        return run_convert_tfhub(args)
     if args.zip is not None:
         return run_convert_zip(args)
     if args.checkpoint is not None:
@@ -150,7 +159,7 @@ def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], Non
 
 def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
     """``--elmoformanylangs``: conversion.convert_elmoformanylangs (a model directory of the HIT-SCIR package)."""
-    others = ("options", "weights", "checkpoint", "vocab", "zip", "verify", "tolerance")
+    others = ("options", "weights", "checkpoint", "vocab", "zip", "tfhub", "verify", "tolerance")
     given = [f"--{name}" for name in others if getattr(args, name, None) is not None]
     if given:
         return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
@@ -165,6 +174,24 @@ def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
             revision=args.revision,
         ),
         elmoformanylangs.print_report,
+    )
+
+
+def run_convert_tfhub(args: argparse.Namespace) -> int:
+    """``--tfhub``: conversion.convert_tfhub_module (a TF-Hub module in the TF1 Hub format, [--options])."""
+    given = [f"--{name}" for name in ("weights", "checkpoint", "vocab", "zip", "verify", "tolerance") if getattr(args, name) is not None]
+    if given:
+        return report_error(ValueError(f"--tfhub takes the module (and optionally --options): give no {', '.join(given)} with it"))
+    try:
+        tfhub = converter("convert_tfhub_module")
+    except ImportError as error:
+        return report_error(error)
+    return run_conversion(
+        lambda: tfhub.convert_tfhub_module(
+            args.tfhub, args.output, args.options, overwrite=args.overwrite, allow_non_finite=args.allow_non_finite,
+            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
+        ),
+        tfhub.print_report,
     )
 
 
@@ -229,4 +256,4 @@ def run_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_convert_elmoformanylangs", "run_export"]
+__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_convert_elmoformanylangs", "run_convert_tfhub", "run_export"]

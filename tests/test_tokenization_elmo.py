@@ -220,7 +220,7 @@ ASCII_PIECES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace"])
+@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "space"])
 def test_the_ascii_word_pattern_splits_ascii_text_as_the_splitter_does(word_splitter):
     splitter, pattern = build_word_splitter(word_splitter), ascii_word_pattern(word_splitter)
     rng = random.Random(0)
@@ -230,7 +230,7 @@ def test_the_ascii_word_pattern_splits_ascii_text_as_the_splitter_does(word_spli
         assert pattern.findall(text) == [word for word, _ in splitter.pre_tokenize_str(text)], repr(text)
 
 
-@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "bert"])
+@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "space", "bert"])
 def test_tokenize_gives_the_words_of_split_words(word_splitter):
     tokenizer = ELMoTokenizer(word_splitter=word_splitter)
     for text in ["I don't know, Mr. Smith... it's 1,000\x1c$.", "naïve café, it’s 한국어 😀.", "", "  "]:
@@ -238,7 +238,7 @@ def test_tokenize_gives_the_words_of_split_words(word_splitter):
     assert (ascii_word_pattern(word_splitter) is None) == (word_splitter == "bert")
 
 
-@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "bert"])
+@pytest.mark.parametrize("word_splitter", ["ptb", "moses", "whitespace", "space", "bert"])
 def test_offsets_point_into_the_original_text(word_splitter):
     texts = ["  Héllo, wörld! I don't  know 한국어 😀👍🏽.", "", "x"]
     elmo_tokenizer = ELMoTokenizer(word_splitter=word_splitter)
@@ -264,7 +264,7 @@ def test_offsets_with_ignored_lone_surrogates_still_index_the_original_text():
 def test_build_word_splitter_unknown_name():
     with pytest.raises(
         ValueError,
-        match=r"word_splitter must be one of \['ptb', 'moses', 'whitespace', 'bert', 'kiwi', 'mecab'\], got 'spacy'",
+        match=r"word_splitter must be one of \['ptb', 'moses', 'whitespace', 'space', 'bert', 'kiwi', 'mecab'\], got 'spacy'",
     ):
         build_word_splitter("spacy")
 

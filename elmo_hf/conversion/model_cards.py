@@ -117,9 +117,11 @@ def render_model_card(
     initial_state: str = "zeros, the original's cold start",
     language: str | None = "en",
     license: str = "apache-2.0",
+    mix_description: str = "average of the layers (scalar mix, w = 0, gamma = 1)",
 ) -> str:
     """The card from the template; ``language=None`` leaves the language out (a converted model of unknown language),
-    ``license`` is the Hub's licence identifier (``"other"`` when the card's text explains it)."""
+    ``license`` is the Hub's licence identifier (``"other"`` when the card's text explains it), ``mix_description``
+    says what scalar mix 0 is (a trained one, for a TF-Hub module)."""
     card_data = ModelCardData(
         language=language,
         license=license,
@@ -144,6 +146,7 @@ def render_model_card(
         conversion_command=conversion_command,
         parity=parity,
         initial_state=initial_state,
+        mix_description=mix_description,
     )
     return str(card)
 

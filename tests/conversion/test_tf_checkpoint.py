@@ -7,7 +7,6 @@ TensorFlow's Saver; these tests need no TensorFlow.
 import hashlib
 import json
 import shutil
-import struct
 from pathlib import Path
 
 import h5py
@@ -19,10 +18,12 @@ from elmo_hf import ELMoForPreTraining, ELMoModel, ELMoTokenizer
 from elmo_hf.conversion import ConversionError
 from elmo_hf.conversion.convert_allennlp_to_hf import read_state_dict
 from elmo_hf.conversion.convert_tf_checkpoint import convert_tf_checkpoint, dump_weights_name, hdf5_name_of_variable, load_tf_checkpoint
-from elmo_hf.conversion.tf_checkpoint import CRC32C_MASK_DELTA, TABLE_MAGIC_NUMBER, TFCheckpoint, checkpoint_prefix, crc32c
+from elmo_hf.conversion.tf_checkpoint import TFCheckpoint, checkpoint_prefix, crc32c
 from elmo_hf.pretraining import DataCollatorForBiLM, ELMoLanguageModelScorer
 from elmo_hf.validation_elmo import max_abs_difference
 from elmo_hf_cli import main as cli_main
+
+from .tf_bundle import write_bundle
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tf-checkpoint"
 MODELS = ("two-layer", "one-layer")
@@ -300,51 +301,7 @@ def test_the_checkpoint_state_file_path_is_unescaped_as_utf_8_and_unreadable_one
         assert message in str(error.value) and str(state_file) in str(error.value)
 
 
-# A tensor bundle written by hand (LevelDB table + BundleHeaderProto / BundleEntryProto), to try shard layouts the
-# fixtures do not have.
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out + bytes([value]))
-
-
-def masked_crc32c(data: bytes) -> int:
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + CRC32C_MASK_DELTA) & 0xFFFFFFFF
-
-
-def table_block(entries: list[tuple[bytes, bytes]]) -> bytes:
-    """A block (every key whole, one restart point) with its trailer: no compression, masked crc32c."""
-    contents = b"".join(varint(0) + varint(len(key)) + varint(len(value)) + key + value for key, value in entries)
-    contents += struct.pack("<II", 0, 1)
-    return contents + b"\x00" + struct.pack("<I", masked_crc32c(contents + b"\x00"))
-
-
-def write_bundle(prefix: Path, num_shards: int, variables: dict[str, tuple[int, np.ndarray]]) -> None:
-    """``variables``: name -> (shard, float32 vector), each written at the start of its shard's data file."""
-    entries = [(b"", b"\x08" + varint(num_shards))]  # the header: num_shards; endianness 0 (little) left out
-    contents = {shard: b"" for shard in range(num_shards)}
-    for name, (shard, value) in sorted(variables.items()):
-        data = value.astype("<f4").tobytes()
-        shape = b"\x12" + varint(len(varint(value.size)) + 1) + b"\x08" + varint(value.size)
-        entry = b"\x08\x01" + b"\x12" + varint(len(shape)) + shape + b"\x18" + varint(shard) + b"\x20" + varint(len(contents.get(shard, b"")))
-        entry += b"\x28" + varint(len(data)) + b"\x35" + struct.pack("<I", masked_crc32c(data))
-        entries.append((name.encode(), entry))
-        if shard in contents:
-            contents[shard] += data
-    data_block = table_block(entries)
-    meta_block = table_block([])
-    index_block = table_block([(entries[-1][0], varint(0) + varint(len(data_block) - 5))])
-    handles = varint(len(data_block)) + varint(len(meta_block) - 5)
-    handles += varint(len(data_block) + len(meta_block)) + varint(len(index_block) - 5)
-    footer = handles.ljust(40, b"\x00") + struct.pack("<Q", TABLE_MAGIC_NUMBER)
-    Path(f"{prefix}.index").write_bytes(data_block + meta_block + index_block + footer)
-    for shard, data in contents.items():
-        Path(f"{prefix}.data-{shard:05d}-of-{num_shards:05d}").write_bytes(data)
+# A tensor bundle written by hand (tf_bundle.write_bundle), to try shard layouts the fixtures do not have.
 
 
 def test_a_checkpoint_in_several_shards_reads_each_variable_from_its_shard_file(tmp_path):
