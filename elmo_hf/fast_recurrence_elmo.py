@@ -349,7 +349,18 @@ class _GateSource:
     form the input projections of a block of steps are one matmul (or, with ``distinct_inputs``, each distinct input's
     is computed once and gathered per step), and each step adds one recurrent matmul into them."""
 
-    def __init__(self, weights, direction, inputs, hidden, step_starts, step_rows, share_first_step, distinct_inputs):
+    def __init__(
+        self,
+        weights: _LayerWeights,
+        direction: int,
+        inputs: torch.Tensor,
+        hidden: torch.Tensor,
+        step_starts: list[int],
+        step_rows: list[int],
+        share_first_step: bool,
+        distinct_inputs: tuple[torch.Tensor, torch.LongTensor] | None,
+    ):
+        """Arguments as ``_run_direction``'s (``step_rows`` with a shared first step's rows already set to 1)."""
         self.inputs, self.input_size, self.first_row = inputs, inputs.shape[-1], 0
         self.gates_matmul = None if weights.gates is None else weights.gates[direction]
         self.distinct_inputs = None if self.gates_matmul is not None else distinct_inputs
