@@ -5,7 +5,7 @@
 
 Issue 13's point 3 asks for a recurrence without per-step Python overhead, chosen by measurement among CUDA graphs,
 a fused kernel, ``torch.compile`` or a compiled loop. This script measures the ceiling of fusing one step: the step
-of ``fast_elmo._run_layer`` (state matmul added to the precomputed gate inputs, the gates, the clipped cell, the
+of ``fast_recurrence_elmo._run_layer`` (state matmul added to the precomputed gate inputs, the gates, the clipped cell, the
 projected and clipped output) written as one function, run eagerly and through ``torch.compile`` (inductor,
 ``dynamic=True``: one compilation for every row count), on the layer shapes of the shipped default model (P 128,
 D 512) or the original (P 512, D 4096). For each row count (sentences still running at that step) it reports

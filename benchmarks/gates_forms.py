@@ -6,14 +6,14 @@
 ``--compare gates`` (default), the CPU's two forms of an LSTM step's gates. "one matmul": each step's gates from one
 pre-packed matmul over [x_t; h_{t-1}] with the sigmoid inside it; "two matmuls": a block of steps' input projections
 in one matmul, then one recurrent matmul per step and the nonlinearities apart
-(``elmo_hf.fast_elmo.FUSED_GATES_MAX_INNER_SIZE`` picks one by the layer's size).
+(``elmo_hf.fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE`` picks one by the layer's size).
 
 ``--compare boundary-steps``: "skipped", the default (the first step all sentences share computed once, each
 direction's last step, at a boundary the output drops, skipped), against "every step"
 (``set_inference_path(..., skip_boundary_steps=False)``).
 
 ``--compare first-layer-inputs``: "distinct", the CPU default (the two-matmul form projects each distinct input vector
-of the first layer once, ``fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES``), against "every position". Only layers in
+of the first layer once, ``fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES``), against "every position". Only layers in
 the two-matmul form differ: use ``--shape original`` or ``medium``.
 
 For each batch size (0: the embedder's word budget for the device) the model alone runs on the embedder's batches of
@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPOSITORY_ROOT))
 
 from benchmarks.embed_throughput import DEFAULT_INPUT, model_alone  # noqa: E402
 from benchmarks.inference_speed import SHAPES, random_model  # noqa: E402
-from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoModel, ELMoTokenizer, fast_elmo  # noqa: E402
+from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoModel, ELMoTokenizer, fast_recurrence_elmo  # noqa: E402
 from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
 
 # The two ways the pre-packed CPU fast path computes an LSTM step's gates.
@@ -56,8 +56,8 @@ def lstm_gates_in(model: ELMoModel, form: str) -> Iterator[None]:
     whatever the layer size; the prepared weights are made again on entry and dropped on exit. Raises if the fast
     path ran pre-packed in the other form."""
     limit = {"one matmul": 10**9, "two matmuls": 0}[form]
-    saved = fast_elmo.FUSED_GATES_MAX_INNER_SIZE
-    fast_elmo.FUSED_GATES_MAX_INNER_SIZE = limit
+    saved = fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE
+    fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE = limit
     model.encoder.fast_path_weights = None  # prepared again under the limit
     try:
         yield
@@ -66,7 +66,7 @@ def lstm_gates_in(model: ELMoModel, form: str) -> Iterator[None]:
             if any((layer.gates is not None) != (form == "one matmul") for layer in prepared.layers):
                 raise AssertionError(f"the fast path did not run with its gates in {form}")
     finally:
-        fast_elmo.FUSED_GATES_MAX_INNER_SIZE = saved
+        fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE = saved
         model.encoder.fast_path_weights = None
 
 
@@ -85,7 +85,7 @@ def boundary_steps_in(model: ELMoModel, form: str) -> Iterator[None]:
         model.set_inference_path("auto")
 
 
-# The first layer's input projection on CPU (fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES), its default first.
+# The first layer's input projection on CPU (fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES), its default first.
 FIRST_LAYER_INPUTS_FORMS = ("distinct", "every position")
 
 
@@ -94,12 +94,12 @@ def first_layer_inputs_in(model: ELMoModel, form: str) -> Iterator[None]:
     """Within the block, the two-matmul form projects the first layer's distinct input vectors once, or every
     position's (``FIRST_LAYER_INPUTS_FORMS``); the default afterwards. (The one-matmul form has no separate input
     projection: the same either way.)"""
-    saved = fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES
-    fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu", "cuda") if form == FIRST_LAYER_INPUTS_FORMS[0] else ()
+    saved = fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES
+    fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = ("cpu", "cuda") if form == FIRST_LAYER_INPUTS_FORMS[0] else ()
     try:
         yield
     finally:
-        fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = saved
+        fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES = saved
 
 
 # What --compare picks: the two forms, the first the one the ratios divide, and the switch into each.

@@ -8,10 +8,11 @@ For each model shape (random weights at a trained model's scale), path, dtype an
 real text (UD English-EWT test, cut into windows of ``--words`` words, so no padding) and reports words/s (boundary
 positions not counted as words) and the milliseconds per batch (for batch size 1: single-sentence latency).
 
-Paths: ``reference`` is modeling_elmo.py's per-step loop (the definition), ``fast`` is elmo_hf/fast_elmo.py, and
-``allennlp-style`` is a re-implementation, written for this benchmark, of the loop of AllenNLP's ``_ElmoBiLm`` (sort
-by length, per direction and per step: input projection, state projection, cell, with the full-batch state cloned
-every step; character CNN over all 50 slots), the popular PyTorch ELMo, which cannot be installed next to torch 2.
+Paths: ``reference`` is modeling_elmo.py's per-step loop (the definition), ``fast`` is the fast route
+(elmo_hf/token_cache_elmo.py and fast_recurrence_elmo.py), and ``allennlp-style`` is a re-implementation, written
+for this benchmark, of the loop of AllenNLP's ``_ElmoBiLm`` (sort by length, per direction and per step: input
+projection, state projection, cell, with the full-batch state cloned every step; character CNN over all 50 slots),
+the popular PyTorch ELMo, which cannot be installed next to torch 2.
 
 The same run measures the matmul throughput (``F.linear``) of shapes the model uses: the input projection of a whole
 batch ((1024 x 512) @ (512 x 16384)), the highway ((1024 x 2048) @ (2048 x 2048)), a square 2048 matmul, and the LSTM
@@ -42,7 +43,7 @@ from torch.nn import functional as F
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
-from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer, fast_elmo  # noqa: E402
+from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer, fast_recurrence_elmo, token_cache_elmo  # noqa: E402
 from elmo_hf.modeling_elmo import FORGET_GATE_BIAS, add_sentence_boundaries  # noqa: E402
 
 CORPUS = REPOSITORY_ROOT / "data" / "corpora" / "ud-english-ewt" / "en_ewt-ud-test.conllu"
@@ -103,7 +104,7 @@ def executed_flop(config: ELMoConfig, path: str, input_ids: torch.Tensor, attent
         return lstm + padded_positions * sum(nominal[part] for part in token_layer)
     words = torch.unique(character_ids.reshape(-1, character_ids.shape[-1]), dim=0)
     widest_filter = max(width for width, _ in config.char_cnn_filters)
-    trimmed = flop_per_position(config, num_slots=fast_elmo.needed_character_slots(words, widest_filter))
+    trimmed = flop_per_position(config, num_slots=token_cache_elmo.needed_character_slots(words, widest_filter))
     return lstm + words.shape[0] * sum(trimmed[part] for part in token_layer)
 
 
@@ -246,7 +247,7 @@ def matmul_gflops(rows: int, inner: int, columns: int, dtype: torch.dtype, devic
     inputs = torch.randn(rows, inner, generator=generator).to(device=device, dtype=dtype)
     weight = (torch.randn(columns, inner, generator=generator) / math.sqrt(inner)).to(device=device, dtype=dtype)
     if pre_pack:
-        matmul = fast_elmo.Matmul(weight, None, pre_pack=True)
+        matmul = fast_recurrence_elmo.Matmul(weight, None, pre_pack=True)
         function = lambda: matmul(inputs)  # noqa: E731
     else:
         function = lambda: F.linear(inputs, weight)  # noqa: E731
@@ -265,7 +266,7 @@ def measure_matmuls(dtypes: list[str], batch_sizes: list[int], device: torch.dev
             "square_2048": matmul_gflops(2048, 2048, 2048, dtype, device, min_seconds),
         }
         steps = {f"lstm_step_{size}x512x16384": matmul_gflops(size, 512, 16384, dtype, device, min_seconds) for size in batch_sizes}
-        if device.type == "cpu" and dtype == torch.float32 and fast_elmo.onednn_available():
+        if device.type == "cpu" and dtype == torch.float32 and fast_recurrence_elmo.onednn_available():
             steps.update(
                 {
                     f"lstm_step_{size}x512x16384_prepacked": matmul_gflops(size, 512, 16384, dtype, device, min_seconds, pre_pack=True)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPOSITORY_ROOT))
 
 from benchmarks.inference_speed import flop_per_position, matmul_gflops, random_model, time_calls  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoModel  # noqa: E402
-from elmo_hf.fast_elmo import PackedBatch  # noqa: E402
+from elmo_hf.fast_recurrence_elmo import PackedBatch  # noqa: E402
 
 CPU = torch.device("cpu")
 

@@ -118,7 +118,7 @@ def training_step_flops(config, vocabulary_size: int, softmax_samples: int, batc
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from elmo_hf.fast_elmo import needed_character_slots
+    from elmo_hf.token_cache_elmo import needed_character_slots
 
     model = pretraining_model(config, vocabulary_size, softmax_samples, dropout=0.0)
     model.elmo.set_inference_path("reference")

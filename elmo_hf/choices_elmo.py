@@ -19,7 +19,7 @@ DEFAULT_MODEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "de
 # "all" every layer stacked.
 REPRESENTATIONS = ("mix", "top", "average", "all")
 
-# Sentence vectors from word vectors, everywhere (modeling_elmo.pool_words: the model's output, the pipeline, the
+# Sentence vectors from word vectors, everywhere (pooling_elmo.pool_words: the model's output, the pipeline, the
 # embedder, sentence-transformers, the heads): "mean" / "max" over the real words, "mean_max" the two concatenated,
 # "first_last" the first word's vector concatenated with the last word's.
 POOLINGS = ("mean", "max", "mean_max", "first_last")

@@ -218,7 +218,7 @@ class ELMoConfig(PretrainedConfig):
         task_dropout (`float`, *optional*, defaults to 0.2):
             Dropout on the task encoder's output and between its layers. Training mode only.
         task_pooling (`str`, *optional*, defaults to `"mean"`):
-            Sentence vector of [`ELMoForSequenceClassification`] (`POOLINGS`, see `modeling_elmo.pool_words`):
+            Sentence vector of [`ELMoForSequenceClassification`] (`POOLINGS`, see `pooling_elmo.pool_words`):
             `"mean"` or `"max"` over the real words' features, `"mean_max"` both concatenated, or `"first_last"`,
             the first word's features concatenated with the last word's.
 

@@ -17,10 +17,12 @@ By default every sentence starts from the model's fixed initial state (zeros, or
 sentence's vectors never depend on the rest of the batch or on earlier calls. Threading the returned state into the
 next call reproduces the original's stateful behaviour.
 
-Two inference paths compute the same vectors. The code in this file is the *reference path*, the definition.
-``fast_elmo.py`` holds the *fast path* (distinct words only, trimmed character slots, packed batches, one in-place
-matmul per direction and step, pre-packed weights), which the dispatchers in ``ELMoCharacterEmbeddings.forward`` and
-``ELMoEncoder.forward`` choose whenever no gradients are needed; ``ELMoModel.set_inference_path`` forces either one.
+The code in this file is the *reference path*, the definition. Faster routes compute the same vectors:
+``recurrence_elmo.select_route``, the one selector, picks for each call of the token layer and of the biLM the *fast*
+route whenever no gradients are needed (``token_cache_elmo.py``: distinct words only, trimmed character slots, the
+token cache; ``fast_recurrence_elmo.py``: packed batches, pre-packed weights), the *training* route while gradients
+are recorded (each distinct word once; on windows without padding, ``recurrence_elmo.lstm_window_forward``: the
+LSTM with a hand-written backward), or this reference path; ``ELMoModel.set_inference_path`` forces a choice.
 """
 
 from __future__ import annotations
@@ -37,21 +39,15 @@ from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
+from .characters_elmo import byte_sentence_boundary_rows
 from .choices_elmo import POOLINGS, REPRESENTATIONS
 from .configuration_elmo import ELMoConfig
-from .fast_elmo import (
-    INFERENCE_PATHS,
-    LstmDirectionWeights,
-    PreparedLstmWeights,
-    TokenEmbeddingCache,
-    fast_character_embeddings,
-    fast_encoder_forward,
-    parameter_key,
-    use_fast_path,
-)
-from .fast_training_elmo import lstm_window_forward, lstm_window_unavailable_reason
-from .characters_elmo import byte_sentence_boundary_rows, word_to_character_ids
-from .validation_elmo import check_choice, check_int, check_model_directory_complete, is_int
+from .fast_recurrence_elmo import LstmDirectionWeights, PreparedLstmWeights, fast_encoder_forward
+from .model_inputs_elmo import check_backward_stream, validated_lstm_state, validated_word_mask
+from .pooling_elmo import check_representation, pool_words, pooled_size
+from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
+from .token_cache_elmo import TokenEmbeddingCache, fast_character_embeddings, token_cache_for_words
+from .validation_elmo import check_choice, check_model_directory_complete
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -63,7 +59,6 @@ SCALAR_MIX_LAYER_NORM_EPSILON = 1e-12
 IGNORE_INDEX = -100
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
-
 
 
 @dataclass
@@ -129,54 +124,6 @@ class ELMoModelOutput(ModelOutput):
         return pool_words(self.word_vectors(representation, mix_index), self.word_mask, pooling)
 
 
-def check_representation(representation: str | int, num_layers: int, num_mixes: int, mix_index: int = 0) -> None:
-    """``ValueError`` unless ``representation`` names one of `REPRESENTATIONS` or is a layer index in
-    [0, num_layers), and, for `"mix"`, ``mix_index`` is in [0, num_mixes)."""
-    if isinstance(representation, bool) or not (
-        representation in REPRESENTATIONS or (is_int(representation) and 0 <= representation < num_layers)
-    ):
-        raise ValueError(
-            f"representation must be one of {list(REPRESENTATIONS)} or a layer index in [0, {num_layers}), "
-            f"got {representation!r}"
-        )
-    if representation == "mix":
-        check_int("mix_index", mix_index, 0, num_mixes, hint="config.num_output_representations")
-
-
-def pooled_size(size: int, pooling: str) -> int:
-    """Width of a `pool_words` vector from word vectors ``size`` wide."""
-    return 2 * size if pooling in ("mean_max", "first_last") else size
-
-
-def pool_words(features: torch.Tensor, word_mask: torch.BoolTensor, pooling: str) -> torch.Tensor:
-    """One vector per sentence from its real words' vectors (`POOLINGS`): (batch, words, *S, D) -> (batch, *S, D'),
-    D' = `pooled_size(D, pooling)`. ``"mean"`` and ``"max"`` over the words where ``word_mask`` (batch, words) is
-    True; ``"mean_max"`` the mean then the max, concatenated; ``"first_last"`` the first word's vector then the last
-    word's. A sentence without words gets zeros. Means accumulate in float32 and are returned in the features' dtype."""
-    batch_size, num_words = word_mask.shape
-    vector_shape = features.shape[2:]
-    if num_words == 0:
-        return features.new_zeros(batch_size, *vector_shape[:-1], pooled_size(vector_shape[-1], pooling))
-    mask = word_mask.reshape(batch_size, num_words, *[1] * len(vector_shape))  # (B, T, 1, ...)
-    lengths = word_mask.sum(dim=1).reshape(batch_size, *[1] * len(vector_shape))  # (B, 1, ...)
-    has_words = lengths > 0
-    if pooling == "mean":
-        summed = features.masked_fill(~mask, 0).sum(dim=1, dtype=torch.promote_types(features.dtype, torch.float32))
-        return (summed / lengths.clamp(min=1)).to(features.dtype)
-    if pooling == "max":
-        maximum = features.masked_fill(~mask, float("-inf")).max(dim=1).values
-        return torch.where(has_words, maximum, torch.zeros_like(maximum))
-    if pooling == "mean_max":
-        return torch.cat([pool_words(features, word_mask, "mean"), pool_words(features, word_mask, "max")], dim=-1)
-    if pooling == "first_last":
-        rows = torch.arange(batch_size, device=features.device)
-        first = word_mask.int().argmax(dim=1)  # (B,) the first True (after <S> when boundaries are kept)
-        last = num_words - 1 - word_mask.flip(1).int().argmax(dim=1)  # (B,) the last True
-        ends = torch.cat([features[rows, first], features[rows, last]], dim=-1)
-        return torch.where(has_words, ends, torch.zeros_like(ends))
-    raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}.")
-
-
 class ELMoHighway(nn.Module):
     """One highway layer, in TF's form: ``g = sigmoid(x W_g + b_g)``, ``y = g * relu(x W_t + b_t) + (1 - g) * x``.
 
@@ -231,19 +178,15 @@ class ELMoCharacterEmbeddings(nn.Module):
 
     def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
         """(..., max_characters_per_token) character ids -> (..., projection_dim) token vectors."""
-        if use_fast_path(self, (character_ids,), self.inference_path):
-            if self.token_embedding_cache is not None:
-                self.token_embedding_cache.refresh(
-                    self.reference_forward, self.widest_filter, parameter_key(self), self.embedding.weight.device
-                )
-            return fast_character_embeddings(
-                character_ids, self.reference_forward, self.widest_filter, self.token_embedding_cache
-            )
-        if self.inference_path == "auto" and torch.is_grad_enabled():
-            # Training: the fast path's computation without its cache (each distinct word once, on its own slots) is
-            # differentiable.
-            return fast_character_embeddings(character_ids, self.reference_forward, self.widest_filter, None)
-        return self.reference_forward(character_ids)
+        route = select_route(self.inference_path, self, (character_ids,))
+        if route == "reference":
+            return self.reference_forward(character_ids)
+        # The training route is the fast one without its cache (each distinct word once, on its own slots):
+        # differentiable.
+        cache = self.token_embedding_cache if route == "fast" else None
+        if cache is not None:
+            cache.refresh(self.reference_forward, self.widest_filter, parameter_key(self), self.embedding.weight.device)
+        return fast_character_embeddings(character_ids, self.reference_forward, self.widest_filter, cache)
 
     def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
         """The definition of the token layer: (..., C) character ids (with a word embedding: (..., 1 + C), the word id
@@ -289,31 +232,14 @@ class ELMoLstmLayer(nn.Module):
         self.state_projection = (
             nn.Linear(self.cell_size, self.output_size, bias=False) if self.output_size < self.cell_size else None
         )
-        self.inference_path = "auto"  # see ELMoModel.set_inference_path ("reference": always reference_forward)
-
-    def fast_path_weights(self) -> LstmDirectionWeights:
-        """This layer's weights for the fast path (detached), with the gate bias it computes with in float32: the stored
-        bias plus TF's run-time forget bias on the forget block (when the config has it), as ``forward`` adds it at
-        every step."""
-        gate_bias = self.input_to_gates.bias.detach().float().clone()  # (4D,), blocks (input, forget, candidate, output)
-        gate_bias[self.cell_size : 2 * self.cell_size] += self.forget_gate_bias
-        return LstmDirectionWeights(
-            input_weight=self.input_to_gates.weight.detach(),
-            recurrent_weight=self.state_to_gates.weight.detach(),
-            projection_weight=None if self.state_projection is None else self.state_projection.weight.detach(),
-            gate_bias=gate_bias,
-            cell_clip=self.cell_clip,
-            projection_clip=self.projection_clip,
-        )
 
     def forward(
-        self, inputs: torch.Tensor, lengths: torch.LongTensor, initial_state: LstmState
+        self, inputs: torch.Tensor, lengths: torch.LongTensor, initial_state: LstmState, training_window: bool = False
     ) -> tuple[torch.Tensor, LstmState]:
-        """``reference_forward``, or while gradients are recorded on windows without padding (pre-training) and
-        ``inference_path`` is ``"auto"``, the same computation with a hand-written backward
-        (``fast_training_elmo.lstm_window_forward``)."""
-        weights = (self.input_to_gates.weight, self.state_to_gates.weight)
-        if self.inference_path == "auto" and lstm_window_unavailable_reason(inputs, lengths, weights) is None:
+        """``reference_forward``; with ``training_window`` (the selector's training route: gradients recorded, every
+        row real at every step) the same computation with a hand-written backward
+        (``recurrence_elmo.lstm_window_forward``)."""
+        if training_window:
             return lstm_window_forward(
                 self.input_to_gates(inputs),
                 initial_state,
@@ -382,23 +308,6 @@ def reverse_padded_sequences(sequences: torch.Tensor, lengths: torch.LongTensor)
     return sequences.gather(1, source)
 
 
-def without_final_steps(
-    layer_outputs: list[torch.Tensor], lengths: torch.LongTensor, backward_reading_order: bool = False
-) -> list[torch.Tensor]:
-    """``layer_outputs`` (L tensors (batch, time, 2P)) with zeros at each direction's last read position: the forward
-    half at position ``length - 1`` (</S>), the backward half at position 0 (<S>), or at ``length - 1`` when its
-    outputs stay in its own reading order (``backward_token_embeddings``). What the fast path leaves there when it
-    skips those steps; rows of length 0 are unchanged."""
-    time, half = layer_outputs[0].shape[1], layer_outputs[0].shape[2] // 2
-    positions = torch.arange(time, device=lengths.device).unsqueeze(0)  # (1, T)
-    forward_last = positions == (lengths - 1).unsqueeze(1)  # (B, T)
-    backward_last = forward_last if backward_reading_order else (positions == 0) & (lengths > 0).unsqueeze(1)
-    dropped = torch.cat(
-        [forward_last.unsqueeze(-1).expand(-1, -1, half), backward_last.unsqueeze(-1).expand(-1, -1, half)], dim=-1
-    )  # (B, T, 2P)
-    return [output.masked_fill(dropped, 0.0) for output in layer_outputs]
-
-
 class ELMoEncoder(nn.Module):
     """The biLM: independent forward and backward stacks of ``ELMoLstmLayer``, joined only at each layer's output.
 
@@ -435,7 +344,7 @@ class ELMoEncoder(nn.Module):
         if self.fast_path_weights is None or self.fast_path_weights.key != key:
             self.fast_path_weights = None  # free the old copy before making the new one
             layers = [
-                (forward_layer.fast_path_weights(), backward_layer.fast_path_weights())
+                (LstmDirectionWeights.of_layer(forward_layer), LstmDirectionWeights.of_layer(backward_layer))
                 for forward_layer, backward_layer in zip(self.forward_layers, self.backward_layers)
             ]
             self.fast_path_weights = PreparedLstmWeights(layers, key, pre_pack=self.pre_pack_weights)
@@ -454,18 +363,20 @@ class ELMoEncoder(nn.Module):
         backward_token_embeddings: torch.Tensor | None = None,
         needs_final_step: bool = True,
     ) -> tuple[list[torch.Tensor], LstmState | None]:
-        """Runs the biLM; see ``reference_forward`` for the arguments and what is computed.
+        """Runs the biLM on the route ``select_route`` picks; see ``reference_forward`` for the arguments and what is
+        computed.
 
         ``needs_final_step=False`` says the caller drops each direction's output at the last position it reads (the
         forward direction's </S>, the backward one's <S>) and the state after the batch. Unless
-        ``skip_boundary_steps`` is off, both paths then return zeros there (``without_final_steps``) and no state
-        (None): the fast path skips those steps, the reference path computes them and drops them. Both paths return
-        the same things for every argument.
+        ``skip_boundary_steps`` is off, every route then returns zeros there (``without_final_steps``) and no state
+        (None): the fast route skips those steps, the others compute them and drop them. All routes return the same
+        things for every argument.
         """
         needs_final_step = needs_final_step or not self.skip_boundary_steps
         extra_inputs = () if backward_token_embeddings is None else (backward_token_embeddings,)
         inputs = (token_embeddings, *state, *extra_inputs)
-        if use_fast_path(self, inputs, self.inference_path, active_dropout=self.layer_input_dropout.p):
+        route = select_route(self.inference_path, self, inputs, self.layer_input_dropout.p, lengths)
+        if route == "fast":
             return fast_encoder_forward(
                 self.prepared_fast_path_weights(),
                 token_embeddings,
@@ -476,7 +387,9 @@ class ELMoEncoder(nn.Module):
                 needs_final_step=needs_final_step,
                 share_first_step=self.skip_boundary_steps,
             )
-        layer_outputs, final_state = self.reference_forward(token_embeddings, lengths, state, backward_token_embeddings)
+        layer_outputs, final_state = self.reference_forward(
+            token_embeddings, lengths, state, backward_token_embeddings, training_windows=route == "training"
+        )
         if needs_final_step:
             return layer_outputs, final_state
         return without_final_steps(layer_outputs, lengths, backward_token_embeddings is not None), None
@@ -487,6 +400,7 @@ class ELMoEncoder(nn.Module):
         lengths: torch.LongTensor,
         state: LstmState,
         backward_token_embeddings: torch.Tensor | None = None,
+        training_windows: bool = False,
     ) -> tuple[list[torch.Tensor], LstmState]:
         """The definition of the biLM.
 
@@ -498,6 +412,8 @@ class ELMoEncoder(nn.Module):
                 ``token_embeddings`` reversed within its length. When given (pre-training on bilm-tf's reversed
                 stream, see ``ELMoForPreTraining``), the backward stack reads this tensor left to right instead, with
                 the same ``lengths``, and its outputs stay in that reading order.
+            training_windows: every layer direction runs with ``ELMoLstmLayer.forward``'s ``training_window`` (the
+                selector's training route, the same computation).
 
         Returns:
             L tensors (batch, time, 2P), ``[forward_l; backward_l]`` aligned with the input positions (the backward
@@ -517,10 +433,10 @@ class ELMoEncoder(nn.Module):
             forward_input = self.layer_input_dropout(forward_input)
             backward_input = self.layer_input_dropout(backward_input)
             forward_output, (forward_hidden, forward_cell) = forward_layer(
-                forward_input, lengths, (hidden_state[layer_index, 0], cell_state[layer_index, 0])
+                forward_input, lengths, (hidden_state[layer_index, 0], cell_state[layer_index, 0]), training_windows
             )
             backward_output, (backward_hidden, backward_cell) = backward_layer(
-                backward_input, lengths, (hidden_state[layer_index, 1], cell_state[layer_index, 1])
+                backward_input, lengths, (hidden_state[layer_index, 1], cell_state[layer_index, 1]), training_windows
             )
             # Residual from the second layer on, added to the output only (never to the recurrent state).
             if self.use_skip_connections and layer_index > 0:
@@ -610,35 +526,12 @@ class ELMoPreTrainedModel(PreTrainedModel):
     # A pre-training checkpoint (ELMoForPreTraining) also holds the LM softmax; the biLM and the task heads drop it.
     _keys_to_ignore_on_load_unexpected = [r"(^|\.)softmax\.(weight|bias)$"]
 
-    def frozen_submodules(self) -> list[nn.Module]:
-        """Submodules that stay frozen: their parameters never require gradients (also after ``from_pretrained``, whose
-        loaded parameters do) and they stay in eval mode whatever ``train()`` is given. None here; the task heads
-        return their biLM (``config.task_freeze_elmo``), the paper's recipe."""
-        return []
-
-    def freeze_submodules(self) -> None:
-        """Freeze ``frozen_submodules`` now: no gradients, eval mode (heads call this at the end of ``__init__``)."""
-        for module in self.frozen_submodules():
-            module.requires_grad_(False)
-            module.eval()
-
-    def train(self, mode: bool = True) -> "ELMoPreTrainedModel":
-        """``nn.Module.train``, except that ``frozen_submodules`` stay in eval mode (no dropout)."""
-        super().train(mode)
-        for module in self.frozen_submodules():
-            module.eval()
-        return self
-
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
-        """``PreTrainedModel.from_pretrained``, then ``frozen_submodules`` frozen again: loading replaces parameters
-        with ones that require gradients. A local directory lacking a file it names fails first, naming it
+        """``PreTrainedModel.from_pretrained``; a local directory lacking a file it names fails first, naming it
         (``check_model_directory_complete``)."""
         check_model_directory_complete(args[0] if args else kwargs.get("pretrained_model_name_or_path"))
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
-        model.freeze_submodules()
-        return loaded
+        return super().from_pretrained(*args, **kwargs)
 
     def _init_weights(self, module: nn.Module) -> None:
         """bilm-tf's initialisation for a model trained from scratch (loaded weights are never touched).
@@ -699,9 +592,8 @@ def float32_precision(allow_tf32: bool) -> Iterator[None]:
     """Float32 convolutions (cuDNN) and matmuls (cuBLAS) on CUDA in full float32, or in TF32 where ``allow_tf32``; the
     previous settings come back afterwards, also on an error. No effect on CPU computations.
 
-    torch lets cuDNN run float32 convolutions in TF32 by default: on an H100 that put the top layer of the original
-    shape 2.2e-2 from a float64 answer, against 4.4e-5 in full float32. The settings are process-wide while they
-    last: CUDA work of other threads in that time runs under them too."""
+    torch lets cuDNN run float32 convolutions in TF32 by default, far from float32 (docs/design/numerics.md, "TF32").
+    The settings are process-wide while they last: CUDA work of other threads in that time runs under them too."""
     settings = (torch.backends.cudnn.conv, torch.backends.cuda.matmul)
     saved = [setting.fp32_precision for setting in settings]
     for setting in settings:
@@ -727,8 +619,8 @@ class ELMoModel(ELMoPreTrainedModel):
             for _ in range(config.num_output_representations)
         )
         self.representation_dropout = nn.Dropout(config.representation_dropout)
-        # float32 on CUDA in full precision (see `float32_precision`); True lets cuDNN and cuBLAS use TF32: faster on
-        # Ampere and later, about 1e-2 off in the top layer of the original shape. Not saved with the model.
+        # float32 on CUDA in full precision (`float32_precision`); True lets cuDNN and cuBLAS use TF32, faster and less
+        # exact (docs/design/numerics.md, "TF32"). Not saved with the model.
         self.allow_tf32 = False
         self.post_init()
 
@@ -746,21 +638,21 @@ class ELMoModel(ELMoPreTrainedModel):
     def set_inference_path(self, path: str, pre_pack: bool = True, skip_boundary_steps: bool = True) -> None:
         """Choose how the token layer and the biLM are computed (not saved with the model).
 
-        - ``"auto"`` (default): the fast path (``fast_elmo.py``) whenever it can run (no gradients being recorded, a
-          CPU or CUDA device, float32 / bfloat16 / float16 weights), otherwise the reference path, saying why once in
-          the log.
+        - ``"auto"`` (default): the fast path whenever it can run (no gradients being recorded, a CPU or CUDA device,
+          float32 / bfloat16 / float16 weights); otherwise, saying why once in the log, the training route while
+          gradients are recorded (on windows without padding for the biLM), else the reference path
+          (``recurrence_elmo.select_route`` decides).
         - ``"fast"``: always the fast path; a call it cannot run raises ``RuntimeError``.
         - ``"reference"``: always the reference path, the readable definition in this file (per-step loop).
 
         ``pre_pack`` (default True): on CPU in float32 the fast path keeps a copy of the LSTM weights pre-packed for
-        oneDNN (302 MB for the original shape, about 1.5x the speed at batch 32); False saves that memory.
+        oneDNN, faster for most of the model's size again (docs/results/fast-path-constants.md); False saves it.
 
         ``skip_boundary_steps`` (default True): the fast path computes a first step that every sentence shares (the
         same ``<S>`` from the same initial state) once, and, where the output drops the boundaries and no
-        ``lstm_state`` is returned, skips each direction's last step (at ``</S>`` forward, ``<S>`` backward). Of a
-        sentence of n words the biLM then runs about n steps per direction instead of n + 2, for the same vectors
-        up to float32 rounding (equal bytes on this project's CPU). False computes every step, for comparison
-        (``python benchmarks/gates_forms.py --compare boundary-steps``).
+        ``lstm_state`` is returned, skips each direction's last step (``</S>`` forward, ``<S>`` backward): about n
+        steps per direction instead of n + 2, the same vectors up to float32 rounding (docs/design/numerics.md,
+        "Boundary steps"). False computes every step (``benchmarks/gates_forms.py --compare boundary-steps``).
         """
         if path not in INFERENCE_PATHS:
             raise ValueError(f"inference path must be one of {INFERENCE_PATHS}, got {path!r}.")
@@ -769,8 +661,6 @@ class ELMoModel(ELMoPreTrainedModel):
                 raise ValueError(f"{name} must be a bool, got {value!r}.")
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
-        for layer in (*self.encoder.forward_layers, *self.encoder.backward_layers):
-            layer.inference_path = path
         self.encoder.pre_pack_weights = pre_pack
         self.encoder.skip_boundary_steps = skip_boundary_steps
 
@@ -784,29 +674,15 @@ class ELMoModel(ELMoPreTrainedModel):
         first kept; the original shape's vectors take 2 KB a word). The cached vectors are exactly what the CNN
         computes for the word in any batch, they are recomputed on next use if the weights change, and they are not
         saved with the model. Returns the number of cached words."""
-        if words is None:
-            self.char_embeddings.token_embedding_cache = None
-            return 0
-        check_int("max_words", max_words, 1, allow_none=True)
-        words = list(words)
-        if words and self.config.character_vocabulary != "utf8_bytes":
-            raise ValueError(
-                "cache_token_embeddings(words) maps words with the UTF-8 byte scheme, but this model's words become ids "
-                "through its tokenizer's character vocabulary: call cache_token_embeddings(max_words=...) instead, and "
-                "the cache keeps the words the model meets."
-            )
-        num_slots = self.config.max_characters_per_token
-        rows = [word_to_character_ids(word, num_slots) for word in words] + list(self.config.sentence_boundary_rows)
         token_layer = self.char_embeddings
-        cache = TokenEmbeddingCache(
-            torch.tensor(rows, dtype=torch.long),
-            max_words=max_words,
-            largest_id=self.config.largest_input_id,
-            probe_largest_id=token_layer.largest_id_of_every_slot,
+        if words is None:
+            token_layer.token_embedding_cache = None
+            return 0
+        token_layer.token_embedding_cache = token_cache_for_words(
+            self.config, words, max_words, token_layer.reference_forward, token_layer.widest_filter,
+            token_layer.largest_id_of_every_slot, parameter_key(token_layer), self.device,
         )
-        cache.refresh(token_layer.reference_forward, token_layer.widest_filter, parameter_key(token_layer), self.device)
-        token_layer.token_embedding_cache = cache
-        return len(cache)
+        return len(token_layer.token_embedding_cache)
 
     def forward(
         self,
@@ -837,59 +713,87 @@ class ELMoModel(ELMoPreTrainedModel):
             keep_sentence_boundaries (`bool`, *optional*):
                 Overrides `config.keep_sentence_boundaries` for this call.
             backward_input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`, *optional*):
-                bilm-tf's windowed regime (pre-training, see `WindowedBiLMStream`): the rows are windows of a token
-                stream that already holds the sentence boundaries, so nothing is added around them, and the backward
-                stack reads this second, reversed stream left to right instead of `input_ids` backwards. The
-                backward half of every output layer is then aligned with `backward_input_ids`, and layer 0 is
-                `[forward stream token; backward stream token]`. Both streams share `attention_mask`.
+                bilm-tf's windowed regime (pre-training, `WindowedBiLMStream`): rows are windows of a stream that holds
+                the boundaries already, and the backward stack reads this reversed stream left to right instead of
+                `input_ids` backwards; every layer's backward half (layer 0: `[forward token; backward token]`) is
+                aligned with it. Both streams share `attention_mask`.
         """
-        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
-        if extra:
-            raise TypeError(f"ELMoModel.forward() got unexpected argument(s) {sorted(extra)}.")
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        keep_boundaries = (
-            keep_sentence_boundaries if keep_sentence_boundaries is not None else self.config.keep_sentence_boundaries
-        )
-        word_mask = self._validated_word_mask(input_ids, attention_mask)  # (B, T)
-        input_ids = input_ids.long()  # int16 / int32 ids are fine; the embedding takes int64
-        batch_size, num_words = word_mask.shape
+        input_ids, word_mask, backward_input_ids = self._checked_inputs(input_ids, attention_mask, backward_input_ids, kwargs)
         reads_stream = backward_input_ids is not None
-        if reads_stream:
-            self._validated_backward_stream(backward_input_ids, input_ids, word_mask)
-            backward_input_ids = backward_input_ids.long()
+        keep_boundaries = self.config.keep_sentence_boundaries if keep_sentence_boundaries is None else keep_sentence_boundaries
 
         # 1. Add <S> and </S> around every sentence, as the original does (a stream's windows already hold them).
         if reads_stream:
             character_ids, position_mask = input_ids, word_mask  # (B, T, C), (B, T)
-        else:
-            character_ids, position_mask = add_sentence_boundaries(
-                input_ids, word_mask, self.config.sentence_boundary_rows
-            )  # (B, T+2, C), (B, T+2)
+        else:  # (B, T+2, C), (B, T+2)
+            character_ids, position_mask = add_sentence_boundaries(input_ids, word_mask, self.config.sentence_boundary_rows)
         lengths = position_mask.sum(dim=1)  # (B,)
 
         with float32_precision(self.allow_tf32):
-            # 2. Context-independent token layer (one call for both streams of a window).
-            if reads_stream:
-                both_streams = self.char_embeddings(torch.cat([character_ids, backward_input_ids]))  # (2B, T, P)
-                both_masks = torch.cat([position_mask, position_mask]).unsqueeze(-1)  # (2B, T, 1)
-                token_embeddings, backward_token_embeddings = (both_streams * both_masks).chunk(2)  # (B, T, P) each
-            else:
-                token_embeddings = self.char_embeddings(character_ids) * position_mask.unsqueeze(-1)  # (B, T+2, P)
-                backward_token_embeddings = None
-
+            # 2. Context-independent token layer (one call for both streams of a window): (B, T(+2), P) each.
+            token_embeddings, backward_token_embeddings = self._token_embeddings(character_ids, position_mask, backward_input_ids)
             # 3. The biLM, starting from the caller's state or the fixed initial state.
-            initial_state = self._initial_state_for_batch(lstm_state, batch_size)
+            initial_state = self._initial_state_for_batch(lstm_state, len(word_mask))
             # Without kept boundaries or a returned state, each direction's last step (at a boundary) is not needed.
             needs_final_step = keep_boundaries or reads_stream or return_lstm_state
-            lstm_outputs, final_state = self.encoder(
-                token_embeddings, lengths, initial_state, backward_token_embeddings, needs_final_step
-            )
+            lstm_outputs, final_state = self.encoder(token_embeddings, lengths, initial_state, backward_token_embeddings, needs_final_step)
 
-        # 4. The L + 1 representations: layer 0 is the token layer twice (a window's backward half: the backward
-        #    stream's tokens); boundaries removed unless asked to keep them.
+        # 4. The L + 1 representations and their mixes, and the state after the batch when asked for.
+        returned_state = self._merge_state(lstm_state, final_state, len(word_mask)) if return_lstm_state else None
+        token_layers = (token_embeddings, backward_token_embeddings)
+        output = self._representations(token_layers, lstm_outputs, position_mask, word_mask, keep_boundaries, returned_state)
+        return output if (self.config.return_dict if return_dict is None else return_dict) else output.to_tuple()
+
+    def _checked_inputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, backward_input_ids: torch.Tensor | None, kwargs: dict
+    ) -> tuple[torch.LongTensor, torch.BoolTensor, torch.LongTensor | None]:
+        """``forward``'s inputs checked (``model_inputs_elmo.py``): the ids as int64 (batch, words, C), the word mask
+        (batch, words), the backward stream's ids as int64 or None."""
+        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
+        if extra:
+            raise TypeError(f"ELMoModel.forward() got unexpected argument(s) {sorted(extra)}.")
+        word_mask = validated_word_mask(self.config, input_ids, attention_mask)  # (B, T)
+        input_ids = input_ids.long()  # int16 / int32 ids are fine; the embedding takes int64
+        if backward_input_ids is not None:
+            check_backward_stream(self.config, backward_input_ids, input_ids, word_mask)
+            backward_input_ids = backward_input_ids.long()
+        return input_ids, word_mask, backward_input_ids
+
+    def _token_embeddings(
+        self, character_ids: torch.LongTensor, position_mask: torch.BoolTensor, backward_input_ids: torch.LongTensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Step 2 of ``forward``: the token layer of ``character_ids`` (B, T, C), zero where ``position_mask`` (B, T)
+        is False: (B, T, P), and that of the backward stream (B, T, P) when there is one, else None."""
+        if backward_input_ids is None:
+            return self.char_embeddings(character_ids) * position_mask.unsqueeze(-1), None
+        both_streams = self.char_embeddings(torch.cat([character_ids, backward_input_ids]))  # (2B, T, P)
+        both_masks = torch.cat([position_mask, position_mask]).unsqueeze(-1)  # (2B, T, 1)
+        token_embeddings, backward_token_embeddings = (both_streams * both_masks).chunk(2)  # (B, T, P) each
+        return token_embeddings, backward_token_embeddings
+
+    def _representations(
+        self,
+        token_layers: tuple[torch.Tensor, torch.Tensor | None],
+        lstm_outputs: list[torch.Tensor],
+        position_mask: torch.BoolTensor,
+        word_mask: torch.BoolTensor,
+        keep_boundaries: bool,
+        lstm_state: LstmState | None,
+    ) -> ELMoModelOutput:
+        """Step 4 of ``forward``: the L + 1 representations (layer 0 is the token layer twice; a window's backward half:
+        the backward stream's tokens) and their mixes, boundaries removed unless ``keep_boundaries``.
+
+        Args:
+            token_layers: (token_embeddings, backward_token_embeddings or None), (B, T', P) each, T' = T + 2 with
+                boundaries, T for a stream.
+            lstm_outputs: L tensors (B, T', 2P); position_mask: (B, T'); word_mask: (B, T) the words.
+            lstm_state: the state returned with the output, or None.
+        """
+        token_embeddings, backward_token_embeddings = token_layers
+        batch_size, num_words = word_mask.shape
         backward_tokens = token_embeddings if backward_token_embeddings is None else backward_token_embeddings
         layers = [torch.cat([token_embeddings, backward_tokens], dim=-1)] + lstm_outputs
-        if reads_stream:  # every position of a window is a token of the stream
+        if backward_token_embeddings is not None:  # every position of a window is a token of the stream
             output_mask = word_only_mask = position_mask
         elif keep_boundaries:
             output_mask = position_mask
@@ -902,112 +806,29 @@ class ELMoModel(ELMoPreTrainedModel):
             self.representation_dropout(mix(layers, word_only_mask)) * output_mask.unsqueeze(-1) for mix in self.scalar_mixes
         ]  # num_output_representations x (B, T, 2P)
         mixed = torch.stack(mixes, dim=1) if mixes else layers[-1].new_zeros(batch_size, 0, *layers[-1].shape[1:])
-
-        output = ELMoModelOutput(
+        return ELMoModelOutput(
             last_hidden_state=layers[-1],
             hidden_states=tuple(layers),
             mixed_representations=mixed,  # (B, num_output_representations, T, 2P)
             mask=output_mask,
-            lstm_state=self._merge_state(lstm_state, final_state, batch_size) if return_lstm_state else None,
+            lstm_state=lstm_state,
             word_mask=word_only_mask,
         )
-        return output if return_dict else output.to_tuple()
 
     def token_layer(
         self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.BoolTensor]:
         """The context-independent token layer alone (the character CNN, no biLSTM), checked like ``forward``'s input:
         vectors (batch, words, projection_dim), zero at padding, and the word mask (batch, words)."""
-        word_mask = self._validated_word_mask(input_ids, attention_mask)  # (B, T)
+        word_mask = validated_word_mask(self.config, input_ids, attention_mask)  # (B, T)
         with float32_precision(self.allow_tf32):
             return self.char_embeddings(input_ids.long()) * word_mask.unsqueeze(-1), word_mask
-
-    def _validated_word_mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.BoolTensor:
-        num_slots = self.config.token_row_width
-        if not isinstance(input_ids, torch.Tensor):
-            raise TypeError(f"input_ids must be a torch.LongTensor of shape (batch, words, {num_slots}), got {type(input_ids).__name__}.")
-        if input_ids.dim() != 3 or input_ids.shape[-1] != num_slots:
-            own_tokenizer = (
-                "" if self.config.character_vocabulary == "utf8_bytes" else "; this model needs its own tokenizer "
-                "(AutoTokenizer.from_pretrained of its directory), which has its character vocabulary"
-            )
-            raise ValueError(
-                f"input_ids must have shape (batch, words, {num_slots}) (character ids from ELMoTokenizer{own_tokenizer}), "
-                f"got shape {tuple(input_ids.shape)}."
-            )
-        if input_ids.dtype.is_floating_point or input_ids.dtype == torch.bool or input_ids.is_complex():
-            raise ValueError(f"input_ids must hold integer character ids, got dtype {input_ids.dtype}.")
-        largest_id = self.config.largest_input_id
-        if torch.iinfo(input_ids.dtype).max < largest_id:
-            raise ValueError(
-                f"input_ids must be int16, int32 or int64: {input_ids.dtype} cannot hold the character ids up to "
-                f"{largest_id} (ELMoTokenizer returns int64)."
-            )
-        self._check_id_ranges(input_ids)
-        is_word = (input_ids != 0).any(dim=-1)  # (B, T)
-        if attention_mask is None:
-            word_mask = is_word
-        else:
-            if attention_mask.shape != input_ids.shape[:2]:
-                raise ValueError(
-                    f"attention_mask must have shape (batch, words) = {tuple(input_ids.shape[:2])}, "
-                    f"got {tuple(attention_mask.shape)}."
-                )
-            word_mask = attention_mask.bool()
-            if not torch.equal(word_mask, is_word):
-                batch_index, word_index = (word_mask != is_word).nonzero()[0].tolist()
-                raise ValueError(
-                    f"attention_mask and input_ids disagree at (batch {batch_index}, word {word_index}): the mask says "
-                    f"{'word' if word_mask[batch_index, word_index] else 'padding'} but the character ids are "
-                    f"{'all 0 (padding)' if not is_word[batch_index, word_index] else 'a word'}."
-                )
-        word_after_padding = word_mask[:, 1:] & ~word_mask[:, :-1]  # (B, T - 1)
-        if word_after_padding.any():
-            batch_index = int(word_after_padding.any(dim=1).nonzero()[0])
-            raise ValueError(
-                f"Sentence {batch_index} has padding before a word: ELMo needs right-padded input "
-                "(padding_side='right'), words first."
-            )
-        return word_mask
-
-    def _check_id_ranges(self, input_ids: torch.Tensor) -> None:
-        """Character ids in [0, num_characters); with a word embedding, the word id in front of each row in
-        [0, word_embedding_vocab_size)."""
-        if not input_ids.numel():
-            return
-        word_slots = self.config.num_word_id_slots
-        characters = input_ids[..., word_slots:]
-        if characters.min() < 0 or characters.max() >= self.config.num_characters:
-            raise ValueError(
-                f"input_ids must be character ids in [0, {self.config.num_characters}), got values in "
-                f"[{int(characters.min())}, {int(characters.max())}]."
-            )
-        if word_slots:
-            word_ids = input_ids[..., 0]
-            if word_ids.min() < 0 or word_ids.max() >= self.config.word_embedding_vocab_size:
-                raise ValueError(
-                    f"input_ids[..., 0] must be word ids in [0, {self.config.word_embedding_vocab_size}), got values in "
-                    f"[{int(word_ids.min())}, {int(word_ids.max())}]."
-                )
-
-    def _validated_backward_stream(
-        self, backward_input_ids: torch.Tensor, input_ids: torch.Tensor, word_mask: torch.BoolTensor
-    ) -> None:
-        if not isinstance(backward_input_ids, torch.Tensor) or backward_input_ids.shape != input_ids.shape:
-            found = tuple(backward_input_ids.shape) if isinstance(backward_input_ids, torch.Tensor) else type(backward_input_ids).__name__
-            raise ValueError(f"backward_input_ids must have the shape of input_ids {tuple(input_ids.shape)}, got {found}.")
-        backward_mask = self._validated_word_mask(backward_input_ids, None)
-        if not torch.equal(backward_mask, word_mask):
-            raise ValueError(
-                "backward_input_ids must have real tokens exactly where input_ids has them (the two streams of a "
-                "window share attention_mask)."
-            )
 
     def _initial_state_for_batch(self, lstm_state: LstmState | None, batch_size: int) -> LstmState:
         default_hidden, default_cell = self.encoder.default_state(batch_size)
         if lstm_state is None:
             return default_hidden, default_cell
-        hidden, cell = self._validated_state(lstm_state)
+        hidden, cell = validated_lstm_state(self.config, lstm_state)
         carried = min(hidden.shape[2], batch_size)
         hidden = torch.cat([hidden[:, :, :carried], default_hidden[:, :, carried:]], dim=2)
         cell = torch.cat([cell[:, :, :carried], default_cell[:, :, carried:]], dim=2)
@@ -1021,20 +842,6 @@ class ELMoModel(ELMoPreTrainedModel):
             torch.cat([final[0], previous[0][:, :, batch_size:]], dim=2),
             torch.cat([final[1], previous[1][:, :, batch_size:]], dim=2),
         )
-
-    def _validated_state(self, lstm_state: LstmState) -> LstmState:
-        config = self.config
-        if not isinstance(lstm_state, (tuple, list)) or len(lstm_state) != 2:
-            raise ValueError("lstm_state must be a (hidden, cell) pair as returned in ELMoModelOutput.lstm_state.")
-        hidden, cell = lstm_state
-        expected = ((config.num_lstm_layers, 2, config.projection_dim), (config.num_lstm_layers, 2, config.lstm_cell_size))
-        for name, tensor, (layers, directions, size) in zip(("hidden", "cell"), (hidden, cell), expected):
-            if not isinstance(tensor, torch.Tensor) or tensor.dim() != 4 or tensor.shape[:2] != (layers, directions) or tensor.shape[3] != size:
-                found = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
-                raise ValueError(f"lstm_state {name} must have shape ({layers}, {directions}, batch, {size}), got {found}.")
-        if hidden.shape[2] != cell.shape[2]:
-            raise ValueError(f"lstm_state hidden and cell disagree on the batch size: {hidden.shape[2]} vs {cell.shape[2]}.")
-        return hidden, cell
 
     @torch.no_grad()
     def compute_warm_initial_state(self, batches: Iterable[dict[str, torch.Tensor]]) -> LstmState:
@@ -1075,10 +882,6 @@ __all__ = [
     "ELMoScalarMix",
     "REPRESENTATIONS",
     "add_sentence_boundaries",
-    "check_representation",
     "float32_precision",
-    "pool_words",
-    "pooled_size",
     "reverse_padded_sequences",
-    "without_final_steps",
 ]

@@ -24,8 +24,8 @@ runs (config fields in brackets, see [`ELMoConfig`]):
 Loss: the task loss plus ``task_mix_l2 * sum over the head's mixes of ||w||^2``. The head's mixes are its own
 (``task_encoder.scalar_mixes``), not the biLM's ``scalar_mixes``, which the heads never use (they stay frozen).
 
-Both heads subclass [`ELMoPreTrainedModel`] and hold the biLM as ``self.elmo`` (the base model prefix, so a saved
-biLM loads into a head); a frozen biLM is one of their ``frozen_submodules``.
+Both heads subclass [`ELMoTaskModel`], their shared block: the biLM as ``self.elmo`` (the base model prefix, so a
+saved biLM loads into a head), frozen by default (``frozen_submodules``), and the task encoder (steps 1-5).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from torch.nn import functional as F
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 
 from .configuration_elmo import ELMoConfig
-from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix, pool_words, pooled_size
+from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
+from .pooling_elmo import pool_words, pooled_size
 
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
@@ -156,28 +157,53 @@ def run_bilm(
     return token_layer, output.hidden_states, output.mask
 
 
-def frozen_bilm_parts(elmo: ELMoModel, config: ELMoConfig) -> list[nn.Module]:
-    """What a head keeps frozen: the whole biLM (``task_freeze_elmo``, the paper's recipe), or else only its own
-    ``scalar_mixes``, which the heads never use (they learn their own)."""
-    return [elmo] if config.task_freeze_elmo else [elmo.scalar_mixes]
-
-
-class ELMoForTokenClassification(ELMoPreTrainedModel):
-    """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
-    module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
-    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
+class ELMoTaskModel(ELMoPreTrainedModel):
+    """What both task heads share: steps 1-5 of the module docstring (the biLM ``self.elmo`` and the task encoder),
+    the frozen biLM, and the mixes' penalty. A head adds its ``classifier`` and its loss, then calls ``post_init()``
+    and ``freeze_submodules()`` at the end of its ``__init__``."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.elmo = ELMoModel(config)
         self.task_encoder = ELMoTaskEncoder(config)
-        self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
-        self.post_init()
-        self.freeze_submodules()
 
     def frozen_submodules(self) -> list[nn.Module]:
-        return frozen_bilm_parts(self.elmo, self.config)
+        """Submodules that stay frozen: their parameters never require gradients (also after ``from_pretrained``, whose
+        loaded parameters do) and they stay in eval mode whatever ``train()`` is given. The whole biLM
+        (``task_freeze_elmo``, the paper's recipe), or else only its own ``scalar_mixes``, which the heads never use
+        (they learn their own)."""
+        return [self.elmo] if self.config.task_freeze_elmo else [self.elmo.scalar_mixes]
+
+    def freeze_submodules(self) -> None:
+        """Freeze ``frozen_submodules`` now: no gradients, eval mode."""
+        for module in self.frozen_submodules():
+            module.requires_grad_(False)
+            module.eval()
+
+    def train(self, mode: bool = True) -> "ELMoTaskModel":
+        """``nn.Module.train``, except that ``frozen_submodules`` stay in eval mode (no dropout)."""
+        super().train(mode)
+        for module in self.frozen_submodules():
+            module.eval()
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """``ELMoPreTrainedModel.from_pretrained``, then ``frozen_submodules`` frozen again: loading replaces
+        parameters with ones that require gradients."""
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading_info) with output_loading_info
+        model.freeze_submodules()
+        return loaded
+
+    def word_features(
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, torch.BoolTensor]:
+        """Steps 1-5: the words' features (batch, words, ``task_encoder.output_size``), the biLM's L + 1
+        ``hidden_states`` (batch, words, 2P) (None without ELMo) and the word mask (batch, words)."""
+        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
+        return self.task_encoder(token_layer, layers, word_mask), layers, word_mask
 
     def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
         """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
@@ -186,6 +212,18 @@ class ELMoForTokenClassification(ELMoPreTrainedModel):
     def mix_l2_penalty(self) -> torch.Tensor:
         """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
         return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
+
+
+class ELMoForTokenClassification(ELMoTaskModel):
+    """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
+    module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
+    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
+
+    def __init__(self, config: ELMoConfig):
+        super().__init__(config)
+        self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
+        self.post_init()
+        self.freeze_submodules()
 
     def forward(
         self,
@@ -212,8 +250,7 @@ class ELMoForTokenClassification(ELMoPreTrainedModel):
             plus the mix penalty, see `mix_l2_penalty`), `logits` `(batch, words, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
-        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
+        features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
         logits = self.classifier(features)  # (B, T, num_labels)
 
         loss = None
@@ -264,7 +301,7 @@ class ELMoForTokenClassification(ELMoPreTrainedModel):
         return labels
 
 
-class ELMoForSequenceClassification(ELMoPreTrainedModel):
+class ELMoForSequenceClassification(ELMoTaskModel):
     """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
     module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
     transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
@@ -273,23 +310,9 @@ class ELMoForSequenceClassification(ELMoPreTrainedModel):
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
-        self.num_labels = config.num_labels
-        self.elmo = ELMoModel(config)
-        self.task_encoder = ELMoTaskEncoder(config)
         self.classifier = nn.Linear(pooled_size(self.task_encoder.output_size, config.task_pooling), config.num_labels)
         self.post_init()
         self.freeze_submodules()
-
-    def frozen_submodules(self) -> list[nn.Module]:
-        return frozen_bilm_parts(self.elmo, self.config)
-
-    def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
-        """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
-        return self.task_encoder.mix_layer_weights()
-
-    def mix_l2_penalty(self) -> torch.Tensor:
-        """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
-        return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
     def forward(
         self,
@@ -317,8 +340,7 @@ class ELMoForSequenceClassification(ELMoPreTrainedModel):
             `mix_l2_penalty`), `logits` `(batch, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
-        features = self.task_encoder(token_layer, layers, word_mask)  # (B, T, output_size)
+        features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
         logits = self.classifier(pool_words(features, word_mask, self.config.task_pooling))  # (B, num_labels)
 
         loss = None
@@ -399,5 +421,6 @@ __all__ = [
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
+    "ELMoTaskModel",
     "run_bilm",
 ]

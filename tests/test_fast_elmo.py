@@ -1,5 +1,6 @@
-"""The fast inference path (elmo_hf/fast_elmo.py) against the reference path (modeling_elmo.py), its dispatcher, the
-character-slot trimming, the token-layer cache and reduced precision."""
+"""The fast inference path (elmo_hf/token_cache_elmo.py, fast_recurrence_elmo.py) against the reference path
+(modeling_elmo.py), its selector (recurrence_elmo.select_route), the character-slot trimming, the token-layer cache
+and reduced precision."""
 
 import logging
 
@@ -10,8 +11,9 @@ from transformers.utils import logging as transformers_logging
 from benchmarks.gates_forms import GATES_FORMS, first_layer_inputs_in, lstm_gates_in
 from benchmarks.inference_speed import random_model as benchmark_random_model
 from elmo_hf import ELMoConfig, ELMoModel, ELMoTokenizer
-from elmo_hf import fast_elmo, modeling_elmo
-from elmo_hf.fast_elmo import PackedBatch, needed_character_slots, token_layer_on_rows, word_slot_counts
+from elmo_hf import fast_recurrence_elmo, modeling_elmo, recurrence_elmo, token_cache_elmo
+from elmo_hf.fast_recurrence_elmo import PackedBatch
+from elmo_hf.token_cache_elmo import needed_character_slots, token_layer_on_rows, word_slot_counts
 from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
@@ -161,7 +163,7 @@ def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny
     """The forward direction's </S> and the backward one's <S> are computed only when the model returns them (kept
     boundaries) or the state after them; skipped, they are zeros and the other positions are unchanged."""
     needed = []
-    real_forward = fast_elmo.fast_encoder_forward
+    real_forward = fast_recurrence_elmo.fast_encoder_forward
 
     def spy(*args, **kwargs):
         needed.append(args[6] if len(args) > 6 else kwargs.get("needs_final_step", True))
@@ -178,8 +180,8 @@ def test_each_direction_skips_its_final_step_only_where_the_caller_drops_it(tiny
     embeddings = torch.randn(3, 6, 8, generator=torch.Generator().manual_seed(0)) * (torch.arange(6) < lengths[:, None])[..., None]
     with torch.no_grad():
         arguments = (encoder.prepared_fast_path_weights(), embeddings, lengths, encoder.default_state(3), True, None)
-        every_step, state = fast_elmo.fast_encoder_forward(*arguments, True)
-        skipped, no_state = fast_elmo.fast_encoder_forward(*arguments, False)
+        every_step, state = fast_recurrence_elmo.fast_encoder_forward(*arguments, True)
+        skipped, no_state = fast_recurrence_elmo.fast_encoder_forward(*arguments, False)
     assert state is not None and no_state is None
     projection_dim = embeddings.shape[-1]
     for full, short in zip(every_step, skipped):
@@ -232,8 +234,8 @@ def test_a_first_step_all_sentences_share_is_computed_once(tokenizer, gates, mon
     model = random_model(tiny_config(projection_dim=16, lstm_cell_size=32))
     step_rows = []
     for method in ("__call__", "add_into"):
-        real = getattr(fast_elmo.Matmul, method)
-        monkeypatch.setattr(fast_elmo.Matmul, method, lambda self, *args, _real=real: step_rows.append(args[-1].shape[0]) or _real(self, *args))
+        real = getattr(fast_recurrence_elmo.Matmul, method)
+        monkeypatch.setattr(fast_recurrence_elmo.Matmul, method, lambda self, *args, _real=real: step_rows.append(args[-1].shape[0]) or _real(self, *args))
     inputs = encode(tokenizer, [["a", "b", "c"], ["d", "e", "f"], ["g", "h", "i"]])
     with lstm_gates_in(model, gates):
         shared = run(model, "fast", **inputs)
@@ -259,8 +261,8 @@ def test_the_first_layer_projects_each_distinct_input_once(tokenizer, monkeypatc
     model = random_model(tiny_config(projection_dim=16, lstm_cell_size=32, num_lstm_layers=3))
     inputs = encode(tokenizer, [["the", "bank", "the", "bank"], ["the", "river", "bank"], ["bank"]])
     projected_rows = []  # rows of the matrix each input projection reads
-    real = fast_elmo._rows_rounded_up
-    monkeypatch.setattr(fast_elmo, "_rows_rounded_up", lambda matrix, *rows: projected_rows.append(matrix.shape[0]) or real(matrix, *rows))
+    real = fast_recurrence_elmo._rows_rounded_up
+    monkeypatch.setattr(fast_recurrence_elmo, "_rows_rounded_up", lambda matrix, *rows: projected_rows.append(matrix.shape[0]) or real(matrix, *rows))
     outputs = {}
     with lstm_gates_in(model, "two matmuls"):
         for form in ("distinct", "every position"):
@@ -276,7 +278,7 @@ def test_the_first_layer_projects_each_distinct_input_once(tokenizer, monkeypatc
 def test_distinct_vectors_compare_bits():
     vectors = torch.tensor([[1.0, 0.0], [1.0, -0.0], [1.0, 0.0], [float("nan"), 2.0], [float("nan"), 2.0]])
     for dtype in (torch.float32, torch.bfloat16):
-        distinct, index = fast_elmo.distinct_vectors(vectors.to(dtype))
+        distinct, index = token_cache_elmo.distinct_vectors(vectors.to(dtype))
         assert len(distinct) == 3  # 0.0 and -0.0 are two vectors; the same NaN is one
         assert torch.equal(distinct[index].view(torch.int16), vectors.to(dtype).view(torch.int16))
 
@@ -297,7 +299,7 @@ def test_a_nan_in_a_weight_reaches_the_output_in_either_gates_form(tokenizer, ga
 def test_the_gates_form_follows_the_layer_size():
     """One matmul over [x; h] for small layers (P_in + P <= FUSED_GATES_MAX_INNER_SIZE), two above; the
     candidate's rows doubled exactly for the shared sigmoid."""
-    limit = fast_elmo.FUSED_GATES_MAX_INNER_SIZE
+    limit = fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE
     for projection_dim, fused in ((limit // 2, True), (limit // 2 + 8, False)):
         model = random_model(tiny_config(projection_dim=projection_dim, lstm_cell_size=2 * projection_dim))
         prepared = model.encoder.prepared_fast_path_weights()
@@ -305,13 +307,13 @@ def test_the_gates_form_follows_the_layer_size():
             pytest.skip("this torch build has no oneDNN pre-packing")
         assert all((layer.gates is not None) == fused for layer in prepared.layers)
         assert all((layer.input_projection is None) == fused for layer in prepared.layers)
-    direction = model.encoder.forward_layers[0].fast_path_weights()
-    doubled = fast_elmo._candidate_doubled(direction)
+    direction = fast_recurrence_elmo.LstmDirectionWeights.of_layer(model.encoder.forward_layers[0])
+    doubled = fast_recurrence_elmo._candidate_doubled(direction)
     doubling = torch.tensor([1.0, 1.0, 2.0, 1.0]).repeat_interleave(direction.gate_bias.shape[0] // 4)
     assert torch.equal(doubled.input_weight, direction.input_weight * doubling[:, None])
     assert torch.equal(doubled.recurrent_weight, direction.recurrent_weight * doubling[:, None])
     assert torch.equal(doubled.gate_bias, direction.gate_bias * doubling)
-    weight, bias = fast_elmo._sigmoid_gates_weights(doubled)
+    weight, bias = fast_recurrence_elmo._sigmoid_gates_weights(doubled)
     assert torch.equal(weight, torch.cat([doubled.input_weight, doubled.recurrent_weight], 1)) and bias is doubled.gate_bias
 
 
@@ -320,10 +322,10 @@ def test_tanh_of_the_cell_by_the_sigmoid_identity_is_within_two_ulp_of_one():
     NaN stays NaN and infinities go to +-1, as with torch.tanh."""
     values = torch.cat([torch.linspace(-20, 20, 400_001), torch.tensor([0.0, -0.0, 1e-30, -1e-30, float("inf"), float("-inf")])])
     out = torch.empty_like(values)
-    assert fast_elmo.tanh_into(values, out) is out
+    assert recurrence_elmo.tanh_into(values, out) is out
     assert is_close(max_abs_difference(out, torch.tanh(values)), 2 * torch.finfo(torch.float32).eps)
     assert out[-2:].tolist() == [1.0, -1.0]
-    assert fast_elmo.tanh_into(torch.tensor([float("nan")]), torch.empty(1)).isnan().all()
+    assert recurrence_elmo.tanh_into(torch.tensor([float("nan")]), torch.empty(1)).isnan().all()
 
 
 def test_fast_path_is_padding_invariant_and_zero_at_padding(tiny_model, tokenizer):
@@ -344,7 +346,7 @@ def test_encoder_fast_path_handles_empty_rows_and_extra_padding_columns(tiny_mod
     state = (torch.randn(2, 2, 4, 8, generator=generator), torch.randn(2, 2, 4, 16, generator=generator))
     with torch.no_grad():
         reference_layers, reference_state = encoder.reference_forward(inputs, lengths, state)
-        fast_layers, fast_state = fast_elmo.fast_encoder_forward(
+        fast_layers, fast_state = fast_recurrence_elmo.fast_encoder_forward(
             encoder.prepared_fast_path_weights(), inputs, lengths, state, encoder.use_skip_connections
         )
     for reference, fast in zip((*reference_layers, *reference_state), (*fast_layers, *fast_state)):
@@ -374,7 +376,7 @@ def test_packed_batch_layout_without_the_final_step():
 
 def test_parity_fixture_runs_through_the_fast_path_by_default(fixture_model, tokenizer, monkeypatch):
     calls = []
-    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: calls.append(1) or fast_recurrence_elmo.fast_encoder_forward(*args, **kwargs))
     with torch.no_grad():
         fixture_model(**encode(tokenizer, SENTENCES[:2]))
     assert calls == [1] and fixture_model.inference_path == "auto"
@@ -396,9 +398,9 @@ class CountingHandler(logging.Handler):
 
 def test_dispatcher_falls_back_when_gradients_are_needed_and_says_so_once(tiny_model, tokenizer, monkeypatch):
     fast_calls = []
-    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_recurrence_elmo.fast_encoder_forward(*args, **kwargs))
     handler = CountingHandler()
-    logger = transformers_logging.get_logger(fast_elmo.__name__)
+    logger = transformers_logging.get_logger(recurrence_elmo.__name__)
     logger.addHandler(handler)
     logging.Logger.warning_once.cache_clear()  # transformers' warning_once remembers messages process-wide
     try:
@@ -418,7 +420,7 @@ def test_dispatcher_falls_back_when_gradients_are_needed_and_says_so_once(tiny_m
 
 def test_inference_path_can_be_forced(tiny_model, tokenizer, monkeypatch):
     fast_calls = []
-    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_elmo.fast_encoder_forward(*args, **kwargs))
+    monkeypatch.setattr(modeling_elmo, "fast_encoder_forward", lambda *args, **kwargs: fast_calls.append(1) or fast_recurrence_elmo.fast_encoder_forward(*args, **kwargs))
     inputs = encode(tokenizer, SENTENCES[:2])
     run(tiny_model, "reference", **inputs)
     assert fast_calls == []
@@ -538,7 +540,7 @@ def test_a_words_token_vector_does_not_depend_on_its_batch(overrides, threads, o
         for index in range(len(rows)):
             alone = token_layer_on_rows(token_layer.reference_forward, rows[index : index + 1], token_layer.widest_filter)
             assert torch.equal(alone[0], together[index]), CACHE_WORDS[index] if index < len(CACHE_WORDS) else "padding"
-        assert fast_elmo.is_batch_invariant(token_layer.reference_forward, token_layer.widest_filter, 50, torch.device("cpu"))
+        assert token_cache_elmo.is_batch_invariant(token_layer.reference_forward, token_layer.widest_filter, 50, torch.device("cpu"))
 
 
 def test_the_batch_invariance_probe_fails_where_the_row_count_changes_a_vector():
@@ -547,7 +549,7 @@ def test_the_batch_invariance_probe_fails_where_the_row_count_changes_a_vector()
     def row_count_dependent(rows):
         return token_layer.reference_forward(rows) * (1 + 1e-7 * len(rows))
 
-    assert not fast_elmo.is_batch_invariant(row_count_dependent, token_layer.widest_filter, 50, torch.device("cpu"))
+    assert not token_cache_elmo.is_batch_invariant(row_count_dependent, token_layer.widest_filter, 50, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -591,7 +593,7 @@ def test_a_token_cache_grown_in_inference_mode_keeps_growing_under_no_grad(token
 
 
 def test_a_token_cache_does_not_grow_where_the_probe_fails(tokenizer, monkeypatch):
-    monkeypatch.setattr(fast_elmo, "is_batch_invariant", lambda *args: False)
+    monkeypatch.setattr(token_cache_elmo, "is_batch_invariant", lambda *args: False)
     model = random_model()
     inputs = encode(tokenizer, SENTENCES)
     model.cache_token_embeddings(max_words=100)
@@ -652,7 +654,9 @@ def test_bfloat16_on_real_sentences_of_the_small_shape():
 
 def test_checkpoints_carry_the_fast_path_module(tmp_path, tiny_model):
     tiny_model.save_pretrained(tmp_path)
-    assert (tmp_path / "fast_elmo.py").read_text() == open(fast_elmo.__file__, encoding="utf-8").read()
+    for module in (recurrence_elmo, fast_recurrence_elmo, token_cache_elmo):
+        name = module.__name__.rsplit(".", 1)[-1] + ".py"
+        assert (tmp_path / name).read_text() == open(module.__file__, encoding="utf-8").read(), name
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -727,7 +731,7 @@ def test_reduced_precision_on_cuda(dtype):
 def test_ids_beyond_int16_get_wide_keys_and_never_collide():
     """Rows holding ids above 32,767 (a big word vocabulary's ids) are keyed as int32: 1 and 65,537 are the same
     int16 (65,537 wraps to 1), so narrow keys would make two words one."""
-    from elmo_hf.fast_elmo import INT16_MAX, TokenEmbeddingCache, distinct_rows
+    from elmo_hf.token_cache_elmo import INT16_MAX, TokenEmbeddingCache, distinct_rows
 
     rows = torch.tensor([[1, 5], [65537, 5], [1, 5], [INT16_MAX + 1, 5]])
     distinct, inverse = distinct_rows(rows)

@@ -1,14 +1,16 @@
-"""The fast training path (elmo_hf/fast_training_elmo.py) against the reference path (modeling_elmo.py): outputs and
-every gradient, on every architecture variant, and its dispatch."""
+"""The training route (elmo_hf/recurrence_elmo.py's hand-written LSTM backward, token_cache_elmo.py without its cache)
+against the reference path (modeling_elmo.py): outputs and every gradient, on every architecture variant, and the
+selector's choice of it."""
 
 import math
 
 import pytest
 import torch
 
-from elmo_hf.fast_elmo import fast_character_embeddings
-from elmo_hf.fast_training_elmo import lstm_window_forward
-from elmo_hf.modeling_elmo import ELMoLstmLayer
+from elmo_hf import modeling_elmo
+from elmo_hf.modeling_elmo import ELMoEncoder, ELMoLstmLayer
+from elmo_hf.recurrence_elmo import lstm_window_forward, select_route
+from elmo_hf.token_cache_elmo import fast_character_embeddings
 from elmo_hf.modeling_elmo_pretraining import ELMoForPreTraining
 from elmo_hf.tokenization_elmo import word_to_character_ids
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
@@ -108,20 +110,55 @@ def test_training_step_equals_reference_on_every_architecture_variant(overrides)
     assert is_close(difference, TOLERANCE), difference
 
 
-def test_training_step_runs_the_fast_path_where_it_applies():
+def test_training_step_runs_the_fast_path_where_it_applies(monkeypatch):
     """Windows without padding in training run the hand-written LSTM backward; padded rows, autocast or
-    inference_path="reference" run the reference loop."""
+    inference_path="reference" run the reference loop: the selector's choice, and what the encoder then runs."""
     config = tiny_config(word_vocab_size=30)
-    layer = ELMoLstmLayer(config.projection_dim, config)
+    encoder = ELMoEncoder(config)
     inputs = torch.randn(2, 4, config.projection_dim, requires_grad=True)
-    state = (torch.zeros(2, config.projection_dim), torch.zeros(2, config.lstm_cell_size))
+    state = encoder.default_state(2)
     full, padded = torch.tensor([4, 4]), torch.tensor([4, 2])
-    assert type(layer(inputs, full, state)[0].grad_fn).__name__ == "_LstmWindowBackward"
-    assert type(layer(inputs, padded, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
+    backward_nodes = []
+
+    def recorded(*args):
+        outputs, final_state = lstm_window_forward(*args)
+        backward_nodes.append(type(outputs.grad_fn).__name__)
+        return outputs, final_state
+
+    monkeypatch.setattr(modeling_elmo, "lstm_window_forward", recorded)
+
+    def route_and_backward_nodes(lengths: torch.Tensor, path: str = "auto") -> tuple[str, list[str]]:
+        backward_nodes.clear()
+        encoder.inference_path = path
+        route = select_route(path, encoder, (inputs, *state), encoder.layer_input_dropout.p, lengths)
+        encoder(inputs, lengths, state)
+        return route, list(backward_nodes)
+
+    every_direction = 2 * config.num_lstm_layers
+    assert route_and_backward_nodes(full) == ("training", ["_LstmWindowBackward"] * every_direction)
+    assert route_and_backward_nodes(padded) == ("reference", [])
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert type(layer(inputs, full, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
-    layer.inference_path = "reference"
-    assert type(layer(inputs, full, state)[0].grad_fn).__name__ != "_LstmWindowBackward"
+        assert route_and_backward_nodes(full) == ("reference", [])
+    assert route_and_backward_nodes(full, "reference") == ("reference", [])
+    layer = encoder.forward_layers[0]
+    assert type(layer(inputs, full, (state[0][0, 0], state[1][0, 0]), training_window=True)[0].grad_fn).__name__ == "_LstmWindowBackward"
+    assert type(layer(inputs, full, (state[0][0, 0], state[1][0, 0]))[0].grad_fn).__name__ != "_LstmWindowBackward"
+
+
+def test_the_token_layer_takes_the_route_the_selector_gives():
+    """The one selector decides for the token layer too: the fast route (with its cache) without gradients, the
+    training route (each distinct word once, no cache) while gradients are recorded, the reference path when asked;
+    "fast" with gradients raises."""
+    config = tiny_config(word_vocab_size=30)
+    token_layer = scaled_model(config).elmo.char_embeddings
+    ids = window_batch(config)["input_ids"]
+    assert select_route("auto", token_layer, (ids,)) == "training"
+    assert select_route("reference", token_layer, (ids,)) == "reference"
+    with pytest.raises(RuntimeError, match="fast inference path was requested but cannot run: gradients"):
+        select_route("fast", token_layer, (ids,))
+    with torch.no_grad():
+        assert select_route("auto", token_layer, (ids,)) == "fast"
+        assert select_route("fast", token_layer, (ids,)) == "fast"
 
 
 @pytest.mark.parametrize(
@@ -147,12 +184,11 @@ def test_lstm_window_gradients_equal_the_reference_loop(clips, projected):
     upstream = [torch.randn(rows, steps, config.projection_dim, generator=generator), torch.randn(rows, config.projection_dim, generator=generator), torch.randn(rows, config.lstm_cell_size, generator=generator)]
     lengths = torch.full((rows,), steps)
     results = []
-    for path in ("reference", "auto"):
-        layer.inference_path = path
+    for training_window in (False, True):
         layer.zero_grad(set_to_none=True)
         for tensor in (inputs, hidden, cell):
             tensor.grad = None
-        outputs, (final_hidden, final_cell) = layer(inputs, lengths, (hidden, cell))
+        outputs, (final_hidden, final_cell) = layer(inputs, lengths, (hidden, cell), training_window)
         sum((result * gradient).sum() for result, gradient in zip((outputs, final_hidden, final_cell), upstream)).backward()
         results.append([outputs, final_hidden, final_cell, inputs.grad, hidden.grad, cell.grad, *(p.grad for p in layer.parameters())])
     if cell_clip is not None:  # the clip mattered: some cells were clipped
@@ -169,7 +205,7 @@ def test_lstm_window_carries_nan_through():
     inputs[1, 0, 0] = math.nan
     inputs.requires_grad_()
     state = (torch.zeros(2, config.projection_dim), torch.zeros(2, config.lstm_cell_size))
-    outputs, _ = layer(inputs, torch.tensor([3, 3]), state)
+    outputs, _ = layer(inputs, torch.tensor([3, 3]), state, training_window=True)
     outputs.sum().backward()
     assert math.isnan(max_abs_difference(outputs, outputs))
     assert bool(inputs.grad[1].isnan().any()) and not bool(inputs.grad[0].isnan().any())
@@ -187,7 +223,6 @@ def test_lstm_window_forward_with_no_gradient_for_the_final_state():
     )
     outputs.square().sum().backward()
     expected_inputs = inputs.detach().requires_grad_()
-    layer.inference_path = "reference"
     reference, _ = layer(expected_inputs, torch.tensor([5, 5]), state)
     reference.square().sum().backward()
     assert is_close(max_abs_difference(inputs.grad, expected_inputs.grad), TOLERANCE)

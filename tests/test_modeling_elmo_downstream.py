@@ -102,6 +102,19 @@ def test_from_saved_elmo_loads_the_bilm_and_initialises_only_the_head(head_class
     assert model.classifier.out_features == 3 and not model.elmo.training
 
 
+def test_both_heads_share_one_base_for_their_shared_block():
+    """The biLM, its freezing, the task encoder and the mixes' penalty live once, in ELMoTaskModel: no head redefines
+    them."""
+    from elmo_hf.modeling_elmo_downstream import ELMoTaskModel
+
+    shared = ("frozen_submodules", "freeze_submodules", "train", "from_pretrained", "word_features", "mix_layer_weights", "mix_l2_penalty")
+    for head_class in HEADS:
+        assert issubclass(head_class, ELMoTaskModel), head_class
+        assert not set(shared) & set(vars(head_class)), head_class
+    for name in shared:
+        assert name in vars(ELMoTaskModel), name
+
+
 @pytest.mark.parametrize("head_class", HEADS)
 def test_frozen_bilm_gets_no_gradients_and_the_mixes_do(head_class):
     model = tiny_head(head_class, task_mix_positions=["input", "output"]).train()

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from elmo_hf.modeling_elmo import pool_words, pooled_size
+from elmo_hf.pooling_elmo import pool_words, pooled_size
 
 from .helpers import SENTENCES, random_model
 

@@ -5,7 +5,7 @@ with a text column (raw sentences) or a words column (pre-split sentences) and r
 
 - `elmo` (name configurable): per-word vectors `(words, D)` (`(words, L + 1, D)` for all layers), or with a
   `pooling` one sentence vector `(D,)` (`(L + 1, D)`; `2D` wide for `"mean_max"` and `"first_last"`) pooled over the
-  sentence's real words only (`modeling_elmo.pool_words`, the one pooling of the package);
+  sentence's real words only (`pooling_elmo.pool_words`, the one pooling of the package);
 - `num_words`: the number of words of the sentence;
 - `words` (raw-text input only): the words the vectors belong to, as the tokenizer split them.
 
@@ -41,7 +41,8 @@ from datasets import Array2D, Array3D, Dataset, Features, IterableDataset, List,
 from .. import DEFAULT_MODEL_DIR
 from ..choices_elmo import COMPUTE_DTYPES, OUTPUT_POOLINGS, STORAGE_DTYPES
 from ..corpus.readers import DEFAULT_TEXT_COLUMN, InvalidRowError, sentence_column
-from ..modeling_elmo import ELMoModel, check_representation, pool_words, pooled_size
+from ..modeling_elmo import ELMoModel
+from ..pooling_elmo import check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int, is_int
 from .manifest import embedding_request

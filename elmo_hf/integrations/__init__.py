@@ -5,6 +5,6 @@
 - ``sentence_transformers.py``: ``ELMoForSentenceTransformers``, an elmo-hf model as a sentence-transformers module
   (needs the ``sentence-transformers`` extra), and ``elmo_sentence_transformer`` to build one with its pooling.
 
-Every sentence vector comes from ``modeling_elmo.pool_words`` or, inside a ``SentenceTransformer``, from
+Every sentence vector comes from ``pooling_elmo.pool_words`` or, inside a ``SentenceTransformer``, from
 sentence-transformers' own ``Pooling`` module with the matching mode.
 """

@@ -29,7 +29,8 @@ from __future__ import annotations
 from transformers import FeatureExtractionPipeline
 
 from ..choices_elmo import OUTPUT_POOLINGS
-from ..modeling_elmo import ELMoModelOutput, check_representation
+from ..modeling_elmo import ELMoModelOutput
+from ..pooling_elmo import check_representation
 from ..validation_elmo import check_choice
 
 DEFAULT_OPTIONS = {"pooling": "none", "representation": "mix", "mix_index": 0}  # as ELMoModelOutput.word_vectors

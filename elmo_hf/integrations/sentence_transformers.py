@@ -46,7 +46,8 @@ except ImportError as error:  # the optional extra
     ) from error
 
 from ..choices_elmo import POOLINGS
-from ..modeling_elmo import ELMoModel, check_representation
+from ..modeling_elmo import ELMoModel
+from ..pooling_elmo import check_representation
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import check_choice
 

@@ -10,7 +10,7 @@ from benchmarks.gates_forms import (
     first_layer_inputs_in,
     lstm_gates_in,
 )
-from elmo_hf import fast_elmo
+from elmo_hf import fast_recurrence_elmo
 
 from ..helpers import random_model
 from . import load_benchmark
@@ -47,8 +47,8 @@ def test_each_comparison_runs_its_two_forms(tmp_path, converted_fixture_dir, cap
 
 def test_the_first_layer_inputs_switch_holds_inside_and_is_undone_after():
     with first_layer_inputs_in(random_model(), "every position"):
-        assert fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ()
-    assert fast_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ("cpu",)
+        assert fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ()
+    assert fast_recurrence_elmo.DISTINCT_FIRST_LAYER_INPUTS_DEVICES == ("cpu",)
 
 
 def test_the_boundary_steps_switch_holds_inside_and_is_undone_after():
@@ -68,4 +68,4 @@ def test_the_form_switch_holds_inside_and_is_undone_after(form):
         prepared = model.encoder.prepared_fast_path_weights()
         assert all((layer.gates is not None) == (form == "one matmul") for layer in prepared.layers)
     assert model.encoder.fast_path_weights is None
-    assert fast_elmo.FUSED_GATES_MAX_INNER_SIZE == 256
+    assert fast_recurrence_elmo.FUSED_GATES_MAX_INNER_SIZE == 256

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 import torch
 
-from elmo_hf import ELMoConfig, fast_elmo
+from elmo_hf import ELMoConfig, fast_recurrence_elmo
 
 from ..helpers import random_model
 from . import load_benchmark
@@ -15,7 +15,7 @@ from . import load_benchmark
 def matmul_calls(function) -> Counter:
     """(rows, inner size, output size) of every prepared matmul ``function`` runs."""
     calls = Counter()
-    real_call, real_product = fast_elmo.Matmul.__call__, fast_elmo.Matmul._product
+    real_call, real_product = fast_recurrence_elmo.Matmul.__call__, fast_recurrence_elmo.Matmul._product
 
     def record(matmul, inputs):
         size = matmul.packed.shape[0] if matmul.packed is not None else matmul.weight.shape[0]
@@ -29,12 +29,12 @@ def matmul_calls(function) -> Counter:
         record(matmul, inputs)
         return real_product(matmul, inputs)
 
-    fast_elmo.Matmul.__call__, fast_elmo.Matmul._product = call, product
+    fast_recurrence_elmo.Matmul.__call__, fast_recurrence_elmo.Matmul._product = call, product
     try:
         with torch.inference_mode():
             function()
     finally:
-        fast_elmo.Matmul.__call__, fast_elmo.Matmul._product = real_call, real_product
+        fast_recurrence_elmo.Matmul.__call__, fast_recurrence_elmo.Matmul._product = real_call, real_product
     return calls
 
 

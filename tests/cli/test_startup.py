@@ -46,7 +46,8 @@ def top_level(modules: set[str]) -> set[str]:
 # classes come on first use (elmo_hf/__init__.py); benchmarks/startup.py times both.
 MODELING_MODULES = {
     "transformers.modeling_utils", "torch._dynamo", "torch.distributed.tensor",
-    "elmo_hf.modeling_elmo", "elmo_hf.modeling_elmo_downstream", "elmo_hf.modeling_elmo_pretraining", "elmo_hf.fast_elmo",
+    "elmo_hf.modeling_elmo", "elmo_hf.modeling_elmo_downstream", "elmo_hf.modeling_elmo_pretraining",
+    "elmo_hf.recurrence_elmo", "elmo_hf.fast_recurrence_elmo", "elmo_hf.token_cache_elmo",
 }
 
 
