@@ -47,7 +47,7 @@ from .model_inputs_elmo import check_backward_stream, validated_lstm_state, vali
 from .pooling_elmo import check_representation, pool_words, pooled_size
 from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
 from .token_cache_elmo import TokenEmbeddingCache, fast_character_embeddings, token_cache_for_words
-from .validation_elmo import check_choice, check_model_directory_complete
+from .validation_elmo import check_choice, check_forward_arguments, check_model_directory_complete
 
 # TF's LSTMCell adds a constant 1.0 to the forget gate at run time; it is not part of the stored bias.
 FORGET_GATE_BIAS = 1.0
@@ -749,9 +749,7 @@ class ELMoModel(ELMoPreTrainedModel):
     ) -> tuple[torch.LongTensor, torch.BoolTensor, torch.LongTensor | None]:
         """``forward``'s inputs checked (``model_inputs_elmo.py``): the ids as int64 (batch, words, C), the word mask
         (batch, words), the backward stream's ids as int64 or None."""
-        extra = set(kwargs) - {"token_type_ids", "output_hidden_states", "output_attentions"}
-        if extra:
-            raise TypeError(f"ELMoModel.forward() got unexpected argument(s) {sorted(extra)}.")
+        check_forward_arguments("ELMoModel", kwargs)
         word_mask = validated_word_mask(self.config, input_ids, attention_mask)  # (B, T)
         input_ids = input_ids.long()  # int16 / int32 ids are fine; the embedding takes int64
         if backward_input_ids is not None:
