@@ -226,10 +226,10 @@ def _try_the_lock(directory, start, results, done):
     lock and taking it (the pause made the old check-then-unlink takeover give two holders in 5 of 5 trials)."""
     import time
 
-    from elmo_hf.storage import output_directory
+    from elmo_hf.storage import lock as lock_module
 
-    check = output_directory._holder_is_gone
-    output_directory._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
+    check = lock_module._holder_is_gone
+    lock_module._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
     lock = OutputLock(Path(directory))
     start.wait()
     try:
@@ -367,11 +367,55 @@ def tree_of(directory):
     }
 
 
-def run_killed_at(step, work, environment=()):
-    """Run ``work()`` in a forked child with ``ELMO_HF_TEST_CRASH_AT=step``; return whether the child was killed there."""
+def _steps():
+    """Each step a test may kill a run at: ``(owner, function, "before" or "after", its n-th call)``. The product has
+    no crash points of its own; the child patches the function it calls at that step (``replacement.py``'s three
+    disk-changing steps, the marker, the record)."""
+    from elmo_hf.storage import output_directory, replacement
+    from elmo_hf.storage.ownership import OutputDirectory
+
+    return {
+        "staging-written": (replacement, "write_journal", "before", 1),  # the staged output complete, no journal yet
+        "journal-written": (replacement, "write_journal", "after", 1),
+        "moved-aside": (replacement, "move", "after", 1),  # staged: the old output aside, the new one not in place
+        "set-aside": (replacement, "move", "after", 1),  # in place: the old output aside
+        "swapped": (replacement, "move", "after", 2),  # staged: the new output in place
+        "new-complete": (replacement, "write_journal", "after", 2),  # in place: the journal says the new one is complete
+        "new-marker-written": (output_directory, "write_marker", "after", 1),
+        "recorded": (OutputDirectory, "record", "after", None),  # recorded:<n>, after the n-th record of the files
+        "shard-recorded": (OutputDirectory, "settled", "after", None),  # shard-recorded:<n>: the manifest lists n shards
+        "remove-old": (replacement, "delete_file", "after", None),  # remove-old:<n>: n files of the old output deleted
+    }
+
+
+def kill_at(step):
+    """In this (child) process: SIGKILL it at ``step`` (a key of ``_steps()``, ``name:<n>`` for a counted one;
+    ``"never"``: the work kills itself)."""
+    import signal
+
+    if step == "never":
+        return
+    name, _, count = step.partition(":")
+    owner, function, when, nth = _steps()[name]
+    nth = int(count) if nth is None else nth
+    original, calls = getattr(owner, function), []
+
+    def killed_there(*args, **kwargs):
+        calls.append(None)
+        if when == "before" and len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = original(*args, **kwargs)
+        if when == "after" and len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, function, killed_there)
+
+
+def run_killed_at(step, work):
+    """Run ``work()`` in a forked child killed (SIGKILL) at ``step`` (``kill_at``); return whether it was killed."""
     def killed_work():
-        os.environ["ELMO_HF_TEST_CRASH_AT"] = step
-        os.environ.update(dict(environment))
+        kill_at(step)
         work()
 
     status = run_in_forked_child(killed_work)
@@ -392,25 +436,21 @@ def replace_with_new(target):
         write_files(staging, NEW_FILES)
 
 
-SWAP_STEPS = ["staging-written", "journal-written", "exchanged", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
-FALLBACK_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+SWAP_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
 
 
-@pytest.mark.parametrize(
-    "step, environment",
-    [*((step, ()) for step in SWAP_STEPS), *((step, (("ELMO_HF_TEST_NO_RENAME_EXCHANGE", "1"),)) for step in FALLBACK_STEPS)],
-)
-def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step, environment):
-    """20 instants (every step of the swap, and after each file of the old output deleted), with the atomic exchange
-    and with the two-rename fallback: the target holds the whole old or the whole new output, and the next run
-    names what it finished or deleted and leaves no hidden folder behind."""
+@pytest.mark.parametrize("step", SWAP_STEPS)
+def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step):
+    """10 instants (every step of the swap, and after each file of the old output deleted): the target holds the
+    whole old or the whole new output (or, between the two renames, nothing, the old output whole aside), and the
+    next run names what it finished or deleted and leaves no hidden folder behind."""
     from elmo_hf.storage.output_directory import recover_interrupted_replacement
 
     target = tmp_path / "converted"
     with staged_output_directory(target, KIND) as staging:
         write_files(staging, OLD_FILES)
     old, new = tree_of(target), {name: __import__("hashlib").sha256(text.encode()).hexdigest() for name, text in NEW_FILES.items()}
-    assert run_killed_at(step, lambda: replace_with_new(target), environment), f"the run never reached {step}"
+    assert run_killed_at(step, lambda: replace_with_new(target)), f"the run never reached {step}"
     found = tree_of(target)
     if step == "moved-aside":  # two renames: between them the target is absent and the old output whole aside
         assert found is None and tree_of(next(tmp_path.glob(".converted.*.replaced"))) == old
@@ -630,18 +670,18 @@ def test_a_lock_file_planted_as_a_link_or_hard_link_is_refused_and_its_target_un
 def test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again(tmp_path, monkeypatch):
     """The re-check after the flock: a lock file unlinked (released by another run) between our open and our flock
     is not the lock at the path any more; holding it would let a third run take the path's new file too."""
-    from elmo_hf.storage import output_directory
+    from elmo_hf.storage import lock as lock_module
 
     output_dir = tmp_path / "out"
-    real_flock, calls = output_directory.fcntl.flock, []
+    real_flock, calls = lock_module.fcntl.flock, []
 
     def released_first(descriptor, operation):
-        if not calls and operation & output_directory.fcntl.LOCK_EX:
+        if not calls and operation & lock_module.fcntl.LOCK_EX:
             lock_path_of(output_dir).unlink()  # the other run's release
         calls.append(operation)
         return real_flock(descriptor, operation)
 
-    monkeypatch.setattr(output_directory.fcntl, "flock", released_first)
+    monkeypatch.setattr(lock_module.fcntl, "flock", released_first)
     lock = OutputLock(output_dir)
     lock.acquire()
     try:
