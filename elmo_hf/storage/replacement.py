@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from .files import fsync_directory, write_atomically
-from .ownership import MARKER_NAME, OutputDirectoryError, OutputKind, read_marker, unproven_files
+from .ownership import (
+    MARKER_NAME,
+    OutputDirectoryError,
+    OutputKind,
+    read_marker,
+    unproven_files,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -278,10 +284,10 @@ def _recover_staged(path: Path, journal: dict, staging: Path | None, replaced: P
     new_in_place = staging is None or (read_marker(path) or {}).get("run") == run
     if not new_in_place and staging is not None and (read_marker(staging) or {}).get("run") == run:
         _swap_in(path, staging, replaced)
-        done = [
+        done = [(
             f"an earlier run ({who}) was killed while replacing {path}; its new output ({staging}) was complete, "
             "so it is now in place"
-        ]
+        )]
     elif not new_in_place and not path.exists() and replaced.is_dir():
         move(replaced, path)
         done = [f"an earlier run ({who}) was killed while replacing {path}; the previous output was put back"]
