@@ -149,7 +149,7 @@ def is_close(difference: float, tolerance: float) -> bool:
     return not math.isnan(difference) and difference <= tolerance
 
 
-# The ownership marker every elmo-hf output directory holds (its policy: storage/output_directory.py, which takes the
+# The ownership marker every elmo-hf output directory holds (its record: storage/ownership.py, which takes the
 # name from here: this file is the one the remote-code modules can read it from).
 OUTPUT_MARKER_NAME = ".elmo-hf-output.json"
 _LOADED_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")

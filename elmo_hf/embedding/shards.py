@@ -57,7 +57,7 @@ from ..storage.files import (
 )
 from ..storage.interrupts import sigint_deferred
 from ..storage.output_directory import (
-    MARKER_NAME, OutputDirectoryError, crash_point, open_output_directory, read_marker, remove_unlisted,
+    MARKER_NAME, OutputDirectoryError, open_output_directory, read_marker, remove_unlisted,
 )
 from ..validation_elmo import check_int
 from .embedder import ELMoEmbedder, PreparedSentences
@@ -827,7 +827,6 @@ def embed_corpus(
                     manifest.shards.append(entry)
                     manifest.write(output_dir / MANIFEST_NAME)
                     output.settled(entry["file"])  # listed now: the next in-flight record leaves it out
-                    crash_point(f"shard-recorded:{len(manifest.shards)}")
 
                 write_shards = write_shards_pipelined if pool is None else write_shards_with_workers
                 write_shards(

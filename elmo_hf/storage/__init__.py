@@ -1,5 +1,7 @@
-"""Where elmo-hf writes: ``output_directory.py`` (the one policy for every output directory: ownership marker,
-lock, safe overwrite, cleanup after a failure) and ``files.py`` (atomic file writes, hashes)."""
+"""Where elmo-hf writes: ``output_directory.py`` (how every command opens its output directory) from three pieces,
+``ownership.py`` (the marker and its record of what a run wrote; deletion by record only), ``lock.py`` (one writer)
+and ``replacement.py`` (journal, renames, recovery after a kill); ``files.py`` (atomic file writes, hashes) and
+``interrupts.py`` (what Ctrl-C may cut)."""
 
 from .files import sha256_of_file, write_atomically
 from .output_directory import (

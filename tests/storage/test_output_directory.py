@@ -1,5 +1,6 @@
-"""The one output-directory policy (elmo_hf.storage.output_directory): ownership marker, what overwrite may delete,
-the lock, cleanup after a failure, staged outputs."""
+"""The output-directory policy (elmo_hf.storage.output_directory, ownership.py, replacement.py): ownership marker, what
+overwrite may delete, cleanup after a failure, staged outputs, a kill at every step of a replacement (the lock:
+test_lock.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import errno
 import json
 import os
 import shutil
-import socket
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -192,124 +190,6 @@ def test_a_failed_run_leaves_nothing_it_created_unless_it_is_worth_keeping(tmp_p
     assert (resumed / "part-0.txt").exists()  # an existing output is never removed
 
 
-def test_a_second_run_is_refused_naming_the_holder(tmp_path):
-    output_dir = tmp_path / "out"
-    with open_output_directory(output_dir, KIND):
-        with pytest.raises(OutputDirectoryError) as refusal:
-            with open_output_directory(output_dir, KIND, resume=True):
-                pass
-    message = str(refusal.value)
-    assert f"pid {os.getpid()} on host {socket.gethostname()}" in message and f"rm {lock_path_of(output_dir)}" in message
-
-
-def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(tmp_path, caplog):
-    output_dir = tmp_path / "out"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = {"pid": int(dead.stdout), "host": socket.gethostname(), "process_start": None, "started": "then", "command": "x"}
-    lock_path_of(output_dir).write_text(json.dumps(stale))
-    with open_output_directory(output_dir, KIND):
-        pass
-    assert "taking over the lock" in caplog.text and not lock_path_of(output_dir).exists()
-
-    lock_path_of(output_dir).write_text(json.dumps({**stale, "host": "another-machine"}))
-    with pytest.raises(OutputDirectoryError, match="host another-machine.*rm "):
-        with open_output_directory(output_dir, KIND, resume=True):
-            pass
-    lock_path_of(output_dir).write_text("garbage")  # not a lock elmo-hf writes (it writes its holder whole): kept
-    with pytest.raises(OutputDirectoryError, match=r"holds something other than an elmo-hf lock .* not overwritten"):
-        OutputLock(output_dir).acquire()
-    assert lock_path_of(output_dir).read_text() == "garbage"
-
-
-def _try_the_lock(directory, start, results, done):
-    """One of the racing runs: a 50 ms pause inside the staleness check widens any window between checking a stale
-    lock and taking it (the pause made the old check-then-unlink takeover give two holders in 5 of 5 trials)."""
-    import time
-
-    from elmo_hf.storage import output_directory
-
-    check = output_directory._holder_is_gone
-    output_directory._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
-    lock = OutputLock(Path(directory))
-    start.wait()
-    try:
-        lock.acquire()
-        results.put(True)
-    except OutputDirectoryError:
-        results.put(False)
-    done.wait()  # every run has tried before the winner lets go
-    lock.release()
-
-
-def _stale_holder():
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    return {"pid": int(dead.stdout), "host": socket.gethostname(), "process_start": None, "started": "then", "command": "x"}
-
-
-@pytest.mark.parametrize("trials", [pytest.param(20, id="20-trials"), pytest.param(200, id="200-trials", marks=pytest.mark.slow)])
-def test_a_stale_lock_is_taken_over_by_exactly_one_of_eight_runs_starting_together(tmp_path, trials):
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    stale = json.dumps(_stale_holder())
-    for trial in range(trials):
-        output_dir = tmp_path / f"out-{trial}"
-        lock_path_of(output_dir).write_text(stale)
-        start, done, results = context.Barrier(8), context.Barrier(8), context.Queue()
-        runs = [context.Process(target=_try_the_lock, args=(str(output_dir), start, results, done)) for _ in range(8)]
-        for run in runs:
-            run.start()
-        holders = sum(results.get(timeout=60) for _ in runs)
-        for run in runs:
-            run.join(timeout=60)
-        assert holders == 1, f"trial {trial}: {holders} runs hold the lock"
-        assert not lock_path_of(output_dir).exists()  # the winner released it
-
-
-def test_release_never_removes_a_lock_another_run_holds(tmp_path):
-    """The first run's lock file is removed by hand (as the refusal message suggests) and a second run takes a new
-    one; when the first run ends it must leave the second run's lock alone."""
-    output_dir = tmp_path / "out"
-    first = OutputLock(output_dir)
-    first.acquire()
-    lock_path_of(output_dir).unlink()
-    second = OutputLock(output_dir)
-    second.acquire()
-    first.release()
-    assert json.loads(lock_path_of(output_dir).read_text())["pid"] == os.getpid()
-    with pytest.raises(OutputDirectoryError, match="is locked by"):  # still held
-        OutputLock(output_dir).acquire()
-    second.release()
-    assert not lock_path_of(output_dir).exists()
-
-
-def test_a_lock_held_by_a_killed_run_is_free_at_once(tmp_path):
-    """The kernel lets go of a dead run's flock: killed with SIGKILL, its lock is taken over without waiting."""
-    output_dir = tmp_path / "out"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from elmo_hf.storage.output_directory "
-         "import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
-         str(output_dir)], stdout=subprocess.PIPE, text=True,
-    )
-    assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(OutputDirectoryError, match=f"pid {holder.pid}"):
-        OutputLock(output_dir).acquire()
-    holder.kill()
-    holder.wait()
-    lock = OutputLock(output_dir)
-    lock.acquire()
-    lock.release()
-
-
-def test_a_reused_pid_is_not_its_old_holder(tmp_path):
-    """Same host, a running pid, but another process (its start time differs): provably stale."""
-    output_dir = tmp_path / "out"
-    holder = OutputLock(output_dir).holder
-    lock_path_of(output_dir).write_text(json.dumps({**holder, "process_start": "1"}))
-    with open_output_directory(output_dir, KIND):
-        pass
-
-
 def test_staged_output_gets_the_mode_of_any_new_folder(tmp_path):
     """Not mkdtemp's owner-only 0700: a converted model or an index others may read gets 0777 less the umask."""
     previous = os.umask(0o022)
@@ -367,11 +247,55 @@ def tree_of(directory):
     }
 
 
-def run_killed_at(step, work, environment=()):
-    """Run ``work()`` in a forked child with ``ELMO_HF_TEST_CRASH_AT=step``; return whether the child was killed there."""
+def _steps():
+    """Each step a test may kill a run at: ``(owner, function, "before" or "after", its n-th call)``. The product has
+    no crash points of its own; the child patches the function it calls at that step (``replacement.py``'s three
+    disk-changing steps, the marker, the record)."""
+    from elmo_hf.storage import output_directory, replacement
+    from elmo_hf.storage.ownership import OutputDirectory
+
+    return {
+        "staging-written": (replacement, "write_journal", "before", 1),  # the staged output complete, no journal yet
+        "journal-written": (replacement, "write_journal", "after", 1),
+        "moved-aside": (replacement, "move", "after", 1),  # staged: the old output aside, the new one not in place
+        "set-aside": (replacement, "move", "after", 1),  # in place: the old output aside
+        "swapped": (replacement, "move", "after", 2),  # staged: the new output in place
+        "new-complete": (replacement, "write_journal", "after", 2),  # in place: the journal says the new one is complete
+        "new-marker-written": (output_directory, "write_marker", "after", 1),
+        "recorded": (OutputDirectory, "record", "after", None),  # recorded:<n>, after the n-th record of the files
+        "shard-recorded": (OutputDirectory, "settled", "after", None),  # shard-recorded:<n>: the manifest lists n shards
+        "remove-old": (replacement, "delete_file", "after", None),  # remove-old:<n>: n files of the old output deleted
+    }
+
+
+def kill_at(step):
+    """In this (child) process: SIGKILL it at ``step`` (a key of ``_steps()``, ``name:<n>`` for a counted one;
+    ``"never"``: the work kills itself)."""
+    import signal
+
+    if step == "never":
+        return
+    name, _, count = step.partition(":")
+    owner, function, when, nth = _steps()[name]
+    nth = int(count) if nth is None else nth
+    original, calls = getattr(owner, function), []
+
+    def killed_there(*args, **kwargs):
+        calls.append(None)
+        if when == "before" and len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = original(*args, **kwargs)
+        if when == "after" and len(calls) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(owner, function, killed_there)
+
+
+def run_killed_at(step, work):
+    """Run ``work()`` in a forked child killed (SIGKILL) at ``step`` (``kill_at``); return whether it was killed."""
     def killed_work():
-        os.environ["ELMO_HF_TEST_CRASH_AT"] = step
-        os.environ.update(dict(environment))
+        kill_at(step)
         work()
 
     status = run_in_forked_child(killed_work)
@@ -392,25 +316,21 @@ def replace_with_new(target):
         write_files(staging, NEW_FILES)
 
 
-SWAP_STEPS = ["staging-written", "journal-written", "exchanged", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
-FALLBACK_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
+SWAP_STEPS = ["staging-written", "journal-written", "moved-aside", "swapped", *(f"remove-old:{n}" for n in range(1, 7))]
 
 
-@pytest.mark.parametrize(
-    "step, environment",
-    [*((step, ()) for step in SWAP_STEPS), *((step, (("ELMO_HF_TEST_NO_RENAME_EXCHANGE", "1"),)) for step in FALLBACK_STEPS)],
-)
-def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step, environment):
-    """20 instants (every step of the swap, and after each file of the old output deleted), with the atomic exchange
-    and with the two-rename fallback: the target holds the whole old or the whole new output, and the next run
-    names what it finished or deleted and leaves no hidden folder behind."""
+@pytest.mark.parametrize("step", SWAP_STEPS)
+def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_new(tmp_path, step):
+    """10 instants (every step of the swap, and after each file of the old output deleted): the target holds the
+    whole old or the whole new output (or, between the two renames, nothing, the old output whole aside), and the
+    next run names what it finished or deleted and leaves no hidden folder behind."""
     from elmo_hf.storage.output_directory import recover_interrupted_replacement
 
     target = tmp_path / "converted"
     with staged_output_directory(target, KIND) as staging:
         write_files(staging, OLD_FILES)
     old, new = tree_of(target), {name: __import__("hashlib").sha256(text.encode()).hexdigest() for name, text in NEW_FILES.items()}
-    assert run_killed_at(step, lambda: replace_with_new(target), environment), f"the run never reached {step}"
+    assert run_killed_at(step, lambda: replace_with_new(target)), f"the run never reached {step}"
     found = tree_of(target)
     if step == "moved-aside":  # two renames: between them the target is absent and the old output whole aside
         assert found is None and tree_of(next(tmp_path.glob(".converted.*.replaced"))) == old
@@ -605,52 +525,6 @@ def test_the_check_before_the_lock_refuses_what_opening_refuses_and_writes_nothi
 # ----------------------------------------------------------------------------------------------------------------------
 
 
-def test_a_lock_file_planted_as_a_link_or_hard_link_is_refused_and_its_target_untouched(tmp_path):
-    """Issue 51, item 3: the lock was opened without O_NOFOLLOW and its unreadable content taken for a stale lock, so a
-    link planted as `.OUT.elmo-hf.lock` made a run overwrite the link's target with JSON."""
-    victim = tmp_path / "precious.txt"
-    victim.write_text("the user's data")
-    output_dir = tmp_path / "out"
-    lock_path_of(output_dir).symlink_to(victim)
-    with pytest.raises(OutputDirectoryError, match=r"lock file .*\.out\.elmo-hf\.lock is a symbolic link .*precious"):
-        with open_output_directory(output_dir, KIND):
-            pass
-    assert victim.read_text() == "the user's data" and not output_dir.exists()
-    lock_path_of(output_dir).unlink()
-    os.link(victim, lock_path_of(output_dir))  # a hard link: the same file under the lock's name
-    with pytest.raises(OutputDirectoryError, match="a file with 2 links"):
-        with open_output_directory(output_dir, KIND):
-            pass
-    assert victim.read_text() == "the user's data"
-    lock_path_of(output_dir).unlink()
-    with open_output_directory(output_dir, KIND):
-        assert not lock_path_of(output_dir).is_symlink() and os.stat(lock_path_of(output_dir)).st_nlink == 1
-
-
-def test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again(tmp_path, monkeypatch):
-    """The re-check after the flock: a lock file unlinked (released by another run) between our open and our flock
-    is not the lock at the path any more; holding it would let a third run take the path's new file too."""
-    from elmo_hf.storage import output_directory
-
-    output_dir = tmp_path / "out"
-    real_flock, calls = output_directory.fcntl.flock, []
-
-    def released_first(descriptor, operation):
-        if not calls and operation & output_directory.fcntl.LOCK_EX:
-            lock_path_of(output_dir).unlink()  # the other run's release
-        calls.append(operation)
-        return real_flock(descriptor, operation)
-
-    monkeypatch.setattr(output_directory.fcntl, "flock", released_first)
-    lock = OutputLock(output_dir)
-    lock.acquire()
-    try:
-        held, at_path = os.fstat(lock._descriptor), os.stat(lock_path_of(output_dir))
-        assert (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino) and len(calls) == 2
-    finally:
-        lock.release()
-
-
 def test_overwrite_keeps_a_users_dot_tmp_file(tmp_path):
     """Issue 51, item 2: names starting with `.` and ending in `.tmp` were never counted as unrecorded, so
     `OUT/.draft.tmp` was deleted with the old output."""
@@ -676,6 +550,26 @@ def test_overwrite_keeps_a_link_named_like_the_kinds_own_and_what_it_points_to(t
         with open_output_directory(output_dir, KIND, overwrite=True):
             pass
     assert (output_dir / "part-9.txt").is_symlink() and target.read_text() == "the user's file"
+
+
+def test_the_marker_is_never_written_through_a_link_or_over_a_file_planted_under_its_name(tmp_path):
+    """The marker is created with O_EXCL | O_NOFOLLOW in a folder just made or found empty: a link (or a file) planted
+    under its name meanwhile is refused and neither it nor the link's target is written."""
+    from elmo_hf.storage.ownership import write_marker
+
+    victim = tmp_path / "precious.txt"
+    victim.write_text("the user's data")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / MARKER_NAME).symlink_to(victim)
+    with pytest.raises(OutputDirectoryError, match="appeared while the run was making its new output there"):
+        write_marker(folder, KIND)
+    assert victim.read_text() == "the user's data" and (folder / MARKER_NAME).is_symlink()
+    (folder / MARKER_NAME).unlink()
+    (folder / MARKER_NAME).write_text("theirs")
+    with pytest.raises(OutputDirectoryError, match="it is not overwritten"):
+        write_marker(folder, KIND)
+    assert (folder / MARKER_NAME).read_text() == "theirs"
 
 
 def test_a_temporary_file_a_killed_run_left_is_proven_its_own_by_the_recorded_token(tmp_path):
