@@ -44,7 +44,7 @@ from .choices_elmo import POOLINGS, REPRESENTATIONS
 from .configuration_elmo import ELMoConfig
 from .fast_recurrence_elmo import LstmDirectionWeights, PreparedLstmWeights, fast_encoder_forward
 from .model_inputs_elmo import check_backward_stream, validated_lstm_state, validated_word_mask
-from .pooling_elmo import check_representation, pool_words, pooled_size
+from .pooling_elmo import check_representation, pool_words
 from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
 from .token_cache_elmo import TokenEmbeddingCache, fast_character_embeddings, token_cache_for_words
 from .validation_elmo import check_choice, check_forward_arguments, check_model_directory_complete
