@@ -21,7 +21,7 @@ ENGINES = ("datasets", "ray")
 
 
 def add_parsers(commands) -> None:
-    library = choices()
+    library, formats = choices(), library_module("corpus.formats")
     # Options left out are not passed on: the library's defaults apply (the help states them).
     embed = commands.add_parser(
         "embed",
@@ -32,13 +32,16 @@ def add_parsers(commands) -> None:
         "check a finished output instead (exit 1 if anything is missing or damaged).",
     )
     embed.add_argument(
-        "input", nargs="?", default=None, type=existing_path, help="text file (one sentence per line), .jsonl, .csv, .parquet, .conllu, or a save_to_disk directory"
+        "input", nargs="?", default=None, type=existing_path,
+        help="the corpus, a file or a save_to_disk directory; its format is told by its extension, or --input-format",
     )
     embed.add_argument("--output", default=None, type=output_directory, help="output directory")
     embed.add_argument("--verify", default=None, metavar="OUT", type=existing_directory, help="check a finished output (marker, manifest, every shard's size and sha256)")
     embed.add_argument("--model", type=model_argument, help="ELMo directory or Hub repo id (default: the small demo model shipped with elmo-hf)")
     embed.add_argument("--revision", help="Hub revision of --model")
-    embed.add_argument("--input-format", choices=library.INPUT_FORMATS, help="txt, jsonl, csv, parquet, dataset or conllu (default: from the extension)")
+    embed.add_argument(
+        "--input-format", choices=tuple(formats.INPUT_FORMATS), help=f"{formats.formats_help()} (default: from the extension)"
+    )
     embed.add_argument("--text-column", help="column of raw sentences (default: text)")
     embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
     embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from .arguments import choices, existing_path, output_directory
+from .arguments import choices, existing_path, library_module, output_directory
 from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
@@ -40,13 +40,13 @@ def checkpoint_or_directory(value: str) -> str:
 
 
 def add_parsers(commands) -> None:
-    library = choices()
+    library, formats = choices(), library_module("corpus.formats")
     parser = commands.add_parser(
         "pretrain",
         argument_default=argparse.SUPPRESS,
         help="pre-train an ELMo biLM on text with transformers.Trainer (checkpoints, --resume, perplexity report)",
-        description="Pre-train ELMoForPreTraining on CORPUS (text, one sentence per line; .conllu; .jsonl / .csv / "
-        ".parquet / a saved dataset with a text or words column). Output: the model (AutoModelForPreTraining; "
+        description=f"Pre-train ELMoForPreTraining on CORPUS, each file's format told by its extension: "
+        f"{formats.formats_help()}; structured input with a text or words column. Output: the model (AutoModelForPreTraining; "
         "AutoModel loads the biLM), tokenizer, vocab.txt + vocab_counts.tsv, checkpoint-N/ folders and "
         "pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
     )
