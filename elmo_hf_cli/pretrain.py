@@ -93,6 +93,14 @@ def add_parsers(commands) -> None:
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
+    _add_init_options(parser)
+    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
+    parser.set_defaults(run=run)
+
+
+def _add_init_options(parser) -> None:
+    """Continuing a model (--init-from) and exporting the result to the original layout."""
+    add = parser.add_argument
     add("--init-from", metavar="DIR_OR_CHECKPOINT", type=checkpoint_or_directory, help="continue pre-training this model on --corpus (bilm-tf's "
         "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
         "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
@@ -101,8 +109,6 @@ def add_parsers(commands) -> None:
         "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
     add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
         "the original layout; needs elmo-hf[convert])")
-    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
