@@ -156,7 +156,9 @@ class CorpusSource:
 
     def row_name(self, input_row: int) -> str:
         """How errors name a row: the line for text and TSV files, the sentence for CoNLL-U, the 0-based row
-        otherwise."""
+        otherwise (also for a format no longer registered, as a search names the rows of an older output)."""
+        if self.input_format not in INPUT_FORMATS:
+            return f"{self.path} row {input_row}"
         return self.reader.row_name(input_row)
 
     def features(self):

@@ -84,3 +84,8 @@ def test_tsv_for_the_ray_engine_reads_the_same_rows(tmp_path):
     assert file_table(pa.table({"bytes": [content]}), "tsv").to_pylist() == expected
     with pytest.raises(ValueError, match="TSV line 3 has 1 tab-separated field"):
         TsvReader.table_of_file(b"id\ttext\n1\tone\nbroken\n")
+
+
+def test_a_row_of_a_format_no_longer_registered_is_named_by_its_number(tmp_path):
+    """A search names the rows of an output embedded earlier, perhaps from a format registered only then."""
+    assert CorpusSource(tmp_path / "old.tab", "tabbed").row_name(3) == f"{tmp_path / 'old.tab'} row 3"
