@@ -1,9 +1,9 @@
 """Bulk embedding on Ray Data, to scale past one machine (`pip install "elmo-hf[ray]"`; `elmo-hf embed --engine ray`).
 
 The input is read by Ray Data (the formats whose reader reads a whole file, ``ray_input_formats``: text, JSON lines,
-CSV, TSV, Parquet; files or directories, local or any filesystem pyarrow reaches), `map_batches` runs a pool of actors that each load the model once (`num_workers` replicas,
-`gpus_per_worker` GPUs each), and the vectors are written as Parquet files ``part-NNNNNN-<write id>.parquet``, in input
-order.
+CSV, TSV, Parquet; files or directories, local or any filesystem pyarrow reaches), `map_batches` runs a pool of actors
+that each load the model once (`num_workers` replicas, `gpus_per_worker` GPUs each), and the vectors are written as
+Parquet files ``part-NNNNNN-<write id>.parquet``, in input order.
 Each actor runs the same [`ELMoEmbedder`] as the datasets path, so the vectors are the same.
 
 Resources: every actor holds ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs) for the whole job, so the pool
