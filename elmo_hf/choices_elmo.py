@@ -32,8 +32,7 @@ STORAGE_DTYPES = ("float32", "float16")
 # per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them.
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
-# Corpus formats elmo-hf reads (elmo_hf.corpus.readers), told by the extension or given (`--input-format`).
-INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
+# Corpus formats (`--input-format`) are the rows of one table with their readers: elmo_hf/corpus/formats.py.
 # How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.shards).
 OUTPUT_FORMATS = ("parquet", "dataset")
 
@@ -55,7 +54,6 @@ __all__ = [
     "COMPUTE_DTYPES",
     "DEFAULT_MODEL_DIR",
     "INDEX_KINDS",
-    "INPUT_FORMATS",
     "LR_SCHEDULERS",
     "OPTIMIZERS",
     "OUTPUT_FORMATS",

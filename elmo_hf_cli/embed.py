@@ -21,7 +21,6 @@ ENGINES = ("datasets", "ray")
 
 
 def add_parsers(commands) -> None:
-    library = choices()
     # Options left out are not passed on: the library's defaults apply (the help states them).
     embed = commands.add_parser(
         "embed",
@@ -31,16 +30,33 @@ def add_parsers(commands) -> None:
         "words, num_words, vectors) and OUT/manifest.json. Empty lines give rows with zero words. With --verify OUT, "
         "check a finished output instead (exit 1 if anything is missing or damaged).",
     )
+    _add_input_options(embed)
+    _add_vector_options(embed)
+    _add_run_options(embed)
+    embed.set_defaults(run=run)
+
+
+def _add_input_options(embed) -> None:
+    """INPUT, --output, --verify, the model and the input's format and columns (from the table of input formats)."""
+    formats = library_module("corpus.formats")
     embed.add_argument(
-        "input", nargs="?", default=None, type=existing_path, help="text file (one sentence per line), .jsonl, .csv, .parquet, .conllu, or a save_to_disk directory"
+        "input", nargs="?", default=None, type=existing_path,
+        help="the corpus, a file or a save_to_disk directory; its format is told by its extension, or --input-format",
     )
     embed.add_argument("--output", default=None, type=output_directory, help="output directory")
     embed.add_argument("--verify", default=None, metavar="OUT", type=existing_directory, help="check a finished output (marker, manifest, every shard's size and sha256)")
     embed.add_argument("--model", type=model_argument, help="ELMo directory or Hub repo id (default: the small demo model shipped with elmo-hf)")
     embed.add_argument("--revision", help="Hub revision of --model")
-    embed.add_argument("--input-format", choices=library.INPUT_FORMATS, help="txt, jsonl, csv, parquet, dataset or conllu (default: from the extension)")
+    embed.add_argument(
+        "--input-format", choices=tuple(formats.INPUT_FORMATS), help=f"{formats.formats_help()} (default: from the extension)"
+    )
     embed.add_argument("--text-column", help="column of raw sentences (default: text)")
     embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
+
+
+def _add_vector_options(embed) -> None:
+    """Which vectors, how they are batched and how the output is cut into shards."""
+    library = choices()
     embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")
     embed.add_argument(
         "--representation", type=representation_argument,
@@ -76,6 +92,11 @@ def add_parsers(commands) -> None:
         "workers share (default 200000, 0: no limit)",
     )
     embed.add_argument("--output-format", choices=library.OUTPUT_FORMATS, help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
+
+
+def _add_run_options(embed) -> None:
+    """An earlier output, invalid rows, the device, processes and threads, the engine."""
+    library = choices()
     existing = embed.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier embedding output in --output and start over")
@@ -110,7 +131,6 @@ def add_parsers(commands) -> None:
     )
     embed.add_argument("--ray-workers", type=int, help="model replicas (actors) for --engine ray (default 1)")
     embed.add_argument("--ray-gpus-per-worker", type=float, help="GPUs per actor for --engine ray (default 0)")
-    embed.set_defaults(run=run)
 
 
 # Command-line option -> keyword of ELMoEmbedder, embed_corpus or embed_with_ray (passed only when given).
@@ -140,18 +160,10 @@ def run(args: argparse.Namespace) -> int:
         if args.input is not None or args.output is not None:
             return report_error(ValueError("--verify OUT checks an existing output: give no INPUT and no --output"))
         return verify(args.verify)
-    if args.input is None or args.output is None:
-        return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
-    if args.engine == "ray":
-        unread = ["--" + name.replace("_", "-") for name in DATASETS_ENGINE_ONLY if hasattr(args, name)]
-        if unread:
-            return report_error(ValueError(
-                f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
-                "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
-                "own files (Parquet) and has no --resume (rerun with --overwrite)"
-            ))
+    refused = refused_combination(args)
+    if refused is not None:
+        return report_error(ValueError(refused))
     model = getattr(args, "model", None)
-    revision = getattr(args, "revision", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
     model_name = model or choices().DEFAULT_MODEL_DIR
@@ -167,35 +179,10 @@ def run(args: argparse.Namespace) -> int:
     with libraries_imported_whole():
         if not progress:
             quiet_progress_bars()
-        from elmo_hf.corpus import CorpusSource
-        from elmo_hf.embedding.embedder import ELMoEmbedder
-        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
+        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, has_finished_shards
 
     try:
-        source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
-        options = embedder_options(args, source)
-        if args.engine == "ray":
-            from elmo_hf.embedding.ray_engine import embed_with_ray
-
-            summary = embed_with_ray(
-                args.input, args.output, model_name=model_name, revision=revision,
-                input_format=getattr(args, "input_format", None), overwrite=getattr(args, "overwrite", False),
-                **given(args, RAY_OPTIONS), **options,
-            )
-        else:
-            run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
-            threads = getattr(args, "threads", None)
-            if threads is not None:
-                if run_options.setdefault("workers", 1) > 1:
-                    run_options["worker_threads"] = threads
-                else:
-                    set_torch_threads(threads)
-            with model_files_named(model_name):
-                embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
-            summary = embed_corpus(
-                source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
-                overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,
-            )
+        summary = run_engine(args, model_name, progress)
     except EmbeddingInterrupted as interruption:
         if interruption.shards:
             print(
@@ -217,6 +204,52 @@ def run(args: argparse.Namespace) -> int:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK
+
+
+def refused_combination(args: argparse.Namespace) -> str | None:
+    """Why INPUT, --output and the engine's options do not go together, or None."""
+    if args.input is None or args.output is None:
+        return "give INPUT and --output (or --verify OUT to check an output)"
+    unread = ["--" + name.replace("_", "-") for name in DATASETS_ENGINE_ONLY if hasattr(args, name)]
+    if args.engine == "ray" and unread:
+        return (
+            f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
+            "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
+            "own files (Parquet) and has no --resume (rerun with --overwrite)"
+        )
+    return None
+
+
+def run_engine(args: argparse.Namespace, model_name: str, progress: bool):
+    """The run, on the engine asked for (the libraries are imported); returns its summary."""
+    from elmo_hf.corpus import CorpusSource
+    from elmo_hf.embedding.embedder import ELMoEmbedder
+    from elmo_hf.embedding.shards import embed_corpus
+
+    revision = getattr(args, "revision", None)
+    source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
+    options = embedder_options(args, source)
+    if args.engine == "ray":
+        from elmo_hf.embedding.ray_engine import embed_with_ray
+
+        return embed_with_ray(
+            args.input, args.output, model_name=model_name, revision=revision,
+            input_format=getattr(args, "input_format", None), overwrite=getattr(args, "overwrite", False),
+            **given(args, RAY_OPTIONS), **options,
+        )
+    run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        if run_options.setdefault("workers", 1) > 1:
+            run_options["worker_threads"] = threads
+        else:
+            set_torch_threads(threads)
+    with model_files_named(model_name):
+        embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
+    return embed_corpus(
+        source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
+        overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,
+    )
 
 
 def check_before_loading(args: argparse.Namespace, model_name: str):

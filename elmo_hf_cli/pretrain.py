@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from .arguments import choices, existing_path, output_directory
+from .arguments import choices, existing_path, library_module, output_directory
 from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
@@ -40,13 +40,13 @@ def checkpoint_or_directory(value: str) -> str:
 
 
 def add_parsers(commands) -> None:
-    library = choices()
+    library, formats = choices(), library_module("corpus.formats")
     parser = commands.add_parser(
         "pretrain",
         argument_default=argparse.SUPPRESS,
         help="pre-train an ELMo biLM on text with transformers.Trainer (checkpoints, --resume, perplexity report)",
-        description="Pre-train ELMoForPreTraining on CORPUS (text, one sentence per line; .conllu; .jsonl / .csv / "
-        ".parquet / a saved dataset with a text or words column). Output: the model (AutoModelForPreTraining; "
+        description=f"Pre-train ELMoForPreTraining on CORPUS, each file's format told by its extension: "
+        f"{formats.formats_help()}; structured input with a text or words column. Output: the model (AutoModelForPreTraining; "
         "AutoModel loads the biLM), tokenizer, vocab.txt + vocab_counts.tsv, checkpoint-N/ folders and "
         "pretraining_report.json (exact per-direction perplexities vs the unigram baseline).",
     )
@@ -93,6 +93,14 @@ def add_parsers(commands) -> None:
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
+    _add_init_options(parser)
+    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
+    parser.set_defaults(run=run)
+
+
+def _add_init_options(parser) -> None:
+    """Continuing a model (--init-from) and exporting the result to the original layout."""
+    add = parser.add_argument
     add("--init-from", metavar="DIR_OR_CHECKPOINT", type=checkpoint_or_directory, help="continue pre-training this model on --corpus (bilm-tf's "
         "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
         "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
@@ -101,8 +109,6 @@ def add_parsers(commands) -> None:
         "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
     add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
         "the original layout; needs elmo-hf[convert])")
-    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from ..corpus.readers import InvalidRowError, read_lines
+from ..corpus.lines import InvalidRowError, read_lines
 from ..corpus.vocabulary import VOCABULARY_FILE_NAME
 from .convert_allennlp_to_hf import ConversionReport, convert_allennlp_to_hf
 from .shared import ConversionError

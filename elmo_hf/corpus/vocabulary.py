@@ -49,7 +49,7 @@ from ..characters_elmo import BOS_TOKEN, EOS_TOKEN
 from ..modeling_elmo import IGNORE_INDEX
 from ..validation_elmo import check_choice, check_int, is_int
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS
-from .readers import read_text_lines
+from .lines import read_text_lines
 
 UNK_TOKEN = "<UNK>"  # bilm-tf's unknown-word token (case sensitive)
 BOS_WORD_ID = 0

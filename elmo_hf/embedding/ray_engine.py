@@ -1,9 +1,9 @@
 """Bulk embedding on Ray Data, to scale past one machine (`pip install "elmo-hf[ray]"`; `elmo-hf embed --engine ray`).
 
-The input is read by Ray Data (text, JSON lines, CSV or Parquet; files or directories, local or any filesystem
-pyarrow reaches), `map_batches` runs a pool of actors that each load the model once (`num_workers` replicas,
-`gpus_per_worker` GPUs each), and the vectors are written as Parquet files ``part-NNNNNN-<write id>.parquet``, in input
-order.
+The input is read by Ray Data (the formats whose reader reads a whole file, ``ray_input_formats``: text, JSON lines,
+CSV, TSV, Parquet; files or directories, local or any filesystem pyarrow reaches), `map_batches` runs a pool of actors
+that each load the model once (`num_workers` replicas, `gpus_per_worker` GPUs each), and the vectors are written as
+Parquet files ``part-NNNNNN-<write id>.parquet``, in input order.
 Each actor runs the same [`ELMoEmbedder`] as the datasets path, so the vectors are the same.
 
 Resources: every actor holds ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs) for the whole job, so the pool
@@ -40,13 +40,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..corpus.readers import EXTENSION_FORMATS, UTF8_BYTE_ORDER_MARK
+from ..corpus.formats import INPUT_FORMATS, format_of_extension, known_extensions, reader_class
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
 from .shards import INPUT_ROW_COLUMN, EmbeddingRunSummary, vectors_array
 
-RAY_INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet")
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
 IO_TASK_CPUS = 0
 
@@ -113,58 +112,35 @@ def _read(ray, paths: list[str], input_format: str, concurrency: int):
     (at U+2028, U+0085, VT, FF and a lone CR too), nor Ray's JSON / CSV / Parquet readers, which do not number rows
     (and Ray's CSV reader would drop blank lines)."""
     files = ray.data.read_binary_files(paths, num_cpus=IO_TASK_CPUS, concurrency=concurrency)
+    # The reader class travels with the task, so a format registered in this process is read in Ray's workers too.
     return files.map_batches(
-        file_table, fn_kwargs={"input_format": input_format}, batch_size=1, batch_format="pyarrow",
-        num_cpus=IO_TASK_CPUS, concurrency=concurrency,
+        file_table, fn_kwargs={"input_format": input_format, "reader": reader_class(input_format)}, batch_size=1,
+        batch_format="pyarrow", num_cpus=IO_TASK_CPUS, concurrency=concurrency,
     )
 
 
-def file_table(files: pa.Table, input_format: str) -> pa.Table:
-    """The rows of the files in ``files`` (a ``bytes`` column: whole files), parsed as ``input_format``, with an
-    ``input_row`` column counting each file's rows from 0, as the datasets engine numbers them."""
-    import io
+def ray_input_formats() -> list[str]:
+    """The formats of ``INPUT_FORMATS`` whose reader reads a whole file for Ray (``CorpusReader.table_of_file``)."""
+    return [name for name in INPUT_FORMATS if reader_class(name).table_of_file is not None]
 
+
+def file_table(files: pa.Table, input_format: str, reader: type | None = None) -> pa.Table:
+    """The rows of the files in ``files`` (a ``bytes`` column: whole files), parsed by the reader of ``input_format``
+    (``reader``: that class, default: the table's), with an ``input_row`` column counting each file's rows from 0,
+    as the datasets engine numbers them."""
+    reader = reader or reader_class(input_format)
     tables = []
     for data in files.column("bytes").to_pylist():
-        if input_format == "txt":
-            rows = text_file_rows({"bytes": data})
-            table = pa.table({"text": pa.array([row["text"] for row in rows], pa.string())})
-        elif input_format == "jsonl":
-            import pyarrow.json
-
-            data = data[len(UTF8_BYTE_ORDER_MARK) :] if data.startswith(UTF8_BYTE_ORDER_MARK) else data
-            table = pyarrow.json.read_json(io.BytesIO(data)) if data.strip() else pa.table({})
-        elif input_format == "csv":
-            import pandas
-
-            # The datasets engine's options (corpus.readers): empty fields and "NA" are text, blank lines are rows.
-            frame = pandas.read_csv(io.BytesIO(data), keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig")
-            table = pa.Table.from_pandas(frame, preserve_index=False)
-        else:
-            table = pq.read_table(io.BytesIO(data))
+        table = reader.table_of_file(data)
         tables.append(table.append_column(INPUT_ROW_COLUMN, pa.array(np.arange(table.num_rows, dtype=np.int64))))
     return pa.concat_tables(tables) if tables else pa.table({INPUT_ROW_COLUMN: pa.array([], pa.int64())})
 
 
 def text_file_rows(file: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of one text file read whole (``{"bytes": ...}``) by the datasets engine's rule (``read_lines``): a
-    line ends at ``\n`` only (one ``\r`` before it is dropped), an empty line is a row, a UTF-8 byte order mark
-    opening the file is not text; ``input_row`` is the line's 0-based place in its file."""
-    data = bytes(file["bytes"])
-    if data.startswith(UTF8_BYTE_ORDER_MARK):
-        data = data[len(UTF8_BYTE_ORDER_MARK) :]
-    lines = data.split(b"\n")
-    if lines[-1] == b"":  # the file ends with a line break (or is empty)
-        lines.pop()
-    rows = []
-    for row, line in enumerate(lines):
-        line = line[:-1] if line.endswith(b"\r") else line
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(f"text line {row + 1} is not valid UTF-8 ({error.reason} at byte offset {error.start})") from None
-        rows.append({"text": text, INPUT_ROW_COLUMN: row})
-    return rows
+    """The rows of one text file read whole (``{"bytes": ...}``) by the text reader's ``table_of_file`` (the datasets
+    engine's rule, ``read_lines``); ``input_row`` is the line's 0-based place in its file."""
+    texts = reader_class("txt").table_of_file(file["bytes"]).column("text").to_pylist()
+    return [{"text": text, INPUT_ROW_COLUMN: row} for row, text in enumerate(texts)]
 
 
 def check_actor_pool_fits(nodes: list[dict[str, float]], num_workers: int, cpus_per_worker: float, gpus_per_worker: float) -> None:
@@ -186,10 +162,10 @@ def check_actor_pool_fits(nodes: list[dict[str, float]], num_workers: int, cpus_
 
 
 def infer_ray_input_format(paths: list[str]) -> str:
-    formats = {EXTENSION_FORMATS.get(Path(path).suffix.lower()) for path in paths}
+    formats = {format_of_extension(Path(path).suffix) for path in paths}
     if len(formats) != 1 or None in formats:
         raise ValueError(
-            f"cannot tell the input format of {paths} from the extensions (expected one of {sorted(EXTENSION_FORMATS)}, all "
+            f"cannot tell the input format of {paths} from the extensions (expected one of {known_extensions()}, all "
             "alike); pass input_format / --input-format"
         )
     return formats.pop()
@@ -252,8 +228,8 @@ def embed_with_ray(
     ray = _import_ray()
     paths = [str(path) for path in ([input_paths] if isinstance(input_paths, (str, Path)) else input_paths)]
     input_format = input_format or infer_ray_input_format(paths)
-    if input_format not in RAY_INPUT_FORMATS:
-        raise ValueError(f"the Ray engine reads {list(RAY_INPUT_FORMATS)}, got {input_format!r} (for a saved dataset, use the datasets engine)")
+    if input_format not in ray_input_formats():
+        raise ValueError(f"the Ray engine reads {ray_input_formats()}, got {input_format!r} (for a saved dataset, use the datasets engine)")
     check_int("num_workers", num_workers, 1)
     check_number("gpus_per_worker", gpus_per_worker, 0)
     check_number("cpus_per_worker", cpus_per_worker, 0, minimum_inclusive=False)
@@ -315,5 +291,5 @@ def _run_job(
 
 __all__ = [
     "RAY_EMBEDDINGS_OUTPUT", "RAY_WORKER_NICENESS_VARIABLE", "RayEmbeddingActor", "check_actor_pool_fits", "embed_with_ray",
-    "file_table", "ray_for_the_job", "text_file_rows", "vectors_to_arrow",
+    "file_table", "ray_for_the_job", "ray_input_formats", "text_file_rows", "vectors_to_arrow",
 ]
