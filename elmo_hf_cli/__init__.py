@@ -9,6 +9,7 @@
     elmo-hf similarity --model DIR --word bank "I sat on the bank ." "The bank raised rates ."
     elmo-hf neighbours build vectors/ --output vectors-index/ [--index flat|ivf|ivfpq]
     elmo-hf neighbours query vectors-index/ --sentence "We saw the play ." --word play [--same-word] [--static 10]
+    elmo-hf probe MODEL --corpus train.conllu [--test test.conllu] [--column upos] [--output probe/]
 
 This package lives beside ``elmo_hf`` rather than inside it: importing ``elmo_hf`` registers the ELMo classes with
 transformers, which imports torch (seconds), and ``--help`` of every command answers without any of that. Each
@@ -36,14 +37,14 @@ import importlib.metadata
 import sys
 from typing import NoReturn
 
-from . import convert, embed, neighbours, pretrain, similarity
+from . import convert, embed, neighbours, pretrain, probe, similarity
 from .arguments import SuggestingArgumentParser
 from .common import (
     EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
     exit_without_a_final_collection, reuse_freed_memory, sigterm_as_ctrl_c, thresholds_for_started_processes, wait_passively,
 )
 
-COMMANDS = (embed, convert, pretrain, similarity, neighbours)
+COMMANDS = (embed, convert, pretrain, similarity, neighbours, probe)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import codecs
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -477,9 +477,14 @@ class ConlluReader(CorpusReader):
         return conllu_features()
 
 
-def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
+# The ten fields of a CoNLL-U word line, by their names in the format's specification (lower case).
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+
+
+def read_conllu_sentences(path: str | Path, tag_columns: Sequence[str] = ("upos",)) -> Iterator[dict[str, Any]]:
     """
-    The sentences of a CoNLL-U file: ``{"sent_id": str | None, "words": [...], "upos": [...]}`` each.
+    The sentences of a CoNLL-U file: ``{"sent_id": str | None, "words": [...], "upos": [...]}`` each (with other
+    ``tag_columns``, one list per named field of ``CONLLU_FIELDS`` instead of ``upos``).
 
     `words` is the FORM column (2) and `upos` the UPOS column (4) of the syntactic words: lines whose ID is a
     range (`1-2`, a multiword token such as "don't", whose parts `do` and `n't` follow as words) or a decimal
@@ -488,17 +493,21 @@ def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
 
     Raises:
         `ValueError` naming the file and line for a token line without 10 tab-separated fields or with an ID out
-        of sequence; `FileNotFoundError` for a missing file.
+        of sequence, or naming an unknown column; `FileNotFoundError` for a missing file.
     """
     path = Path(path)
+    unknown = [column for column in tag_columns if column not in CONLLU_FIELDS]
+    if unknown:
+        raise ValueError(f"{path}: CoNLL-U has no column {unknown[0]!r}; its columns are {', '.join(CONLLU_FIELDS)}")
+    positions = [CONLLU_FIELDS.index(column) for column in tag_columns]
     sent_id: str | None = None
     words: list[str] = []
-    upos: list[str] = []
+    tags: list[list[str]] = [[] for _ in positions]
     for line_number, line in read_text_lines(path):
         if not line.strip():
             if words:
-                yield dict(zip(CONLLU_COLUMNS, (sent_id, words, upos)))
-            sent_id, words, upos = None, [], []
+                yield {"sent_id": sent_id, CONLLU_WORDS_COLUMN: words, **dict(zip(tag_columns, tags))}
+            sent_id, words, tags = None, [], [[] for _ in positions]
             continue
         if line.startswith("#"):
             key, separator, value = line[1:].partition("=")
@@ -517,9 +526,10 @@ def read_conllu_sentences(path: str | Path) -> Iterator[dict[str, Any]]:
                 f"got {token_id!r}"
             )
         words.append(fields[1])
-        upos.append(fields[3])
+        for column_tags, position in zip(tags, positions):
+            column_tags.append(fields[position])
     if words:
-        yield dict(zip(CONLLU_COLUMNS, (sent_id, words, upos)))
+        yield {"sent_id": sent_id, CONLLU_WORDS_COLUMN: words, **dict(zip(tag_columns, tags))}
 
 
 def conllu_features():
@@ -530,7 +540,7 @@ def conllu_features():
 
 
 __all__ = [
-    "CONLLU_COLUMNS", "CONLLU_WORDS_COLUMN", "DEFAULT_TEXT_COLUMN", "JSON_COLUMNS_BYTES", "ConlluReader", "CorpusReader",
+    "CONLLU_COLUMNS", "CONLLU_FIELDS", "CONLLU_WORDS_COLUMN", "DEFAULT_TEXT_COLUMN", "JSON_COLUMNS_BYTES", "ConlluReader", "CorpusReader",
     "CsvReader", "JsonLinesReader", "ParquetReader", "SavedDatasetReader", "StreamedReader", "TextReader", "TsvReader",
     "conllu_features", "decoded_lines", "read_conllu_sentences", "records_of_batches",
 ]
