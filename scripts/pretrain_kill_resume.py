@@ -33,7 +33,7 @@ from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts.process_kills import kill  # noqa: E402 (the repository's root is on the path only from here)
+from scripts.process_kills import kill  # the repository root is on the path only from here
 
 DEFAULT_KILLS = [
     "group:checkpoint-10/trainer_state.json:0.5",  # the issue's: the workers live on

@@ -30,6 +30,7 @@ import argparse
 import collections
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -43,8 +44,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts.pretrain_kill_resume import launch as launch_pretraining, largest_difference  # noqa: E402
-from scripts.process_kills import kill_when  # noqa: E402
+from scripts.pretrain_kill_resume import launch as launch_pretraining, largest_difference
+from scripts.process_kills import kill_when
 
 CORPUS = ROOT / "data" / "corpora" / "tinyshakespeare.txt"
 MARKER = ".elmo-hf-output.json"
@@ -117,9 +118,8 @@ def embed_arguments(setting: Setting, output: Path, workers: int, shard_size: in
 
 
 def start_embed(arguments: list[str], log: Path) -> subprocess.Popen:
-    environment = {"PYTHONPATH": str(ROOT)}
     with open(log, "a") as stream:
-        return subprocess.Popen(arguments, cwd=ROOT, env={**__import__("os").environ, **environment}, stdout=stream,
+        return subprocess.Popen(arguments, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=stream,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -265,7 +265,7 @@ def left_beside(folder: Path) -> list[str]:
     """Anything beside the output but the output, the chain's log and the user's files (a journal, a lock, a
     `.replaced` or staging folder)."""
     expected = {"out", "out.log", *(Path(name).parts[0] for name in USER_FILES), *USER_LINKS}
-    extra = sorted(set(path.name for path in folder.iterdir()) - expected)
+    extra = sorted({path.name for path in folder.iterdir()} - expected)
     return extra + sorted(f".cache/{path.name}" for path in (folder / ".cache").iterdir() if path.name != "mine.txt")
 
 
@@ -280,8 +280,11 @@ class Chain:
     moments: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     old_output_checks: int = 0
-    inside_exit: int | None = None
+    inside_exit: int | None = None  # the recovery's exit with the user's files put inside the output
     done: bool = False
+    choice: str = "resume"  # after a kill of an --overwrite: continue it, or start it over
+    identical: bool = False
+    user_files_untouched: bool = False
 
 
 def kill_run(setting: Setting, chain: Chain, runner: Runner, flags, generator) -> tuple[str, ...] | None:
