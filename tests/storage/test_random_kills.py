@@ -60,7 +60,7 @@ def test_a_changed_user_file_or_link_changes_the_fingerprints(tmp_path):
     assert fingerprints(tmp_path / "again", USER_LINKS) != plant_again
 
 
-@pytest.mark.slow  # six kill chains (embed, --overwrite, two-process torchrun pre-training): about 2 min on 2 cores
+@pytest.mark.slow  # six kill chains (embed, --overwrite, two-process torchrun pre-training): 2-3.5 min on 2 cores
 def test_the_quick_random_kill_run_ends_every_chain_identical_with_the_users_files_untouched(tmp_path):
     result = subprocess.run(
         [sys.executable, "scripts/random_kills.py", "--quick", "--seed", "1", "--work", str(tmp_path)],
