@@ -336,8 +336,9 @@ def run_chain(setting: Setting, kind: str, seed: int, most_kills: int) -> Chain:
         chain.done, flags = code == 0, (None if code == 0 else after_refusal(kind, error, flags))
         if not chain.done and flags is None:
             chain.problems.append(f"the recovery exited {code}: {error}")
-    chain.identical = chain.done and not (problems := final_output(setting, kind, output))
-    chain.problems += problems if chain.done else []
+    problems = final_output(setting, kind, output) if chain.done else ["the recovery never completed the run"]
+    chain.identical = not problems
+    chain.problems += problems
     chain.problems += [f"left beside the output: {name}" for name in left_beside(folder)]
     chain.user_files_untouched = fingerprints(folder, USER_LINKS) == beside and not any(
         "changed the user's files" in problem for problem in chain.problems)
