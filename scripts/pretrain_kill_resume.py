@@ -21,7 +21,6 @@ import argparse
 import json
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,9 @@ import torch
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from scripts.process_kills import kill  # the repository root is on the path only from here
+
 DEFAULT_KILLS = [
     "group:checkpoint-10/trainer_state.json:0.5",  # the issue's: the workers live on
     "all:checkpoint-10/trainer_state.json:0.5",  # after checkpoint-10, in the next steps
@@ -63,15 +65,6 @@ def launch(corpus: str, output: Path, processes: int, max_steps: int, save_steps
         [sys.executable, *launcher, "-m", "elmo_hf_cli", *arguments], cwd=ROOT, env=environment, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
-
-
-def kill(launch_process: subprocess.Popen, who: str) -> None:
-    if who == "all":  # the workers first: each is the leader of a session of its own
-        children = Path(f"/proc/{launch_process.pid}/task/{launch_process.pid}/children").read_text().split()
-        for pid in children:
-            os.killpg(int(pid), signal.SIGKILL)
-    os.killpg(launch_process.pid, signal.SIGKILL)
-    launch_process.wait()
 
 
 def largest_difference(output: Path, reference: Path) -> float:

@@ -176,6 +176,54 @@ def test_resume_refuses_a_changed_input(tmp_path, model_dir, capsys):
     assert "started with different input (size:" in capsys.readouterr().err
 
 
+def test_a_library_resume_refuses_a_changed_input(tmp_path, model_dir):
+    """The command line checks the input before it loads a model; ``embed_corpus`` checks it again for a caller of
+    the library, which would otherwise continue an output with the rows of another input."""
+    from elmo_hf.corpus.readers import CorpusSource
+    from elmo_hf.embedding.shards import embed_corpus
+    from elmo_hf.storage.output_directory import OutputDirectoryError
+
+    corpus = write_lines(tmp_path / "corpus.txt", ["one ."] * 5)
+    embedder = ELMoEmbedder.from_pretrained(str(model_dir))
+
+    def embed(**flags):
+        return embed_corpus(CorpusSource.open(corpus), embedder, tmp_path / "out", model_name="fixture", shard_size=2,
+                            progress=False, workers=1, **flags)
+
+    embed()
+    manifest_path = tmp_path / "out" / "manifest.json"
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "complete": False}))
+    listed = shard_hashes(tmp_path / "out")
+    write_lines(corpus, ["two ."] * 6)
+    with pytest.raises(OutputDirectoryError, match=r"started with different input \(size:"):
+        embed(resume=True)
+    assert shard_hashes(tmp_path / "out") == listed
+
+
+def test_resume_refuses_a_model_whose_weights_changed_since(tmp_path, model_dir, capsys):
+    """The same --model folder with other weights would add another model's vectors to the output: the run compares
+    the weights' sha256 with the manifest's (the check before loading sees only the files' sizes and times), and
+    refuses, naming them."""
+    from safetensors.torch import load_file, save_file
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(5))
+    command = (corpus, "--model", model, "--output", tmp_path / "out", "--shard-size", "2")
+    assert run_embed(*command) == 0
+    manifest_path = tmp_path / "out" / "manifest.json"
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "complete": False}))
+    listed = shard_hashes(tmp_path / "out")
+    weights = load_file(model / "model.safetensors")
+    name = sorted(weights)[0]
+    weights[name] = weights[name] + 0.01
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    capsys.readouterr()
+    assert run_embed(*command, "--resume") == 2
+    assert "it was started with different model weights (sha256: was" in capsys.readouterr().err
+    assert shard_hashes(tmp_path / "out") == listed
+
+
 def test_shards_hold_at_most_shard_size_rows_and_shard_characters_characters():
     rows = [(index, {"text": "x" * length}) for index, length in enumerate([3, 3, 3, 10, 2, 2, 2, 2, 2])]
     cut = [[index for index, _ in shard] for shard in shards_of_rows(rows, 4, 6, "text")]
@@ -862,6 +910,27 @@ def test_embed_overwrite_keeps_files_no_run_recorded_inside_folders_it_writes(tm
         assert (output_dir / mine).read_text() == "mine"
         (output_dir / mine).unlink()
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--overwrite") == 0
+
+
+def test_verify_fails_an_unfinished_output_one_without_a_manifest_and_a_file_embed_does_not_write(tmp_path, model_dir):
+    """`--verify` passes a finished output only: a run that stopped before its end (its manifest not complete), one
+    killed before its first shard (a marker, no manifest) and a file elmo-hf does not write are each named, exit 1."""
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(6))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "2") == 0
+    assert verify_embedding_output(output_dir) == []
+    (output_dir / "notes.txt").write_text("mine")
+    assert verify_embedding_output(output_dir) == ["notes.txt is not written by elmo-hf embed"]
+    assert run_embed("--verify", output_dir) == 1
+    (output_dir / "notes.txt").unlink()
+    manifest_path = output_dir / MANIFEST_NAME
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "complete": False}))
+    assert verify_embedding_output(output_dir) == ["the run is not complete (6 input rows done): resume it"]
+    assert run_embed("--verify", output_dir) == 1
+    for path in [manifest_path, *output_dir.glob("shard-*.parquet")]:
+        path.unlink()
+    assert verify_embedding_output(output_dir) == [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]
+    assert run_embed("--verify", output_dir) == 1
 
 
 def test_verify_finds_infinite_values_stored_in_float16_shards(tmp_path, model_dir, fixture_model, capsys):
