@@ -36,19 +36,22 @@ class Mutation:
 
 
 OD = "elmo_hf/storage/output_directory.py"
+LOCK = "elmo_hf/storage/lock.py"
+REPLACEMENT = "elmo_hf/storage/replacement.py"
+T_LOCK = "tests/storage/test_lock.py"
 T_OD = "tests/storage/test_output_directory.py"
 SHARDS = "elmo_hf/embedding/shards.py"
 T_SHARDS = "tests/embedding/test_shards.py"
 MUTATIONS = [
     # -- the eight the issue named ------------------------------------------------------------------------------------
     Mutation(
-        "the lock's re-check that the file it locked is still the one at its path, replaced by True", OD,
+        "the lock's re-check that the file it locked is still the one at its path, replaced by True", LOCK,
         "            if self._is_at_path(descriptor):\n                break",
         "            if True:\n                break",
-        (f"{T_OD}::test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again",),
+        (f"{T_LOCK}::test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again",),
     ),
     Mutation(
-        "`unproven == []` dropped before deleting the new output of a failed --overwrite", OD,
+        "`unproven == []` dropped before deleting the new output of a failed --overwrite", REPLACEMENT,
         "    if not keep and unproven == [] and replacing.replaced.is_dir():",
         "    if not keep and replacing.replaced.is_dir():",
         (f"{T_OD}::test_a_failed_overwrite_keeps_both_when_the_new_output_holds_a_file_no_record_lists",),
@@ -85,7 +88,7 @@ MUTATIONS = [
         ("tests/pretraining/test_run.py::test_ctrl_c_saves_a_checkpoint_and_resume_continues",),
     ),
     Mutation(
-        "the JSON lines reader's byte order mark fallback disabled", "elmo_hf/corpus/readers.py",
+        "the JSON lines reader's byte order mark fallback disabled", "elmo_hf/corpus/format_readers.py",
         "                if line_number == 0 and line.startswith(UTF8_BYTE_ORDER_MARK):",
         "                if False:",
         ("tests/corpus/test_readers.py::test_a_json_lines_file_read_line_by_line_after_pyarrow_refused_it_skips_its_byte_order_mark",),
