@@ -9,19 +9,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import (
-    choices, existing_directory, existing_path, library_module, model_argument, output_directory, representation_argument,
-)
+from elmo_hf import choices_elmo
+from elmo_hf.runtime import parallelism
+
+from .arguments import existing_directory, existing_path, model_argument, output_directory, representation_argument
 from .common import (
     DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars,
-    report_error, set_torch_threads,
+    report_error,
 )
 
 ENGINES = ("datasets", "ray")
 
 
 def add_parsers(commands) -> None:
-    library = choices()
+    library = choices_elmo
     # Options left out are not passed on: the library's defaults apply (the help states them).
     embed = commands.add_parser(
         "embed",
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     revision = getattr(args, "revision", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
-    model_name = model or choices().DEFAULT_MODEL_DIR
+    model_name = model or choices_elmo.DEFAULT_MODEL_DIR
     if args.engine == "datasets":
         try:  # before torch is imported and the model loaded: seconds, minutes on a busy machine
             finished = check_before_loading(args, model_name)
@@ -184,12 +185,12 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
-            threads = getattr(args, "threads", None)
-            if threads is not None:
-                if run_options.setdefault("workers", 1) > 1:
-                    run_options["worker_threads"] = threads
-                else:
-                    set_torch_threads(threads)
+            processes = parallelism.command_line_embedding(run_options.pop("workers", None), getattr(args, "threads", None))
+            if processes.workers is not None:
+                run_options["workers"] = processes.workers
+            if processes.worker_threads is not None:
+                run_options["worker_threads"] = processes.worker_threads
+            parallelism.set_torch_threads(processes.process_threads, "--threads")
             with model_files_named(model_name):
                 embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
             summary = embed_corpus(
@@ -222,9 +223,10 @@ def run(args: argparse.Namespace) -> int:
 def check_before_loading(args: argparse.Namespace, model_name: str):
     """What the run would refuse, or answer, without its model (``elmo_hf.embedding.manifest.check_before_loading``:
     the input's format and sentence column, the output directory's state, a resume of another input or with other
-    options, an output already complete), before torch is imported: the library's modules read through
-    ``library_module``. Returns the summary of an output already complete, else None."""
-    readers, manifest = library_module("corpus.readers"), library_module("embedding.manifest")
+    options, an output already complete), before torch is imported: the library's torch-free modules. Returns the summary of an output already complete, else None."""
+    from elmo_hf.corpus import readers
+    from elmo_hf.embedding import manifest
+
     source = readers.CorpusSource.open(args.input, getattr(args, "input_format", None))
     options = embedder_options(args, source)
     request = manifest.embedding_request(model_name, getattr(args, "revision", None), getattr(args, "device", None), options)

@@ -9,7 +9,9 @@ import os
 import signal
 import sys
 
-from .arguments import choices, existing_path, output_directory
+from elmo_hf import choices_elmo
+
+from .arguments import existing_path, output_directory
 from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
@@ -40,7 +42,7 @@ def checkpoint_or_directory(value: str) -> str:
 
 
 def add_parsers(commands) -> None:
-    library = choices()
+    library = choices_elmo
     parser = commands.add_parser(
         "pretrain",
         argument_default=argparse.SUPPRESS,
@@ -176,7 +178,7 @@ def leave_the_process_group() -> None:
     rank that had finished its run died by SIGABRT (one of about a dozen default test runs). But
     ``destroy_process_group`` only forgets the group: the Trainer's ``DistributedDataParallel`` wrapper still holds it,
     and the Trainer, its accelerator and the wrapper are reference cycles, which the command's exit never collects
-    (``common.exit_without_a_final_collection``). The group's two ``pt_gloo_runloop`` threads and its
+    (``elmo_hf.runtime.process_tuning.tuned_command_process``). The group's two ``pt_gloo_runloop`` threads and its
     ``gloo_tcp_loop`` then lived into the interpreter's finalization. There a gloo thread that freed the last
     collective's work (``AsyncAllgatherWork``, holding a tensor whose Python object it owned) asked for the GIL and was
     ended by ``pthread_exit`` through C++ frames: ``terminate called without an active exception`` (SIGABRT), which
