@@ -24,7 +24,6 @@ a function once a watched module has run):
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import sys
 import threading
 from collections.abc import Callable
@@ -143,7 +142,7 @@ def _auto_tokenizer_imported() -> None:
     AutoTokenizer.register(_lazy_name("ELMoConfig"), tokenizer_class=_lazy_name("ELMoTokenizer"), exist_ok=True)
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
+class _AfterImport:
     """A finder on `sys.meta_path` that finds nothing itself: for a watched module it hands back the spec the other
     finders give, its loader wrapped so that the module's function (`actions`) runs once the module has run."""
 
@@ -166,7 +165,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return None
 
 
-class _LoaderThen(importlib.abc.Loader):
+class _LoaderThen:
     """``loader``, then ``action`` once the module has run; the module keeps ``loader`` as its own."""
 
     def __init__(self, loader, action: Callable[[], None]):

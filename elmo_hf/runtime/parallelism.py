@@ -23,7 +23,6 @@ imports torch.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -75,6 +74,8 @@ def start_method(threads: int) -> str:
     """How an embedding worker of ``threads`` torch threads starts: ``fork`` for one thread where the platform has it
     (up at once, sharing the loaded model; a forked child of a process whose OpenMP pool has run may hang in its
     first parallel region with more than one thread), else ``spawn`` (a fresh interpreter)."""
+    import multiprocessing  # here: the command line reads this module before --help answers
+
     return "fork" if threads == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
