@@ -43,6 +43,13 @@ def add_parsers(commands) -> None:
     embed.add_argument("--text-column", help="column of raw sentences (default: text)")
     embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
     embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")
+    add_vector_options(embed, library)
+    add_run_options(embed, library)
+    embed.set_defaults(run=run)
+
+
+def add_vector_options(embed, library) -> None:
+    """The options of what is computed and stored: representation, pooling, dtype, batches, windows, shards."""
     embed.add_argument(
         "--representation", type=representation_argument,
         help="mix (scalar mix, default), top, average, all, or a layer index (0 = token layer)",
@@ -77,6 +84,10 @@ def add_parsers(commands) -> None:
         "workers share (default 200000, 0: no limit)",
     )
     embed.add_argument("--output-format", choices=library.OUTPUT_FORMATS, help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
+
+
+def add_run_options(embed, library) -> None:
+    """The options of how the run goes: resume or overwrite, invalid rows, device, processes and threads, engine."""
     existing = embed.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier embedding output in --output and start over")
@@ -111,7 +122,6 @@ def add_parsers(commands) -> None:
     )
     embed.add_argument("--ray-workers", type=int, help="model replicas (actors) for --engine ray (default 1)")
     embed.add_argument("--ray-gpus-per-worker", type=float, help="GPUs per actor for --engine ray (default 0)")
-    embed.set_defaults(run=run)
 
 
 # Command-line option -> keyword of ELMoEmbedder, embed_corpus or embed_with_ray (passed only when given).
@@ -152,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
                 "own files (Parquet) and has no --resume (rerun with --overwrite)"
             ))
     model = getattr(args, "model", None)
-    revision = getattr(args, "revision", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
     model_name = model or choices_elmo.DEFAULT_MODEL_DIR
@@ -168,45 +177,13 @@ def run(args: argparse.Namespace) -> int:
     with libraries_imported_whole():
         if not progress:
             quiet_progress_bars()
-        from elmo_hf.corpus import CorpusSource
-        from elmo_hf.embedding.embedder import ELMoEmbedder
-        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
+        # The libraries embed_on_the_engine runs on (shards imports the embedder and the corpus readers).
+        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, has_finished_shards
 
     try:
-        source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
-        options = embedder_options(args, source)
-        if args.engine == "ray":
-            from elmo_hf.embedding.ray_engine import embed_with_ray
-
-            summary = embed_with_ray(
-                args.input, args.output, model_name=model_name, revision=revision,
-                input_format=getattr(args, "input_format", None), overwrite=getattr(args, "overwrite", False),
-                **given(args, RAY_OPTIONS), **options,
-            )
-        else:
-            run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
-            processes = parallelism.command_line_embedding(run_options.pop("workers", None), getattr(args, "threads", None))
-            if processes.workers is not None:
-                run_options["workers"] = processes.workers
-            if processes.worker_threads is not None:
-                run_options["worker_threads"] = processes.worker_threads
-            parallelism.set_torch_threads(processes.process_threads, "--threads")
-            with model_files_named(model_name):
-                embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
-            summary = embed_corpus(
-                source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
-                overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,
-            )
+        summary = embed_on_the_engine(args, model_name, progress)
     except EmbeddingInterrupted as interruption:
-        if interruption.shards:
-            print(
-                f"\ninterrupted: {interruption.shards} finished shard(s) are kept in {args.output}; run the same "
-                "command with --resume to continue",
-                file=sys.stderr,
-            )
-        else:
-            print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return report_interruption(interruption, args.output)
     except EmbeddingWorkerError as error:
         print(f"error: {error}", file=sys.stderr)
         if has_finished_shards(args.output):
@@ -218,6 +195,52 @@ def run(args: argparse.Namespace) -> int:
         return report_error(error)
     print(summary.describe())
     return EXIT_OK
+
+
+def embed_on_the_engine(args: argparse.Namespace, model_name: str, progress: bool):
+    """The run on ``--engine``'s engine (the libraries imported already, by ``run``); its summary. The processes and
+    threads are the library's reading of ``--workers`` and ``--threads`` (``parallelism.command_line_embedding``)."""
+    from elmo_hf.corpus import CorpusSource
+    from elmo_hf.embedding.embedder import ELMoEmbedder
+    from elmo_hf.embedding.shards import embed_corpus
+
+    revision = getattr(args, "revision", None)
+    source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
+    options = embedder_options(args, source)
+    if args.engine == "ray":
+        from elmo_hf.embedding.ray_engine import embed_with_ray
+
+        return embed_with_ray(
+            args.input, args.output, model_name=model_name, revision=revision,
+            input_format=getattr(args, "input_format", None), overwrite=getattr(args, "overwrite", False),
+            **given(args, RAY_OPTIONS), **options,
+        )
+    run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
+    processes = parallelism.command_line_embedding(run_options.pop("workers", None), getattr(args, "threads", None))
+    if processes.workers is not None:
+        run_options["workers"] = processes.workers
+    if processes.worker_threads is not None:
+        run_options["worker_threads"] = processes.worker_threads
+    parallelism.set_torch_threads(processes.process_threads, "--threads")
+    with model_files_named(model_name):
+        embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
+    return embed_corpus(
+        source, embedder, args.output, model_name=model_name, resume=getattr(args, "resume", False),
+        overwrite=getattr(args, "overwrite", False), progress=progress, **run_options,
+    )
+
+
+def report_interruption(interruption, output: str) -> int:
+    """Say what an interrupted run kept in ``output``; ``EXIT_INTERRUPTED``."""
+    if interruption.shards:
+        print(
+            f"\ninterrupted: {interruption.shards} finished shard(s) are kept in {output}; run the same "
+            "command with --resume to continue",
+            file=sys.stderr,
+        )
+    else:
+        print(f"\ninterrupted before the first shard was finished: nothing was kept in {output}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def check_before_loading(args: argparse.Namespace, model_name: str):
