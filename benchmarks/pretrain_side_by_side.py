@@ -302,7 +302,7 @@ def run_worker(python: str, kind: str, job: dict, log) -> dict:
     environment.update(OMP_NUM_THREADS=str(job["threads"]), MKL_NUM_THREADS=str(job["threads"]))
     if kind == "bilm-tf":
         environment.pop("PYTHONPATH")  # the TF venv must not see this environment's packages
-    else:  # as `elmo-hf pretrain` runs (elmo_hf_cli.common.wait_passively), unless the environment chose
+    else:  # as `elmo-hf pretrain` runs (elmo_hf.runtime.parallelism.wait_passively), unless the environment chose
         environment.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     Path(job["work"]).mkdir(parents=True, exist_ok=True)
     job_file = Path(job["work"]) / "job.json"

@@ -1,8 +1,8 @@
 """The values elmo-hf's options accept: one home for each list, read by the library (which checks them) and by the
 ``elmo-hf`` command (which rejects a wrong value before torch is imported, see ``elmo_hf_cli``).
 
-This file imports nothing but ``os``, so that the command line can read it without running ``elmo_hf/__init__.py``
-(which registers the classes with transformers and so imports torch), and so that the remote-code files
+This file imports nothing but ``os``, so that the command line can read it before it imports torch (``elmo_hf``'s
+``__init__`` is lazy and imports none of its modules), and so that the remote-code files
 (configuration, modeling) can use it when they are copied next to a checkpoint.
 """
 

@@ -11,23 +11,22 @@
     elmo-hf neighbours query vectors-index/ --sentence "We saw the play ." --word play [--same-word] [--static 10]
     elmo-hf probe MODEL --corpus train.conllu [--test test.conllu] [--column upos] [--output probe/]
 
-This package lives beside ``elmo_hf`` rather than inside it: importing ``elmo_hf`` registers the ELMo classes with
-transformers, which imports torch (seconds), and ``--help`` of every command answers without any of that. Each
-command module imports the library only when it runs; the values the library accepts (representations, poolings,
+This package lives beside ``elmo_hf``, the library it calls (the wheel holds both). ``--help`` of every command
+answers without torch: ``elmo_hf`` is lazy (its ``__init__`` imports nothing), so the command line reads the
+library's torch-free modules (``choices_elmo``, ``runtime``, ``storage``, ...) as they are, and each command imports
+the rest only when it runs; the values the library accepts (representations, poolings,
 optimizers, ...) are checked by the library itself, which names the allowed ones in its error.
 
 Exit codes: 0 success, 2 a problem with the input, the options or the output directory (the message says which),
 130 interrupted (Ctrl-C), 143 terminated (SIGTERM: handled as Ctrl-C is, ``common.sigterm_as_ctrl_c``), 1 a verification that found problems or an embedding worker process that died.
 
-Threads: ``main`` sets ``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch,
-so that idle OpenMP threads sleep instead of spinning on a shared machine (``common.wait_passively``); the CPU-heavy
-commands take ``--threads``.
+Threads and processes: the library's one policy (``elmo_hf.runtime.parallelism``). ``main`` sets
+``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch
+(``parallelism.wait_passively``); the CPU-heavy commands take ``--threads``.
 
-Process: ``elmo-hf`` and ``python -m elmo_hf_cli`` run ``command_line``, which is ``main`` plus the garbage-collector
-settings of a short-lived process (``common.collect_garbage_as_a_short_lived_process``,
-``common.exit_without_a_final_collection``) and glibc malloc thresholds under which freed tensors' memory is reused
-instead of page-faulted in again (``common.reuse_freed_memory``), also in the processes it spawns
-(``common.thresholds_for_started_processes``).
+Process: ``elmo-hf`` and ``python -m elmo_hf_cli`` run ``command_line``, which is ``main`` in a process tuned as a
+short-lived one (``elmo_hf.runtime.process_tuning.tuned_command_process``: the garbage collector's thresholds and a
+frozen exit, glibc malloc thresholds under which freed tensors' memory is reused, also in the processes it spawns).
 """
 
 from __future__ import annotations
@@ -37,12 +36,12 @@ import importlib.metadata
 import sys
 from typing import NoReturn
 
+from elmo_hf.runtime.parallelism import wait_passively
+from elmo_hf.runtime.process_tuning import tuned_command_process
+
 from . import convert, embed, neighbours, pretrain, probe, similarity
 from .arguments import SuggestingArgumentParser
-from .common import (
-    EXIT_INTERRUPTED, EXIT_USAGE_ERROR, collect_garbage_as_a_short_lived_process, ctrl_c_ends_the_exit, exit_code_after_interrupt,
-    exit_without_a_final_collection, reuse_freed_memory, sigterm_as_ctrl_c, thresholds_for_started_processes, wait_passively,
-)
+from .common import EXIT_INTERRUPTED, EXIT_USAGE_ERROR, ctrl_c_ends_the_exit, exit_code_after_interrupt, sigterm_as_ctrl_c
 
 COMMANDS = (embed, convert, pretrain, similarity, neighbours, probe)
 
@@ -82,19 +81,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def command_line() -> NoReturn:
-    """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, which collects
-    garbage as a short-lived process does (``common.collect_garbage_as_a_short_lived_process``), reuses freed memory
-    (``common.reuse_freed_memory``, in the processes it spawns too), ends by SIGINT at once on a Ctrl-C once the command has returned
-    (``common.ctrl_c_ends_the_exit``) and exits without the interpreter's final search for cycles
-    (``common.exit_without_a_final_collection``). Call ``main`` to run a command inside a program of your own: it
-    changes none of them. SIGTERM is handled as Ctrl-C is and exits 143 (``common.sigterm_as_ctrl_c``)."""
+    """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, tuned as a
+    short-lived process (``elmo_hf.runtime.process_tuning.tuned_command_process``: it collects garbage less often,
+    reuses freed memory, in the processes it spawns too, and exits without the interpreter's final search for cycles),
+    which ends by SIGINT at once on a Ctrl-C once the command has returned (``common.ctrl_c_ends_the_exit``). Call
+    ``main`` to run a command inside a program of your own: it changes none of them. SIGTERM is handled as Ctrl-C is
+    and exits 143 (``common.sigterm_as_ctrl_c``)."""
     sigterm_as_ctrl_c()
-    collect_garbage_as_a_short_lived_process()
-    if reuse_freed_memory():
-        thresholds_for_started_processes()
-    code = main()
-    ctrl_c_ends_the_exit()
-    exit_without_a_final_collection(code)
+    with tuned_command_process():
+        code = main()
+        ctrl_c_ends_the_exit()
+    sys.exit(code)
 
 
 __all__ = ["build_parser", "command_line", "installed_version", "main"]

@@ -4,7 +4,7 @@ A wrong value fails at once, naming the argument, instead of after the seconds t
 takes. What is checked here, and the rule for each:
 
 - a **choice** (``--pooling``, ``--representation``, ``--dtype``, ...): one of the library's own list of values,
-  ``elmo_hf/choices_elmo.py``, read without importing the library (``library_module``);
+  ``elmo_hf/choices_elmo.py``, which imports nothing (``elmo_hf`` is lazy: its ``__init__`` imports no module);
 - an **input** (a corpus, an index, ``--options``, ...): it must exist ("no such file or directory"), unless it is a
   URL (``s3://...``, for ``--engine ray``);
 - a **model** (``--model``): an existing directory; else, a name that looks like a local path fails with "no such
@@ -26,50 +26,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
-import importlib.util
 import os
-import sys
-import types
 from collections.abc import Iterable
 from pathlib import Path
 
-_LIBRARY_ALIAS = "elmo_hf_cli._library"
-
-
-def library_module(name: str) -> types.ModuleType:
-    """``elmo_hf.<name>`` for a module that imports nothing heavy (``choices_elmo``, ``storage.output_directory``,
-    ``embedding.manifest``), without running ``elmo_hf/__init__.py``, which registers the classes with transformers and
-    so imports torch (seconds), nor the ``__init__.py`` of a subpackage on the way (``embedding``'s imports the
-    embedder, and torch). The module is imported under the alias package ``elmo_hf_cli._library``, whose path is
-    ``elmo_hf``'s folder: the same file, a separate module object (compare its values, never its classes with the
-    library's)."""
-    if "elmo_hf" in sys.modules:  # the library is loaded already: nothing to save
-        return importlib.import_module(f"elmo_hf.{name}")
-    if _LIBRARY_ALIAS not in sys.modules:
-        spec = importlib.util.find_spec("elmo_hf")  # finding a top-level package does not run its __init__
-        if spec is None or not spec.submodule_search_locations:
-            raise ImportError("the elmo_hf package is not installed")
-        _package_without_its_init(_LIBRARY_ALIAS, list(spec.submodule_search_locations))
-    package = _LIBRARY_ALIAS
-    for part in name.split(".")[:-1]:
-        folder = os.path.join(sys.modules[package].__path__[0], part)
-        package = _package_without_its_init(f"{package}.{part}", [folder]).__name__
-    return importlib.import_module(f"{_LIBRARY_ALIAS}.{name}")
-
-
-def _package_without_its_init(name: str, path: list[str]) -> types.ModuleType:
-    """The package ``name`` (registered in ``sys.modules`` and on its parent), its modules found in ``path``, its
-    ``__init__.py`` not run."""
-    if name not in sys.modules:
-        package = types.ModuleType(name, "elmo_hf's modules, imported without elmo_hf's __init__.py files")
-        package.__path__ = path
-        sys.modules[name] = package
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules:
-            setattr(sys.modules[parent], child, package)
-    return sys.modules[name]
-
+from elmo_hf import choices_elmo
 
 def closest(value: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like ``value`` (``difflib.get_close_matches``, its default cutoff), or None if none is close."""
@@ -116,17 +77,12 @@ class SuggestingArgumentParser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, f"{error.message}; did you mean {match!r}?") from None
 
 
-def choices() -> types.ModuleType:
-    """``elmo_hf/choices_elmo.py``: the values each option accepts."""
-    return library_module("choices_elmo")
-
-
 def representation_argument(value: str) -> str | int:
     """A representation name (``choices_elmo.REPRESENTATIONS``), or a layer index (checked against the model by the
     library)."""
     if value.lstrip("-").isdigit():
         return int(value)
-    names = choices().REPRESENTATIONS
+    names = choices_elmo.REPRESENTATIONS
     if value not in names:
         match = closest(value, names)
         raise argparse.ArgumentTypeError(
@@ -223,7 +179,8 @@ def model_argument(value: str) -> str:
 
 def output_directory(value: str) -> str:
     """``--output``: refuses at once what the output policy would refuse in every mode (see the module docstring)."""
-    policy = library_module("storage.output_directory")
+    from elmo_hf.storage import output_directory as policy
+
     path = Path(os.path.expanduser(value))
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"output {value} exists and is not a directory")
@@ -238,11 +195,9 @@ def output_directory(value: str) -> str:
 
 __all__ = [
     "SuggestingArgumentParser",
-    "choices",
     "closest",
     "existing_directory",
     "existing_path",
-    "library_module",
     "looks_like_local_path",
     "model_argument",
     "output_directory",

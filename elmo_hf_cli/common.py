@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import NoReturn
-
-from .arguments import library_module
 
 EXIT_OK = 0
 EXIT_FAILED_CHECK = 1
@@ -110,8 +106,7 @@ def sigterm_as_ctrl_c() -> None:
 def libraries_imported_whole():
     """The block in which a command imports the libraries it runs on (torch, transformers, datasets: most of its
     start-up), as a context manager: a Ctrl-C inside it is held and raised as ``KeyboardInterrupt`` when the block
-    ends, once they are in (``storage.interrupts.sigint_deferred``, read without running ``elmo_hf/__init__.py``,
-    which imports transformers: ``arguments.library_module``).
+    ends, once they are in (``elmo_hf.storage.interrupts.sigint_deferred``, which imports nothing heavy).
 
     Raised inside those imports, a KeyboardInterrupt does not always come out as one. Sending SIGINT at random
     moments of ``elmo-hf embed``'s start-up and of ``import torch, transformers.modeling_utils`` (Python 3.11, torch
@@ -119,89 +114,9 @@ def libraries_imported_whole():
     raised in ``__set_name__`` while a class is built: datasets' ``DownloadConfig``), a ``RecursionError`` (numpy,
     interrupted importing a submodule from its module ``__getattr__``, tried again and again) and twice an abort
     inside ``import torch`` (``terminate called after throwing an instance of 'pybind11::error_already_set'``)."""
-    return library_module("storage.interrupts").sigint_deferred()
+    from elmo_hf.storage.interrupts import sigint_deferred
 
-
-def wait_passively() -> None:
-    """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the user chose otherwise.
-
-    Must run before torch is first imported: OpenMP reads it once, when torch loads it. Beside other busy processes,
-    spinning threads made every small op of the LSTM's recurrence wait for a partner thread the scheduler had taken
-    away: the main job at 2 threads fell to 0.10x of its idle speed (issue 28's table); with passive waits it ran as
-    fast as one thread. Idle, the choice is measured by ``benchmarks/contention.py`` (docs/results/)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-# A command is a short-lived process that, before its first useful step, imports torch, transformers and datasets:
-# about 430,000 objects that live until it exits. With Python's default thresholds (700, 10, 10) the collector walks
-# all of them again each time the heap has grown by a quarter (7 full collections during a one-sentence embed) and
-# once more while the interpreter shuts down. Collections of the young generation every 10,000 new objects instead
-# of 700 leave no full collection in the start-up and still find every cycle a long run makes.
-COMMAND_GC_THRESHOLDS = (10_000, 10, 10)
-
-
-def collect_garbage_as_a_short_lived_process() -> None:
-    """Set the collector's thresholds to ``COMMAND_GC_THRESHOLDS`` (the ``elmo-hf`` process only, never a library
-    caller's). Measured on a one-sentence ``elmo-hf embed`` (docs/results/embed-throughput.md, start-up)."""
-    gc.set_threshold(*COMMAND_GC_THRESHOLDS)
-
-
-# glibc's malloc serves a block above its mmap threshold (128 KiB at first) with fresh pages from the kernel and
-# gives them back when it is freed, and it returns free memory above its trim threshold at the top of the heap. The
-# model's temporary tensors (a step's gates, a batch's vectors) are such blocks, allocated and freed thousands of
-# times a second: every one of them page-faulted again. These are the values glibc's own adaptive threshold stops
-# at on 64-bit (mmap 32 MiB, trim twice that), set from the start: blocks up to 32 MiB are reused from the heap.
-COMMAND_MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
-COMMAND_MALLOC_TRIM_THRESHOLD = 2 * COMMAND_MALLOC_MMAP_THRESHOLD
-_MALLOPT_TRIM_THRESHOLD, _MALLOPT_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
-
-
-def user_set_malloc_options() -> bool:
-    """Whether the environment sets either threshold already (``glibc.malloc.mmap_threshold`` or
-    ``glibc.malloc.trim_threshold`` in ``GLIBC_TUNABLES``, or ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``):
-    then the command leaves malloc as the user set it."""
-    tunables = os.environ.get("GLIBC_TUNABLES", "")
-    return any(f"glibc.malloc.{name}_threshold=" in tunables for name in ("mmap", "trim")) or any(
-        f"MALLOC_{name}_THRESHOLD_" in os.environ for name in ("MMAP", "TRIM")
-    )
-
-
-# The same thresholds as glibc tunables, for the processes the command starts.
-COMMAND_MALLOC_TUNABLES = (
-    f"glibc.malloc.mmap_threshold={COMMAND_MALLOC_MMAP_THRESHOLD}:glibc.malloc.trim_threshold={COMMAND_MALLOC_TRIM_THRESHOLD}"
-)
-
-
-def reuse_freed_memory() -> bool:
-    """Have glibc's malloc keep freed blocks of up to ``COMMAND_MALLOC_MMAP_THRESHOLD`` for reuse in this process
-    (the ``elmo-hf`` process only, never a library caller's; its forked embedding workers inherit it; for the
-    processes it spawns: ``thresholds_for_started_processes``). Returns whether it was set: not where the C library is
-    not glibc, or where the user set a threshold already (``user_set_malloc_options``).
-
-    Measured on the README main job (docs/results/embed-throughput.md, "Page faults"): the two embedding workers
-    took 690,000-780,000 page faults and 1.4-2.3 s of system time for tinyshakespeare; with these thresholds 210,000
-    and 0.6-0.7 s, and 6-11% more words/s, with the same peak memory. A library caller gets the same with
-    ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864``
-    (``COMMAND_MALLOC_TUNABLES``) in its environment."""
-    import ctypes
-    import platform
-
-    if platform.libc_ver()[0] != "glibc" or user_set_malloc_options():
-        return False
-    libc = ctypes.CDLL(None)
-    return bool(
-        libc.mallopt(_MALLOPT_MMAP_THRESHOLD, COMMAND_MALLOC_MMAP_THRESHOLD)
-        and libc.mallopt(_MALLOPT_TRIM_THRESHOLD, COMMAND_MALLOC_TRIM_THRESHOLD)
-    )
-
-
-def thresholds_for_started_processes() -> None:
-    """Add ``COMMAND_MALLOC_TUNABLES`` to this process's ``GLIBC_TUNABLES`` (after what the user set there), which
-    glibc reads as a spawned process starts: the ``elmo-hf`` process's spawned embedding workers (``--workers N
-    --threads M``) and a local Ray's workers reuse freed memory as the process does (``reuse_freed_memory``). Two
-    spawned workers at 2 threads on the main job: 1.0 million page faults and 3.6 s of system time without, 0.52-0.54
-    million and 2.8 s with, and 4% more words/s (2-core Zen 5)."""
-    os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), COMMAND_MALLOC_TUNABLES]))
+    return sigint_deferred()
 
 
 def ctrl_c_ends_the_exit() -> None:
@@ -220,28 +135,6 @@ def ctrl_c_ends_the_exit() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def exit_without_a_final_collection(code: int) -> NoReturn:
-    """Exit the process with ``code``, every object alive now frozen out of the collector's sight (``gc.freeze``).
-
-    The interpreter's shutdown still runs the ``atexit`` handlers, flushes stdout and stderr and frees every object
-    whose last reference goes; it no longer searches the 430,000 objects of torch, transformers and datasets for
-    cycles, which took 2.4 s of a 2.8 s exit on a 2-core Zen 3. Only for the end of a process: a frozen object is
-    never collected. Every file a command writes is closed (and synced) before its ``run`` returns."""
-    gc.freeze()
-    sys.exit(code)
-
-
-def set_torch_threads(threads: int | None) -> None:
-    """``torch.set_num_threads(threads)`` when given (a ``ValueError`` below 1); None keeps torch's default."""
-    if threads is None:
-        return
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def quiet_progress_bars() -> None:
     """No progress bars from transformers, datasets or huggingface_hub (loading weights, reading data)."""
     import datasets
@@ -254,9 +147,7 @@ def quiet_progress_bars() -> None:
 
 
 __all__ = [
-    "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES", "DEFAULT_MODEL_NOTE",
-    "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE_ERROR", "ModelFilesError", "collect_garbage_as_a_short_lived_process",
-    "ctrl_c_ends_the_exit", "exit_code_after_interrupt", "exit_without_a_final_collection", "libraries_imported_whole",
-    "model_files_named", "quiet_progress_bars", "report_error", "reuse_freed_memory", "set_torch_threads", "sigterm_as_ctrl_c", "thresholds_for_started_processes", "user_set_malloc_options",
-    "wait_passively",
+    "DEFAULT_MODEL_NOTE", "EXIT_FAILED_CHECK", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE_ERROR",
+    "ModelFilesError", "ctrl_c_ends_the_exit", "exit_code_after_interrupt", "libraries_imported_whole", "model_files_named",
+    "quiet_progress_bars", "report_error", "sigterm_as_ctrl_c",
 ]

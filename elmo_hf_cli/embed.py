@@ -9,18 +9,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import (
-    choices, existing_directory, existing_path, library_module, model_argument, output_directory, representation_argument,
-)
+from elmo_hf import choices_elmo
+from elmo_hf.corpus import formats
+from elmo_hf.runtime import parallelism
+
+from .arguments import existing_directory, existing_path, model_argument, output_directory, representation_argument
 from .common import (
     DEFAULT_MODEL_NOTE, EXIT_FAILED_CHECK, EXIT_INTERRUPTED, EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars,
-    report_error, set_torch_threads,
+    report_error,
 )
 
 ENGINES = ("datasets", "ray")
 
 
 def add_parsers(commands) -> None:
+    library = choices_elmo
     # Options left out are not passed on: the library's defaults apply (the help states them).
     embed = commands.add_parser(
         "embed",
@@ -30,15 +33,6 @@ def add_parsers(commands) -> None:
         "words, num_words, vectors) and OUT/manifest.json. Empty lines give rows with zero words. With --verify OUT, "
         "check a finished output instead (exit 1 if anything is missing or damaged).",
     )
-    _add_input_options(embed)
-    _add_vector_options(embed)
-    _add_run_options(embed)
-    embed.set_defaults(run=run)
-
-
-def _add_input_options(embed) -> None:
-    """INPUT, --output, --verify, the model and the input's format and columns (from the table of input formats)."""
-    formats = library_module("corpus.formats")
     embed.add_argument(
         "input", nargs="?", default=None, type=existing_path,
         help="the corpus, a file or a save_to_disk directory; its format is told by its extension, or --input-format",
@@ -52,12 +46,14 @@ def _add_input_options(embed) -> None:
     )
     embed.add_argument("--text-column", help="column of raw sentences (default: text)")
     embed.add_argument("--words-column", help="column of pre-split sentences (lists of words); default for .conllu: words")
-
-
-def _add_vector_options(embed) -> None:
-    """Which vectors, how they are batched and how the output is cut into shards."""
-    library = choices()
     embed.add_argument("--output-column", help="name of the vectors column (default: elmo)")
+    add_vector_options(embed, library)
+    add_run_options(embed, library)
+    embed.set_defaults(run=run)
+
+
+def add_vector_options(embed, library) -> None:
+    """The options of what is computed and stored: representation, pooling, dtype, batches, windows, shards."""
     embed.add_argument(
         "--representation", type=representation_argument,
         help="mix (scalar mix, default), top, average, all, or a layer index (0 = token layer)",
@@ -94,9 +90,8 @@ def _add_vector_options(embed) -> None:
     embed.add_argument("--output-format", choices=library.OUTPUT_FORMATS, help="parquet (shards, default), or dataset: also OUT/dataset (save_to_disk)")
 
 
-def _add_run_options(embed) -> None:
-    """An earlier output, invalid rows, the device, processes and threads, the engine."""
-    library = choices()
+def add_run_options(embed, library) -> None:
+    """The options of how the run goes: resume or overwrite, invalid rows, device, processes and threads, engine."""
     existing = embed.add_mutually_exclusive_group()
     existing.add_argument("--resume", action="store_true", help="continue an interrupted run in --output (damaged shards are redone)")
     existing.add_argument("--overwrite", action="store_true", help="delete an earlier embedding output in --output and start over")
@@ -160,13 +155,20 @@ def run(args: argparse.Namespace) -> int:
         if args.input is not None or args.output is not None:
             return report_error(ValueError("--verify OUT checks an existing output: give no INPUT and no --output"))
         return verify(args.verify)
-    refused = refused_combination(args)
-    if refused is not None:
-        return report_error(ValueError(refused))
+    if args.input is None or args.output is None:
+        return report_error(ValueError("give INPUT and --output (or --verify OUT to check an output)"))
+    if args.engine == "ray":
+        unread = ["--" + name.replace("_", "-") for name in DATASETS_ENGINE_ONLY if hasattr(args, name)]
+        if unread:
+            return report_error(ValueError(
+                f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
+                "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
+                "own files (Parquet) and has no --resume (rerun with --overwrite)"
+            ))
     model = getattr(args, "model", None)
     if model is None:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
-    model_name = model or choices().DEFAULT_MODEL_DIR
+    model_name = model or choices_elmo.DEFAULT_MODEL_DIR
     if args.engine == "datasets":
         try:  # before torch is imported and the model loaded: seconds, minutes on a busy machine
             finished = check_before_loading(args, model_name)
@@ -179,20 +181,13 @@ def run(args: argparse.Namespace) -> int:
     with libraries_imported_whole():
         if not progress:
             quiet_progress_bars()
+        # The libraries embed_on_the_engine runs on (shards imports the embedder and the corpus readers).
         from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, has_finished_shards
 
     try:
-        summary = run_engine(args, model_name, progress)
+        summary = embed_on_the_engine(args, model_name, progress)
     except EmbeddingInterrupted as interruption:
-        if interruption.shards:
-            print(
-                f"\ninterrupted: {interruption.shards} finished shard(s) are kept in {args.output}; run the same "
-                "command with --resume to continue",
-                file=sys.stderr,
-            )
-        else:
-            print(f"\ninterrupted before the first shard was finished: nothing was kept in {args.output}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return report_interruption(interruption, args.output)
     except EmbeddingWorkerError as error:
         print(f"error: {error}", file=sys.stderr)
         if has_finished_shards(args.output):
@@ -206,22 +201,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def refused_combination(args: argparse.Namespace) -> str | None:
-    """Why INPUT, --output and the engine's options do not go together, or None."""
-    if args.input is None or args.output is None:
-        return "give INPUT and --output (or --verify OUT to check an output)"
-    unread = ["--" + name.replace("_", "-") for name in DATASETS_ENGINE_ONLY if hasattr(args, name)]
-    if args.engine == "ray" and unread:
-        return (
-            f"{' and '.join(unread)}: only the datasets engine reads {'it' if len(unread) == 1 else 'them'}. With "
-            "--engine ray, --ray-workers sets the replicas and --ray-gpus-per-worker the GPUs; Ray Data cuts its "
-            "own files (Parquet) and has no --resume (rerun with --overwrite)"
-        )
-    return None
-
-
-def run_engine(args: argparse.Namespace, model_name: str, progress: bool):
-    """The run, on the engine asked for (the libraries are imported); returns its summary."""
+def embed_on_the_engine(args: argparse.Namespace, model_name: str, progress: bool):
+    """The run on ``--engine``'s engine (the libraries imported already, by ``run``); its summary. The processes and
+    threads are the library's reading of ``--workers`` and ``--threads`` (``parallelism.command_line_embedding``)."""
     from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
     from elmo_hf.embedding.shards import embed_corpus
@@ -238,12 +220,12 @@ def run_engine(args: argparse.Namespace, model_name: str, progress: bool):
             **given(args, RAY_OPTIONS), **options,
         )
     run_options = given(args, CORPUS_RUN_OPTIONS)  # no --workers: the library's default_workers()
-    threads = getattr(args, "threads", None)
-    if threads is not None:
-        if run_options.setdefault("workers", 1) > 1:
-            run_options["worker_threads"] = threads
-        else:
-            set_torch_threads(threads)
+    processes = parallelism.command_line_embedding(run_options.pop("workers", None), getattr(args, "threads", None))
+    if processes.workers is not None:
+        run_options["workers"] = processes.workers
+    if processes.worker_threads is not None:
+        run_options["worker_threads"] = processes.worker_threads
+    parallelism.set_torch_threads(processes.process_threads, "--threads")
     with model_files_named(model_name):
         embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=getattr(args, "device", None), **options)
     return embed_corpus(
@@ -252,12 +234,26 @@ def run_engine(args: argparse.Namespace, model_name: str, progress: bool):
     )
 
 
+def report_interruption(interruption, output: str) -> int:
+    """Say what an interrupted run kept in ``output``; ``EXIT_INTERRUPTED``."""
+    if interruption.shards:
+        print(
+            f"\ninterrupted: {interruption.shards} finished shard(s) are kept in {output}; run the same "
+            "command with --resume to continue",
+            file=sys.stderr,
+        )
+    else:
+        print(f"\ninterrupted before the first shard was finished: nothing was kept in {output}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
 def check_before_loading(args: argparse.Namespace, model_name: str):
     """What the run would refuse, or answer, without its model (``elmo_hf.embedding.manifest.check_before_loading``:
     the input's format and sentence column, the output directory's state, a resume of another input or with other
-    options, an output already complete), before torch is imported: the library's modules read through
-    ``library_module``. Returns the summary of an output already complete, else None."""
-    readers, manifest = library_module("corpus.readers"), library_module("embedding.manifest")
+    options, an output already complete), before torch is imported: the library's torch-free modules. Returns the summary of an output already complete, else None."""
+    from elmo_hf.corpus import readers
+    from elmo_hf.embedding import manifest
+
     source = readers.CorpusSource.open(args.input, getattr(args, "input_format", None))
     options = embedder_options(args, source)
     request = manifest.embedding_request(model_name, getattr(args, "revision", None), getattr(args, "device", None), options)

@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from .arguments import choices, existing_directory, model_argument, output_directory
-from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error, set_torch_threads
+from elmo_hf import choices_elmo
+from elmo_hf.runtime.parallelism import set_torch_threads
+
+from .arguments import existing_directory, model_argument, output_directory
+from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 # Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
 BUILD_OPTIONS = {
@@ -40,7 +43,7 @@ def add_parsers(commands) -> None:
     build.add_argument("embed_dirs", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="an elmo-hf embed output (several are indexed together, in order)")
     build.add_argument("--output", required=True, metavar="INDEX_DIR", type=output_directory, help="the index directory to write")
     build.add_argument(
-        "--index", choices=choices().INDEX_KINDS, help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
+        "--index", choices=choices_elmo.INDEX_KINDS, help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
         "ivfpq: clusters and compressed vectors (--pq-subquantizers bytes a word), approximate scores",
     )
     build.add_argument("--layer", type=int, help="for an output of --representation all: the layer to index (0 = token layer)")
@@ -105,7 +108,7 @@ def run_query(args: argparse.Namespace) -> int:
     if not hasattr(args, "word") and not hasattr(args, "position"):
         return report_error(ValueError("name the query word: --word WORD (its first occurrence) or --position N (0-based)"))
     try:
-        set_torch_threads(getattr(args, "threads", None))
+        set_torch_threads(getattr(args, "threads", None), "--threads")
         index = ContextualIndex.load(args.index_dir, verify=getattr(args, "verify", False), **given(args, LOAD_OPTIONS))
         with model_files_named(str(getattr(args, "model", None) or index.record["model"]["name"])):  # loaded at the first query
             results = [

@@ -9,7 +9,10 @@ import os
 import signal
 import sys
 
-from .arguments import choices, existing_path, library_module, output_directory
+from elmo_hf import choices_elmo
+from elmo_hf.corpus import formats
+
+from .arguments import existing_path, output_directory
 from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
@@ -40,7 +43,7 @@ def checkpoint_or_directory(value: str) -> str:
 
 
 def add_parsers(commands) -> None:
-    library, formats = choices(), library_module("corpus.formats")
+    library = choices_elmo
     parser = commands.add_parser(
         "pretrain",
         argument_default=argparse.SUPPRESS,
@@ -68,6 +71,25 @@ def add_parsers(commands) -> None:
     columns.add_argument("--words-column", help="column of lists of words in structured corpora (default for .conllu: words)")
     add("--min-count", type=int, help="words seen fewer times in training are <UNK> (default 2)")
     add("--max-vocab-size", type=int, help="largest softmax vocabulary, <S> </S> <UNK> included")
+    add_training_options(parser, library)
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
+    existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
+    add("--init-from", metavar="DIR_OR_CHECKPOINT", type=checkpoint_or_directory, help="continue pre-training this model on --corpus (bilm-tf's "
+        "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
+        "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
+    add("--init-vocab", metavar="FILE", type=existing_path, help="the vocabulary file of a TF checkpoint given to --init-from")
+    add("--add-words", action="store_true", help="with --init-from: append the corpus words (--min-count, "
+        "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
+    add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
+        "the original layout; needs elmo-hf[convert])")
+    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
+    parser.set_defaults(run=run)
+
+
+def add_training_options(parser, library) -> None:
+    """The options of the training itself: regime, batches, steps, optimizer, checkpoints, evaluation, threads."""
+    add = parser.add_argument
     add("--regime", choices=library.REGIMES, help="windowed: bilm-tf's windows with the LSTM state carried between batches (default); sentence: "
         "every sentence from the initial state")
     add("--window-size", type=int, help="positions per window in the windowed regime (default 20, bilm-tf's)")
@@ -90,25 +112,6 @@ def add_parsers(commands) -> None:
     add("--seed", type=int, help="initialisation, held-out split, sentence order (default 0)")
     add("--threads", type=int, help="torch CPU threads (default: torch's); on a busy machine 1 can be much faster")
     add("--max-time-minutes", type=float, help="stop after this much training time (checkpoint, final evaluation and save)")
-    existing = parser.add_mutually_exclusive_group()
-    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output (same options)")
-    existing.add_argument("--overwrite", action="store_true", help="delete an earlier pre-training output in --output and start over")
-    _add_init_options(parser)
-    add("--no-progress", action="store_true", help="no progress bar (logs are printed instead)")
-    parser.set_defaults(run=run)
-
-
-def _add_init_options(parser) -> None:
-    """Continuing a model (--init-from) and exporting the result to the original layout."""
-    add = parser.add_argument
-    add("--init-from", metavar="DIR_OR_CHECKPOINT", type=checkpoint_or_directory, help="continue pre-training this model on --corpus (bilm-tf's "
-        "restart.py): an ELMoForPreTraining directory with its vocab.txt (elmo-hf convert --checkpoint, an earlier run) "
-        "or a bilm-tf TensorFlow checkpoint (with --init-vocab); its architecture and vocabulary are kept")
-    add("--init-vocab", metavar="FILE", type=existing_path, help="the vocabulary file of a TF checkpoint given to --init-from")
-    add("--add-words", action="store_true", help="with --init-from: append the corpus words (--min-count, "
-        "--max-vocab-size) missing from the model's vocabulary; their softmax rows start as <UNK>'s")
-    add("--export-hdf5", action="store_true", help="also write DIR/hdf5/ (options.json + weights.hdf5 + vocab.txt, the biLM in "
-        "the original layout; needs elmo-hf[convert])")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,7 +185,7 @@ def leave_the_process_group() -> None:
     rank that had finished its run died by SIGABRT (one of about a dozen default test runs). But
     ``destroy_process_group`` only forgets the group: the Trainer's ``DistributedDataParallel`` wrapper still holds it,
     and the Trainer, its accelerator and the wrapper are reference cycles, which the command's exit never collects
-    (``common.exit_without_a_final_collection``). The group's two ``pt_gloo_runloop`` threads and its
+    (``elmo_hf.runtime.process_tuning.tuned_command_process``). The group's two ``pt_gloo_runloop`` threads and its
     ``gloo_tcp_loop`` then lived into the interpreter's finalization. There a gloo thread that freed the last
     collective's work (``AsyncAllgatherWork``, holding a tensor whose Python object it owned) asked for the GIL and was
     ended by ``pthread_exit`` through C++ frames: ``terminate called without an active exception`` (SIGABRT), which

@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 
 from .arguments import existing_path, model_argument, output_directory
-from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error, set_torch_threads
+from elmo_hf.runtime.parallelism import set_torch_threads
+
+from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
 # Command-line option -> field of ProbeOptions (passed only when given).
 PROBE_OPTIONS = {"seed": "seed", "epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate"}
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         from elmo_hf.probing import ProbeOptions
         from elmo_hf.probing.run import plot_head_mixes, run_probe
     try:
-        set_torch_threads(given.get("threads"))
+        set_torch_threads(given.get("threads"), "--threads")
         with model_files_named(args.model):
             if given.get("mixes"):
                 mixes = plot_head_mixes(args.model, args.output, overwrite=given.get("overwrite", False))

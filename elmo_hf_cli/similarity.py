@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from elmo_hf.runtime.parallelism import set_torch_threads
+
 from .arguments import model_argument
-from .common import DEFAULT_MODEL_NOTE, EXIT_OK, libraries_imported_whole, model_files_named, report_error, set_torch_threads
+from .common import DEFAULT_MODEL_NOTE, EXIT_OK, libraries_imported_whole, model_files_named, report_error
 
 
 def add_parsers(commands) -> None:
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         print(DEFAULT_MODEL_NOTE, file=sys.stderr)
     model_name = args.model or DEFAULT_MODEL_DIR
     try:
-        set_torch_threads(args.threads)
+        set_torch_threads(args.threads, "--threads")
         with model_files_named(model_name):
             model = ELMoModel.from_pretrained(model_name).eval()
             tokenizer = ELMoTokenizer.from_pretrained(model_name)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from elmo_hf_cli.common import collect_garbage_as_a_short_lived_process
+from elmo_hf.runtime.process_tuning import collect_garbage_as_a_short_lived_process
 
 # Every test process imports torch, transformers' modeling code and datasets (600,000 objects by the end of the
 # collection) and each full collection walked them all: 20-38 of them, 9-19 s per xdist worker, and 2-3 s more for

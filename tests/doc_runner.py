@@ -240,7 +240,8 @@ def run_markdown(workdir: str, report: str, *markdowns: str) -> int:
 # Imported by the server before it forks: a start-up cost paid once. Only a speed-up: a module missing here (moved,
 # renamed) is imported by the child that needs it, and its import error, if any, fails that block.
 PRELOADED = (
-    "torch", "transformers", "datasets", "pyarrow.parquet", "elmo_hf", "elmo_hf.embedding", "elmo_hf.pretraining",
+    "torch", "transformers", "datasets", "pyarrow.parquet", "elmo_hf.configuration_elmo", "elmo_hf.tokenization_elmo",
+    "elmo_hf.embedding.shards", "elmo_hf.pretraining",
     "elmo_hf.search", "elmo_hf.corpus", "tests.helpers", "elmo_hf.conversion.convert_allennlp_to_hf",
 )
 

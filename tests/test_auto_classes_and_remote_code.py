@@ -81,6 +81,35 @@ def test_looking_up_a_model_class_registers_the_model_classes():
     assert printed == ["True", "True", "None", "AutoModel"]
 
 
+def test_auto_classes_imported_before_elmo_hf_know_it_once_it_is_imported():
+    printed = run_in_a_fresh_interpreter(
+        """
+        from transformers import CONFIG_MAPPING, TOKENIZER_MAPPING, AutoConfig, AutoTokenizer
+        import elmo_hf
+
+        print(CONFIG_MAPPING["elmo"] is elmo_hf.ELMoConfig, TOKENIZER_MAPPING[elmo_hf.ELMoConfig] is elmo_hf.ELMoTokenizer)
+        """
+    )
+    assert printed == ["True", "True"]
+
+
+def test_a_config_made_from_its_module_registers_the_model_classes_and_modules_keep_their_own_loader():
+    """`from elmo_hf.configuration_elmo import ELMoConfig` never looks a name up on the package: the config still
+    registers the model classes when it is first made, and the module imported through the package's finder keeps the
+    loader that found it."""
+    printed = run_in_a_fresh_interpreter(
+        """
+        from elmo_hf.configuration_elmo import ELMoConfig
+        import elmo_hf.configuration_elmo as module
+        from transformers import AutoModel
+
+        model = AutoModel.from_config(ELMoConfig(projection_dim=8, lstm_cell_size=16, char_cnn_filters=[[1, 4]]))
+        print(type(model).__name__, type(module.__loader__).__name__, module.__spec__.loader is module.__loader__)
+        """
+    )
+    assert printed == ["ELMoModel", "SourceFileLoader", "True"]
+
+
 def test_threads_making_their_first_configs_at_once_all_find_the_model_classes():
     printed = run_in_a_fresh_interpreter(
         """

@@ -15,7 +15,7 @@ from .conftest import REPOSITORY_ROOT
 # `*_elmo.py` files, which ship as remote code and import only each other, and the package's `__init__`) is layer 0.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("elmo_hf",),
-    ("elmo_hf.corpus", "elmo_hf.storage"),
+    ("elmo_hf.corpus", "elmo_hf.runtime", "elmo_hf.storage"),
     ("elmo_hf.conversion",),
     ("elmo_hf.embedding", "elmo_hf.pretraining", "elmo_hf.scoring", "elmo_hf.search", "elmo_hf.integrations", "elmo_hf.probing"),
     ("elmo_hf_cli",),

@@ -1,8 +1,30 @@
 """Bulk embedding: ``embedder.py`` (``ELMoEmbedder``, the ``datasets.map`` function), ``shards.py`` (``embed_corpus``,
 the resumable Parquet shards of ``elmo-hf embed``), ``manifest.py`` (their record, read and checked without torch) and
-``ray_engine.py`` (the Ray Data engine, optional extra)."""
+``ray_engine.py`` (the Ray Data engine, optional extra). Lazy like the package (``elmo_hf/__init__.py``): a name below
+imports its module on first use, so that ``elmo_hf.embedding.manifest`` imports without torch."""
 
-from .embedder import DEFAULT_MODEL_DIR, ELMoEmbedder, embed_dataset, embed_texts
-from .shards import EmbeddingRunSummary, Manifest, embed_corpus
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module of this package that defines it.
+LAZY_NAMES = {
+    "DEFAULT_MODEL_DIR": "embedder", "ELMoEmbedder": "embedder", "embed_dataset": "embedder", "embed_texts": "embedder",
+    "EmbeddingRunSummary": "shards", "Manifest": "shards", "embed_corpus": "shards",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in LAZY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{LAZY_NAMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(LAZY_NAMES))
+
 
 __all__ = ["DEFAULT_MODEL_DIR", "ELMoEmbedder", "EmbeddingRunSummary", "Manifest", "embed_corpus", "embed_dataset", "embed_texts"]

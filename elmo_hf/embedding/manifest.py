@@ -2,9 +2,9 @@
 of output (``EMBEDDINGS_OUTPUT``), the check of a listed shard, the comparison a resumed run makes, and what a run can
 refuse or answer before its model is loaded (``check_before_loading``).
 
-``shards.py`` writes the output. The command line calls ``check_before_loading`` before it imports torch (through
-``elmo_hf_cli.arguments.library_module``, which runs no package ``__init__``), so this module imports nothing heavier
-than pyarrow, and that only where a shard is checked.
+``shards.py`` writes the output. The command line calls ``check_before_loading`` before it imports torch (the
+``__init__`` of ``elmo_hf`` and of ``elmo_hf.embedding`` are lazy), so this module imports nothing heavier than pyarrow,
+and that only where a shard is checked.
 """
 
 from __future__ import annotations

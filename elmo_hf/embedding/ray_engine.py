@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..corpus.formats import INPUT_FORMATS, format_of_extension, known_extensions, reader_class
+from ..runtime.parallelism import ray_actor_threads, set_torch_threads
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
@@ -80,10 +81,7 @@ class RayEmbeddingActor:
     """One model replica in Ray's actor pool: loads the model once, embeds batches of rows (Arrow tables)."""
 
     def __init__(self, model_name: str, revision: str | None, device: str | None, num_threads: int | None, options: dict[str, Any]):
-        import torch
-
-        if num_threads:
-            torch.set_num_threads(num_threads)
+        set_torch_threads(num_threads or None)
         self.embedder = ELMoEmbedder.from_pretrained(model_name, revision=revision, device=device, **options)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -264,7 +262,7 @@ def _run_job(
             "model_name": model_name,
             "revision": revision,
             "device": "cuda" if gpus_per_worker > 0 else None,
-            "num_threads": max(1, int(cpus_per_worker)),
+            "num_threads": ray_actor_threads(cpus_per_worker),
             "options": embedder_options,
         },
         batch_size=rows_per_batch,

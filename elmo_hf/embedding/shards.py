@@ -52,6 +52,7 @@ from datasets import Dataset, Features, Value
 from datasets.arrow_writer import OptimizedTypedSequence
 
 from ..corpus.readers import CorpusSource, InvalidRowError
+from ..runtime.parallelism import default_workers, torch_threads, usable_cores
 from ..storage.files import (
     fill_temporary, move_into_place, sha256_of_file, temporary_file_beside, temporary_path_beside,
 )
@@ -66,7 +67,7 @@ from .manifest import (
     SAVED_DATASET_CACHE_DIR, SAVED_DATASET_DIR, EmbeddingRunSummary, Manifest, check_same_run, checked_run_options,
     complete_summary, describe_run, has_finished_shards, plural, shard_problem, with_options_of_older_runs,
 )
-from .workers import EmbeddingWorkerError, EmbeddingWorkerPool, default_workers, usable_cores
+from .workers import EmbeddingWorkerError, EmbeddingWorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -543,12 +544,8 @@ class WorkerShardWriter(ShardWriter):
     def run_here(self, task: ShardFileTask) -> WrittenShard:
         """``task`` in this process, at the workers' torch threads (so the bytes are the same as a worker's), while no
         worker is up: a worker slow to start (or one that never does) does not hold the run."""
-        threads = torch.get_num_threads()
-        torch.set_num_threads(self.pool.threads)
-        try:
+        with torch_threads(self.pool.threads):
             return task(self.embedder)
-        finally:
-            torch.set_num_threads(threads)
 
     def count(self, written: WrittenShard) -> None:
         """Count a shard that a worker (or this process) ran: each stage's busy time, summed over the workers, and

@@ -34,7 +34,6 @@ raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pickle
 import queue
 import signal
@@ -46,6 +45,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
+from ..runtime.parallelism import set_worker_threads, start_method
 from ..storage.interrupts import sigint_ignored
 from ..validation_elmo import check_int
 
@@ -64,54 +64,6 @@ TASKS_PER_WORKER = 2
 class EmbeddingWorkerError(RuntimeError):
     """A worker process ended without answering: the message names the worker, its pid, how it ended and the task it
     was running."""
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at most ``OMP_NUM_THREADS`` when that is set: the usual
-    way a user or a batch scheduler says how many cores a job gets."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        limit = int(os.environ.get("OMP_NUM_THREADS", ""))
-    except ValueError:
-        limit = 0
-    return max(1, min(cores, limit) if limit > 0 else cores)
-
-
-def default_workers(
-    device: Any = "cpu",
-    rows: int | None = None,
-    shard_size: int = 1000,
-    *,
-    characters: int | None = None,
-    shard_characters: int = 0,
-) -> int:
-    """How many worker processes ``embed_corpus`` (and so ``elmo-hf embed``) uses when none is given: one per usable
-    core (``usable_cores``), at most one per shard of the input (a shard is what one worker embeds; ``rows`` None: not
-    known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best). The shards are counted
-    by ``shard_size`` rows and, where ``characters`` (the input's characters, or at least ``cores x
-    shard_characters`` of them: ``CorpusSource.num_characters(at_most=...)``) is known, by ``shard_characters`` (0:
-    no limit) too: a few long rows make more shards than their number says.
-
-    Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): on 2 cores, 2 one-thread workers
-    embed faster than one process at 2 threads both idle (1.38x) and beside two busy processes (1.61x), and since they
-    fork (about 0.1 s to start) their start-up no longer eats that gain; a one-shard input has nothing to share."""
-    import torch
-
-    if torch.device("cpu" if device is None else device).type != "cpu":
-        return 1
-    cores = usable_cores()
-    if rows is not None:
-        shards = -(-rows // shard_size)
-        if characters is not None and shard_characters:
-            shards = max(shards, -(-characters // shard_characters))
-        cores = min(cores, max(1, shards))
-    return cores
-
-
-def start_method(threads: int) -> str:
-    """``fork`` for one-thread workers where the platform has it (up at once, sharing the loaded model), else
-    ``spawn`` (see the module docstring)."""
-    return "fork" if threads == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 @dataclass
@@ -143,10 +95,7 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
     try:
         if embedder is None:
             payload = connection.recv_bytes()  # first: the main process's send returns as soon as this is read
-            os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch loads OpenMP (unpickling imports it)
-        import torch
-
-        torch.set_num_threads(threads)
+        set_worker_threads(threads, spawned=embedder is None)  # before unpickling imports torch
         if embedder is None:
             embedder = pickle.loads(payload)
     except (EOFError, OSError):  # the main process is gone
@@ -424,4 +373,4 @@ class EmbeddingWorkerPool:
         self.workers = []
 
 
-__all__ = ["EmbedSentences", "EmbeddingWorkerError", "EmbeddingWorkerPool", "default_workers", "start_method", "usable_cores"]
+__all__ = ["EmbedSentences", "EmbeddingWorkerError", "EmbeddingWorkerPool"]

@@ -59,6 +59,7 @@ from ..corpus.readers import CorpusError, corpus_sources
 from ..corpus.sentences import load_sentences
 from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
+from ..runtime.parallelism import torch_threads
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
@@ -499,13 +500,8 @@ def pretrain(options: PretrainingOptions) -> PretrainingReport:
     """Run `options` (see `PretrainingOptions` and the module docstring) and return the report, also written to
     `output_dir/pretraining_report.json`. Raises `PretrainingError` (bad options, inputs or output directory;
     nothing trained) and `PretrainingInterrupted` (Ctrl-C; a checkpoint was saved first)."""
-    previous_num_threads = torch.get_num_threads()
-    if options.num_threads is not None:
-        torch.set_num_threads(options.num_threads)
-    try:
+    with torch_threads(options.num_threads):
         return _pretrain(options)
-    finally:
-        torch.set_num_threads(previous_num_threads)
 
 
 def _pretrain(options: PretrainingOptions) -> PretrainingReport:

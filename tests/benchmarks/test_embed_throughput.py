@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from elmo_hf.embedding.embedder import ELMoEmbedder
-from elmo_hf_cli.common import user_set_malloc_options
+from elmo_hf.runtime.process_tuning import user_set_malloc_options
 
 from . import load_benchmark
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from elmo_hf_cli import build_parser, main
-from elmo_hf_cli.common import COMMAND_GC_THRESHOLDS, COMMAND_MALLOC_TUNABLES, user_set_malloc_options
+from elmo_hf.runtime.process_tuning import COMMAND_GC_THRESHOLDS, COMMAND_MALLOC_TUNABLES, user_set_malloc_options
 from scripts.ctrl_c_stress import interrupted_run, start_up_run
 
 COMMANDS = [name for name in build_parser()._subparsers._group_actions[0].choices]
@@ -67,13 +67,28 @@ def test_import_elmo_hf_loads_no_modeling_code_and_its_model_classes_no_datasets
     assert not {"datasets", "pyarrow", "ray", "h5py"} & top_level(with_models)
 
 
+# The modules of elmo_hf that the command line reads before a command runs: each imports nothing heavy, and the
+# package's __init__ imports none of its modules (elmo_hf/__init__.py).
+TORCH_FREE_MODULES = {
+    "elmo_hf", "elmo_hf.choices_elmo", "elmo_hf.runtime", "elmo_hf.runtime.parallelism", "elmo_hf.runtime.process_tuning",
+}
+
+
 @pytest.mark.parametrize("command", [None, *COMMANDS])
-def test_help_of_every_command_loads_no_torch_and_no_elmo_hf(command):
+def test_help_of_every_command_loads_no_torch_and_only_torch_free_modules_of_elmo_hf(command):
     arguments = ["--help"] if command is None else [command, "--help"]
     loaded = modules_after(
         f"from elmo_hf_cli import main\ntry:\n    main({arguments!r})\nexcept SystemExit as exit:\n    assert exit.code == 0"
     )
-    assert not {"torch", "transformers", "elmo_hf", "datasets"} & top_level(loaded)
+    assert not {"torch", "transformers", "datasets", "numpy"} & top_level(loaded)
+    assert {name for name in loaded if name.split(".")[0] == "elmo_hf"} <= TORCH_FREE_MODULES
+
+
+def test_import_elmo_hf_imports_none_of_its_modules_and_a_torch_free_module_imports_no_torch():
+    bare, readers = modules_after_each("import elmo_hf", "import elmo_hf.corpus.readers, elmo_hf.embedding.manifest")
+    assert {name for name in bare if name.split(".")[0] == "elmo_hf"} == {"elmo_hf"}
+    assert "elmo_hf.embedding.manifest" in readers  # the check can fail
+    assert not {"torch", "transformers", "datasets"} & top_level(readers)
 
 
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
@@ -258,7 +273,7 @@ def test_the_elmo_hf_executable_is_the_command_process():
 
 # Page faults of a workload that glibc's default thresholds hand back to the kernel at every round: 100 blocks of
 # 100 kB (below the mmap threshold, so on the heap) filled and freed, 20 times. With the command's thresholds
-# (`common.reuse_freed_memory`) the freed heap is kept and the rounds after the first fault no page in again.
+# (`elmo_hf.runtime.process_tuning.reuse_freed_memory`) the freed heap is kept and the rounds after the first fault no page in again.
 ROUNDS, BLOCKS, BLOCK_BYTES = 20, 100, 100_000
 FAULTS_OF_REUSED_HEAP = (
     "import ctypes, resource\n"

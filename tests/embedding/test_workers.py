@@ -23,7 +23,8 @@ from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.embedding.shards import embed_corpus
 from elmo_hf.embedding import workers as workers_module
-from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, EmbedSentences, default_workers, start_method
+from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, EmbedSentences
+from elmo_hf.runtime.parallelism import default_workers, start_method
 
 from ..conftest import REPOSITORY_ROOT
 from .test_shards import listed_and_alone, run_embed, shard_hashes, synthetic_sentences, wait_for_shards, write_lines
@@ -65,7 +66,7 @@ def assert_same_output(output_dir: Path, reference_dir: Path) -> None:
 
 
 def test_default_is_one_worker_per_usable_core_and_shard_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert default_workers("cpu") == 4 and default_workers(None, rows=None) == 4
     assert default_workers("cpu", rows=2500, shard_size=1000) == 3  # 3 shards
@@ -87,7 +88,7 @@ def test_one_thread_workers_fork_and_others_spawn():
 
 def test_the_library_and_the_command_choose_the_same_default(tmp_path, one_thread_run, monkeypatch):
     """No --workers: embed_corpus's default_workers(), here 2 (two usable cores, 30 shards), same bytes."""
-    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     started = []
     original = EmbeddingWorkerPool.__init__
@@ -110,7 +111,7 @@ def test_workers_give_the_bytes_of_one_thread_in_input_order(tmp_path, one_threa
 def test_the_default_counts_a_text_files_shards_by_its_characters_not_its_bytes(tmp_path, model_dir, monkeypatch):
     """Three rows of 300 Hangul syllables are one shard of 900 characters at --shard-characters 1000 (2,703 bytes
     would have said 3 shards): one process, no worker forked for nothing."""
-    monkeypatch.setattr(workers_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     pools = []
     monkeypatch.setattr(

@@ -1,0 +1,87 @@
+"""What the ``elmo-hf`` command sets in its own process, behind one function (``tuned_command_process``): the
+garbage collector's thresholds and a frozen exit, and glibc malloc's thresholds, here and in the processes it spawns.
+Each piece is kept for a measured gain (the links below); none applies to a program that calls the library, whose
+process is its own (it can set the same malloc thresholds with ``COMMAND_MALLOC_TUNABLES``: docs/guide/embedding.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Iterator
+
+# Young collections every 10,000 new objects: no full collection while a command imports torch, transformers and
+# datasets, and a long run still finds its cycles (docs/results/embed-throughput.md#the-garbage-collector-2026-11-26).
+COMMAND_GC_THRESHOLDS = (10_000, 10, 10)
+
+# glibc's malloc keeps freed blocks up to this size for reuse instead of page-faulting them in again: the values its
+# own adaptive threshold stops at on 64-bit (docs/results/embed-throughput.md#page-faults-2026-11-27).
+COMMAND_MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
+COMMAND_MALLOC_TRIM_THRESHOLD = 2 * COMMAND_MALLOC_MMAP_THRESHOLD
+_MALLOPT_TRIM_THRESHOLD, _MALLOPT_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h: M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+# The same thresholds as glibc tunables, read by a process as it starts.
+COMMAND_MALLOC_TUNABLES = (
+    f"glibc.malloc.mmap_threshold={COMMAND_MALLOC_MMAP_THRESHOLD}:glibc.malloc.trim_threshold={COMMAND_MALLOC_TRIM_THRESHOLD}"
+)
+
+
+@contextlib.contextmanager
+def tuned_command_process() -> Iterator[None]:
+    """The block that runs a command in the ``elmo-hf`` process (``elmo_hf_cli.command_line``), tuned as a
+    short-lived process: the collector's thresholds are ``COMMAND_GC_THRESHOLDS``, glibc's malloc reuses freed blocks
+    (``reuse_freed_memory``, and in the processes the command spawns: ``thresholds_for_started_processes``), and when
+    the block ends every object alive is frozen out of the collector's sight, so that the interpreter's exit does not
+    search them for cycles (a frozen object is never collected: only for the end of a process)."""
+    collect_garbage_as_a_short_lived_process()
+    if reuse_freed_memory():
+        thresholds_for_started_processes()
+    yield
+    gc.freeze()  # the exit's search for cycles: docs/results/embed-throughput.md#the-garbage-collector-2026-11-26
+
+
+def collect_garbage_as_a_short_lived_process() -> None:
+    """Set the collector's thresholds to ``COMMAND_GC_THRESHOLDS`` (the command's process, and the test processes)."""
+    gc.set_threshold(*COMMAND_GC_THRESHOLDS)
+
+
+def user_set_malloc_options() -> bool:
+    """Whether the environment sets either threshold already (``glibc.malloc.mmap_threshold`` or
+    ``glibc.malloc.trim_threshold`` in ``GLIBC_TUNABLES``, or ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``):
+    then the command leaves malloc as the user set it."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return any(f"glibc.malloc.{name}_threshold=" in tunables for name in ("mmap", "trim")) or any(
+        f"MALLOC_{name}_THRESHOLD_" in os.environ for name in ("MMAP", "TRIM")
+    )
+
+
+def reuse_freed_memory() -> bool:
+    """Have glibc's malloc keep freed blocks of up to ``COMMAND_MALLOC_MMAP_THRESHOLD`` for reuse in this process (its
+    forked embedding workers inherit it). Both thresholds or neither: either one alone switches glibc's adaptive
+    threshold off and is slower than none. Returns whether it was set: not where the C library is not glibc, or where
+    the user set a threshold already (``user_set_malloc_options``)."""
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc" or user_set_malloc_options():
+        return False
+    libc = ctypes.CDLL(None)
+    return bool(
+        libc.mallopt(_MALLOPT_MMAP_THRESHOLD, COMMAND_MALLOC_MMAP_THRESHOLD)
+        and libc.mallopt(_MALLOPT_TRIM_THRESHOLD, COMMAND_MALLOC_TRIM_THRESHOLD)
+    )
+
+
+def thresholds_for_started_processes() -> None:
+    """Add ``COMMAND_MALLOC_TUNABLES`` to this process's ``GLIBC_TUNABLES`` (after what the user set there), which
+    glibc reads as a spawned process starts: spawned embedding workers (``--workers N --threads M``) and a local Ray's
+    workers reuse freed memory as the command's process does
+    (docs/results/embed-throughput.md#page-faults-2026-11-27, spawned workers)."""
+    os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), COMMAND_MALLOC_TUNABLES]))
+
+
+__all__ = [
+    "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES",
+    "collect_garbage_as_a_short_lived_process", "reuse_freed_memory", "thresholds_for_started_processes",
+    "tuned_command_process", "user_set_malloc_options",
+]
