@@ -1,8 +1,30 @@
 """Reading corpora: one reader class per input format (``format_readers.py``), registered in one table
-(``formats.INPUT_FORMATS``), read through ``CorpusSource`` (``readers.py``)."""
+(``formats.INPUT_FORMATS``), read through ``CorpusSource`` (``readers.py``). Lazy like the package
+(``elmo_hf/__init__.py``): a name below imports its module on first use, so that the command line reads
+``elmo_hf.corpus.formats`` (the table's names and help) and nothing else of it."""
 
-from .format_readers import CorpusReader
-from .formats import INPUT_FORMATS, register_input_format
-from .readers import CorpusError, CorpusSource, InvalidRowError, infer_input_format
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module of this package that defines it.
+LAZY_NAMES = {
+    "CorpusReader": "format_readers", "INPUT_FORMATS": "formats", "register_input_format": "formats",
+    "CorpusError": "readers", "CorpusSource": "readers", "InvalidRowError": "readers", "infer_input_format": "readers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in LAZY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{LAZY_NAMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(LAZY_NAMES))
+
 
 __all__ = ["CorpusError", "CorpusReader", "CorpusSource", "INPUT_FORMATS", "InvalidRowError", "infer_input_format", "register_input_format"]

@@ -71,6 +71,7 @@ def test_import_elmo_hf_loads_no_modeling_code_and_its_model_classes_no_datasets
 # package's __init__ imports none of its modules (elmo_hf/__init__.py).
 TORCH_FREE_MODULES = {
     "elmo_hf", "elmo_hf.choices_elmo", "elmo_hf.runtime", "elmo_hf.runtime.parallelism", "elmo_hf.runtime.process_tuning",
+    "elmo_hf.corpus", "elmo_hf.corpus.formats",  # the table of input formats: --input-format's choices and help
 }
 
 
