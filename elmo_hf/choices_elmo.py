@@ -34,7 +34,7 @@ COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
 # Corpus formats elmo-hf reads (elmo_hf.corpus.readers), told by the extension or given (`--input-format`).
 INPUT_FORMATS = ("txt", "jsonl", "csv", "parquet", "dataset", "conllu")
-# How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.shards).
+# How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.driver).
 OUTPUT_FORMATS = ("parquet", "dataset")
 
 # FAISS index kinds of `elmo-hf neighbours build` (elmo_hf.search.index).

@@ -169,7 +169,9 @@ def run(args: argparse.Namespace) -> int:
             quiet_progress_bars()
         from elmo_hf.corpus import CorpusSource
         from elmo_hf.embedding.embedder import ELMoEmbedder
-        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, embed_corpus, has_finished_shards
+        from elmo_hf.embedding.driver import EmbeddingInterrupted, embed_corpus
+        from elmo_hf.embedding.manifest import has_finished_shards
+        from elmo_hf.embedding.workers import EmbeddingWorkerError
 
     try:
         source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
@@ -257,7 +259,7 @@ def sentence_columns(args: argparse.Namespace, source) -> dict:
 
 def verify(output_dir: str) -> int:
     with libraries_imported_whole():
-        from elmo_hf.embedding.shards import verify_embedding_output
+        from elmo_hf.embedding.manifest import verify_embedding_output
 
     problems = verify_embedding_output(output_dir)
     if problems:

@@ -437,7 +437,7 @@ class CorpusSource:
         return None
 
     def num_characters(self, at_most: int) -> int | None:
-        """A text file's characters, its lines' without their line ends (what ``embedding.shards.input_characters``
+        """A text file's characters, its lines' without their line ends (what ``embedding.engine.input_characters``
         counts), read only until ``at_most`` are counted (then ``at_most``: at least that many); None for the other
         formats. A file's bytes overcount UTF-8 text up to 3x (Hangul: 3 bytes a syllable)."""
         if self.input_format != "txt":
