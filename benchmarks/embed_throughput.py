@@ -60,7 +60,8 @@ from benchmarks.cpu_affinity import running_on  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
 from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
 from elmo_hf.embedding.embedder import ELMoEmbedder  # noqa: E402
-from elmo_hf.embedding.shards import embed_corpus, model_fingerprint  # noqa: E402
+from elmo_hf.embedding.driver import embed_corpus  # noqa: E402
+from elmo_hf.embedding.manifest import model_fingerprint  # noqa: E402
 from elmo_hf.runtime.process_tuning import reuse_freed_memory  # noqa: E402
 
 DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"

@@ -33,7 +33,7 @@ STORAGE_DTYPES = ("float32", "float16")
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
 # Corpus formats (`--input-format`) are the rows of one table with their readers: elmo_hf/corpus/formats.py.
-# How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.shards).
+# How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.driver).
 OUTPUT_FORMATS = ("parquet", "dataset")
 
 # FAISS index kinds of `elmo-hf neighbours build` (elmo_hf.search.index).

@@ -181,8 +181,10 @@ def run(args: argparse.Namespace) -> int:
     with libraries_imported_whole():
         if not progress:
             quiet_progress_bars()
-        # The libraries embed_on_the_engine runs on (shards imports the embedder and the corpus readers).
-        from elmo_hf.embedding.shards import EmbeddingInterrupted, EmbeddingWorkerError, has_finished_shards
+        # The libraries embed_on_the_engine runs on (the driver imports the embedder and the corpus readers).
+        from elmo_hf.embedding.driver import EmbeddingInterrupted
+        from elmo_hf.embedding.manifest import has_finished_shards
+        from elmo_hf.embedding.workers import EmbeddingWorkerError
 
     try:
         summary = embed_on_the_engine(args, model_name, progress)
@@ -206,7 +208,7 @@ def embed_on_the_engine(args: argparse.Namespace, model_name: str, progress: boo
     threads are the library's reading of ``--workers`` and ``--threads`` (``parallelism.command_line_embedding``)."""
     from elmo_hf.corpus import CorpusSource
     from elmo_hf.embedding.embedder import ELMoEmbedder
-    from elmo_hf.embedding.shards import embed_corpus
+    from elmo_hf.embedding.driver import embed_corpus
 
     revision = getattr(args, "revision", None)
     source = None if args.engine == "ray" else CorpusSource.open(args.input, getattr(args, "input_format", None))
@@ -286,7 +288,7 @@ def sentence_columns(args: argparse.Namespace, source) -> dict:
 
 def verify(output_dir: str) -> int:
     with libraries_imported_whole():
-        from elmo_hf.embedding.shards import verify_embedding_output
+        from elmo_hf.embedding.manifest import verify_embedding_output
 
     problems = verify_embedding_output(output_dir)
     if problems:

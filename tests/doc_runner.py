@@ -241,7 +241,7 @@ def run_markdown(workdir: str, report: str, *markdowns: str) -> int:
 # renamed) is imported by the child that needs it, and its import error, if any, fails that block.
 PRELOADED = (
     "torch", "transformers", "datasets", "pyarrow.parquet", "elmo_hf.configuration_elmo", "elmo_hf.tokenization_elmo",
-    "elmo_hf.embedding.shards", "elmo_hf.pretraining",
+    "elmo_hf.embedding.driver", "elmo_hf.pretraining",
     "elmo_hf.search", "elmo_hf.corpus", "tests.helpers", "elmo_hf.conversion.convert_allennlp_to_hf",
 )
 

@@ -150,7 +150,7 @@ class TextReader(CorpusReader):
         return count_lines(self.path)
 
     def num_characters(self, at_most: int) -> int:
-        """The lines' characters without their line ends (what ``embedding.shards.input_characters`` counts), read
+        """The lines' characters without their line ends (what ``embedding.engine.input_characters`` counts), read
         only until ``at_most`` are counted (then ``at_most``: at least that many). A file's bytes overcount UTF-8
         text up to 3x (Hangul: 3 bytes a syllable)."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character split between reads is one

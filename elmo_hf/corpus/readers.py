@@ -193,7 +193,7 @@ class CorpusSource:
         return self.reader.num_rows()
 
     def num_characters(self, at_most: int) -> int | None:
-        """A text file's characters, its lines' without their line ends (what ``embedding.shards.input_characters``
+        """A text file's characters, its lines' without their line ends (what ``embedding.engine.input_characters``
         counts), read only until ``at_most`` are counted (then ``at_most``: at least that many); None for the other
         formats."""
         return self.reader.num_characters(at_most)

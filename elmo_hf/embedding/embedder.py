@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -45,6 +44,11 @@ from ..modeling_elmo import ELMoModel
 from ..pooling_elmo import check_representation, pool_words, pooled_size
 from ..tokenization_elmo import ELMoTokenizer
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int, is_int
+from .batching import (
+    DEFAULT_MIN_BATCH_SIZE, DEFAULT_WORDS_PER_BATCH, PreparedBatch, PreparedSentences, SentencePiece, length_grouped_batches,
+    split_into_windows,
+)
+from .loading import checked_device, emulated_compute_dtype, model_vocabulary_words, placed_model
 from .manifest import embedding_request
 
 logger = logging.getLogger(__name__)
@@ -52,24 +56,8 @@ logger = logging.getLogger(__name__)
 
 ON_INVALID_CHOICES = ("raise", "skip")
 
-# Padded words per model batch when neither batch_size nor max_words_per_batch is given, by device type. CPU: measured
-# on 2 cores with the shipped default model (tinyshakespeare, model alone): 2048 -> 10,105 words/s, 4096 -> 10,506,
-# 8192 -> 9,656, against 6,900-7,459 at 32 sentences a batch. CUDA: not measured yet; a GPU needs larger batches to
-# fill, and the original shape holds about 1 GB of activations per 16k words.
-DEFAULT_WORDS_PER_BATCH = {"cpu": 4096, "cuda": 16384}
-# Fewest windows a model batch of the device's budget takes before the word budget closes it (up to
-# MIN_BATCH_SIZE_WORDS_FACTOR x the budget; length_grouped_batches), by device type. Long windows fill 4096 words with
-# few rows, and each LSTM step then runs on those few rows. CPU: measured on the 2-core Zen 5 with the shipped model
-# (docs/results/embed-throughput.md, "Rows per step"): rows of 3,000 characters (256-word windows, 16 rows a batch)
-# 30,700-31,300 -> 37,900-40,800 words/s with 2 workers, 18,400 -> 22,300-23,300 at one thread; rows of 300
-# characters (about 60 rows a batch) 45,700-47,500 -> 48,200-50,200; short lines (hundreds of rows a batch)
-# unchanged. CUDA: not measured, no floor.
-DEFAULT_MIN_BATCH_SIZE = {"cpu": 128, "cuda": 0}
-# How far past max_words_per_batch a batch of fewer than min_batch_size windows may grow: 256-word windows reach 64
-# rows at 4 x 4096 words; 128 rows (32,768 words) were slower again (35,900-36,200 words/s against 41,000-41,700).
-MIN_BATCH_SIZE_WORDS_FACTOR = 4
-# Distinct words whose token-layer vectors a bulk run keeps (ELMoModel.cache_token_embeddings): 100 MB for the
-# original shape's 512-wide vectors; tinyshakespeare has about 25,000 distinct words.
+# Distinct words whose token-layer vectors a bulk run keeps (ELMoModel.cache_token_embeddings): a corpus's common
+# words at bounded memory (docs/design/embedding.md, "The token-layer cache").
 DEFAULT_TOKEN_CACHE_WORDS = 50_000
 
 # on_progress(sentences finished, words embedded), called after every model batch.
@@ -79,122 +67,8 @@ NUM_WORDS_COLUMN = "num_words"
 WORDS_COLUMN = "words"
 
 
-@dataclass(frozen=True)
-class SentencePiece:
-    """A window of one sentence that runs through the model as a sentence of its own.
-
-    Words ``[start, end)`` of sentence ``sentence`` are run; words ``[core_start, core_end)`` of them keep their
-    vectors (indices into the whole sentence).
-    """
-
-    sentence: int
-    start: int
-    end: int
-    core_start: int
-    core_end: int
-
-    @property
-    def num_words(self) -> int:
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class PreparedBatch:
-    """One model batch: its pieces and their character ids ``input_ids`` (B, T, C) and ``attention_mask`` (B, T)."""
-
-    pieces: list[SentencePiece]
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-
-
-@dataclass(frozen=True)
-class PreparedSentences:
-    """Sentences (lists of words) cut into pieces and grouped into model batches: `ELMoEmbedder.prepare`."""
-
-    sentences: Sequence[Sequence[str]]
-    pieces: list[SentencePiece]
-    batches: list[PreparedBatch]
-
-
 class NonFiniteVectorsError(ELMoHFError):
     """The model returned NaN or infinite vectors; the message names the sentence."""
-
-
-def checked_device(device: str | torch.device) -> torch.device:
-    """``device`` as a ``torch.device`` this torch can use; ``ValueError`` saying why not (a CPU-only build, no GPU)."""
-    try:
-        device = torch.device(device)
-    except RuntimeError as error:
-        raise ValueError(f"device {device!r} is not a torch device name ({error}); e.g. cpu, cuda, cuda:1") from None
-    if device.type == "cuda":
-        if not torch.backends.cuda.is_built():
-            raise ValueError(f"device {str(device)!r}: this torch ({torch.__version__}) is built without CUDA; install a CUDA build of torch")
-        if not torch.cuda.is_available() or (device.index is not None and device.index >= torch.cuda.device_count()):
-            raise ValueError(f"device {str(device)!r}: no such CUDA device is visible ({torch.cuda.device_count()} found)")
-    return device
-
-
-def placed_model(model: ELMoModel, device: str | torch.device | None, compute_dtype: str | None) -> ELMoModel:
-    """``model`` in eval mode, moved to ``device`` and cast to ``compute_dtype`` (``COMPUTE_DTYPES``), both checked;
-    ``None`` leaves it where and in the dtype it is. In place, as ``nn.Module.to`` is."""
-    if compute_dtype is not None:
-        check_choice("compute_dtype", compute_dtype, COMPUTE_DTYPES)
-    model = model.eval() if device is None else model.to(checked_device(device)).eval()
-    return model if compute_dtype is None else model.to(getattr(torch, compute_dtype))
-
-
-def emulated_compute_dtype(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether matmuls in ``dtype`` on ``device`` run without hardware support: bfloat16 on a CPU without AMX or
-    AVX512-BF16, float16 on a CPU without AMX-FP16. torch emulates them there, far slower than float32: the shipped
-    model in bfloat16 on 2 AVX2 cores did 1,032 words/s against float32's 9,118 (model alone, `python
-    benchmarks/embed_throughput.py --lines 1000 --compute-dtype bfloat16`)."""
-    if device.type != "cpu":
-        return False
-    if dtype == torch.bfloat16:
-        return not (torch.cpu._is_amx_tile_supported() or torch.cpu._is_avx512_bf16_supported())
-    if dtype == torch.float16:
-        return not torch.cpu._is_amx_fp16_supported()
-    return False
-
-
-def split_into_windows(num_words: int, max_window_words: int, window_context: int) -> list[tuple[int, int, int, int]]:
-    """Windows ``(start, end, core_start, core_end)`` covering ``num_words`` words: the cores tile ``[0, num_words)``
-    exactly, each window adds up to ``window_context`` words on each side and is at most ``max_window_words`` long."""
-    if num_words <= max_window_words:
-        return [(0, num_words, 0, num_words)]
-    core_size = max_window_words - 2 * window_context
-    windows = []
-    for core_start in range(0, num_words, core_size):
-        core_end = min(core_start + core_size, num_words)
-        windows.append((max(0, core_start - window_context), min(num_words, core_end + window_context), core_start, core_end))
-    return windows
-
-
-def length_grouped_batches(
-    lengths: Sequence[int], batch_size: int | None, max_words_per_batch: int | None, min_batch_size: int = 0
-) -> list[list[int]]:
-    """Indices into ``lengths`` grouped into batches of similar length, longest first.
-
-    A batch holds at most ``batch_size`` items and at most ``max_words_per_batch`` padded words (items x longest
-    item), except that a batch of fewer than ``min_batch_size`` items goes on up to ``MIN_BATCH_SIZE_WORDS_FACTOR``
-    x ``max_words_per_batch`` padded words (so that long items do not run a few rows at a time); an item longer than
-    the word budget gets a batch of its own.
-    """
-    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])  # stable: ties keep input order
-    batches: list[list[int]] = []
-    for index in order:
-        if batches:
-            current = batches[-1]
-            padded_words = (len(current) + 1) * lengths[current[0]]
-            fits_count = batch_size is None or len(current) < batch_size
-            fits_words = max_words_per_batch is None or padded_words <= max_words_per_batch or (
-                len(current) < min_batch_size and padded_words <= MIN_BATCH_SIZE_WORDS_FACTOR * max_words_per_batch
-            )
-            if fits_count and fits_words:
-                current.append(index)
-                continue
-        batches.append([index])
-    return batches
 
 
 class ELMoEmbedder:
@@ -284,13 +158,7 @@ class ELMoEmbedder:
         token_cache_words = check_int("token_cache_words", token_cache_words, 0)
         min_batch_size = check_int("min_batch_size", min_batch_size, 0, allow_none=True)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
-        self.model = placed_model(model, device, compute_dtype)
-        if compute_dtype is not None and emulated_compute_dtype(self.model.device, self.model.dtype):
-            logger.warning(
-                "compute_dtype=%s: this CPU has no hardware %s matmuls, so torch emulates them, far slower than "
-                "float32; float32 is faster here, and exact",
-                compute_dtype, compute_dtype,
-            )
+        self.model = self._placed_model(model, device, compute_dtype)
         self.compute_dtype = str(self.model.dtype).removeprefix("torch.")
         self.model.allow_tf32 = self.allow_tf32
         if batch_size is None and max_words_per_batch is None:
@@ -299,15 +167,7 @@ class ELMoEmbedder:
                 min_batch_size = DEFAULT_MIN_BATCH_SIZE.get(self.model.device.type, 0)
         if token_cache_words and self.model.char_embeddings.token_embedding_cache is None:
             self.model.cache_token_embeddings(max_words=token_cache_words)
-        self.tokenizer = tokenizer or ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
-        if self.tokenizer.max_characters_per_token != config.max_characters_per_token:
-            raise ValueError(
-                f"tokenizer.max_characters_per_token is {self.tokenizer.max_characters_per_token} but the model "
-                f"expects {config.max_characters_per_token}"
-            )
-        mismatch = self.tokenizer.mismatch_with(config)  # e.g. a model with a character vocabulary of its own
-        if mismatch is not None:
-            raise ValueError(f"The tokenizer does not fit the model: {mismatch}.")
+        self.tokenizer = self._fitting_tokenizer(tokenizer, config)
         self.representation = representation
         self.mix_index = mix_index
         self.pooling = pooling
@@ -326,6 +186,33 @@ class ELMoEmbedder:
         # embedder was made from a model object.
         self.request: dict[str, Any] | None = None
 
+    @staticmethod
+    def _placed_model(model: ELMoModel, device, compute_dtype: str | None) -> ELMoModel:
+        """``placed_model``, with a warning where the compute dtype is emulated (far slower than float32)."""
+        model = placed_model(model, device, compute_dtype)
+        if compute_dtype is not None and emulated_compute_dtype(model.device, model.dtype):
+            logger.warning(
+                "compute_dtype=%s: this CPU has no hardware %s matmuls, so torch emulates them, far slower than "
+                "float32; float32 is faster here, and exact",
+                compute_dtype, compute_dtype,
+            )
+        return model
+
+    @staticmethod
+    def _fitting_tokenizer(tokenizer: ELMoTokenizer | None, config) -> ELMoTokenizer:
+        """``tokenizer`` (default: ``ELMoTokenizer`` at the model's character slots), refused unless it fits the
+        model."""
+        tokenizer = tokenizer or ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
+        if tokenizer.max_characters_per_token != config.max_characters_per_token:
+            raise ValueError(
+                f"tokenizer.max_characters_per_token is {tokenizer.max_characters_per_token} but the model "
+                f"expects {config.max_characters_per_token}"
+            )
+        mismatch = tokenizer.mismatch_with(config)  # e.g. a model with a character vocabulary of its own
+        if mismatch is not None:
+            raise ValueError(f"The tokenizer does not fit the model: {mismatch}.")
+        return tokenizer
+
     @classmethod
     def from_pretrained(
         cls,
@@ -341,11 +228,10 @@ class ELMoEmbedder:
 
         ``prefill_token_cache``: put the first ``token_cache_words`` words of the model's ``vocab.txt`` (its training
         vocabulary, most frequent first; pre-training outputs and converted NLPL archives have one) into the
-        token-layer cache up front. By default only off the CPU: a GPU computes them fast (50,000 words of the
-        original shape are about 1 TFLOP; not measured here), and where the GPU's kernels keep the cache from growing
-        exactly (``ELMoModel.cache_token_embeddings``) these are the words it keeps; on the CPU the cache keeps every
-        word met, exactly, and 50,000 words would take about 20 s up front (3,000 words of the original shape: 1.3 s
-        on 2 cores)."""
+        token-layer cache up front. By default only off the CPU: a GPU computes them fast, and where the GPU's kernels
+        keep the cache from growing exactly (``ELMoModel.cache_token_embeddings``) these are the words it keeps; on the
+        CPU the cache keeps every word met, exactly, and filling it up front would cost seconds
+        (docs/design/embedding.md, "The token-layer cache")."""
         request = embedding_request(name_or_path, revision, device, options)
         if device is not None:
             device = checked_device(device)
@@ -639,28 +525,6 @@ class ELMoEmbedder:
         )
 
 
-def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None, max_words: int | None = None) -> list[str]:
-    """The first ``max_words`` words of a model's ``vocab.txt`` (a directory or Hub repo id): the word vocabulary it
-    was trained with, most frequent first (pre-training outputs and converted NLPL archives have one); ``[]`` when it
-    has none. Lines are stripped; empty lines and bilm-tf's ``!!!MAXTERMID`` line are skipped."""
-    from transformers.utils import cached_file
-
-    from ..corpus.vocabulary import VOCABULARY_FILE_NAME, vocabulary_file_words
-
-    path = cached_file(
-        str(name_or_path), VOCABULARY_FILE_NAME, revision=revision, _raise_exceptions_for_missing_entries=False,
-        _raise_exceptions_for_connection_errors=False,
-    )
-    words: list[str] = []
-    if path is None:
-        return words
-    for _, word in vocabulary_file_words(path):
-        if max_words is not None and len(words) >= max_words:
-            break
-        if word:
-            words.append(word)
-    return words
-
 
 def embed_dataset(
     dataset: Dataset | IterableDataset,
@@ -724,8 +588,6 @@ __all__ = [
     "embed_dataset",
     "embed_texts",
     "emulated_compute_dtype",
-    "length_grouped_batches",
     "model_vocabulary_words",
     "placed_model",
-    "split_into_windows",
 ]

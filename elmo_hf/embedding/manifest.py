@@ -1,15 +1,19 @@
-"""The record of an `elmo-hf embed` output, read and checked without torch: the manifest (``manifest.json``), the kind
-of output (``EMBEDDINGS_OUTPUT``), the check of a listed shard, the comparison a resumed run makes, and what a run can
-refuse or answer before its model is loaded (``check_before_loading``).
+"""The record of an `elmo-hf embed` output, its resume and its verification, without torch: the manifest
+(``manifest.json``), the kind of output (``EMBEDDINGS_OUTPUT``), the check of a listed shard (``shard_problem``), the
+comparison and clean-up a resumed run makes (``continue_from``), ``verify_embedding_output`` (``--verify``), and what
+a run can refuse or answer before its model is loaded (``check_before_loading``).
 
-``shards.py`` writes the output. The command line calls ``check_before_loading`` before it imports torch (the
-``__init__`` of ``elmo_hf`` and of ``elmo_hf.embedding`` are lazy), so this module imports nothing heavier than pyarrow,
-and that only where a shard is checked.
+``driver.py`` runs the output's writing, ``engine.py`` writes the shards. The command line calls
+``check_before_loading`` before it imports torch (the ``__init__`` of ``elmo_hf`` and of ``elmo_hf.embedding`` are
+lazy), so this module imports nothing heavier than pyarrow, and that only where a shard is checked.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +21,13 @@ from typing import Any
 from ..choices_elmo import OUTPUT_FORMATS
 from ..corpus.readers import DEFAULT_TEXT_COLUMN, CorpusSource, sentence_column
 from ..storage.files import sha256_of_file, write_atomically
-from ..storage.output_directory import MARKER_NAME, OutputDirectoryError, OutputKind, check_output_directory
+from ..storage.output_directory import (
+    MARKER_NAME, OutputDirectoryError, OutputKind, check_output_directory, read_marker, remove_unlisted,
+)
 from ..validation_elmo import check_int
+from .shard_names import EMBED_SHARDS
+
+logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "elmo-hf-embeddings"
@@ -27,11 +36,9 @@ SAVED_DATASET_DIR = "dataset"
 SAVED_DATASET_CACHE_DIR = ".cache"
 # Input rows a shard holds at most.
 DEFAULT_SHARD_SIZE = 1000
-# Input characters a shard holds at most (besides its ``shard_size`` rows; a longer row gets a shard of its own), so
-# that a corpus of long rows (paragraphs, documents) is still cut into shards the workers can share, each with its
-# vectors in memory once. A 1,000-row shard of tinyshakespeare's lines holds about 28,000 characters, of the UD
-# English-EWT's about 100,000: such corpora keep their 1,000-row shards. What the limit buys on long rows (speed and
-# peak memory against one 1,000-row shard): docs/results/embed-throughput.md, "Long rows".
+# Input characters a shard holds at most (besides its ``shard_size`` rows), so that long rows still make shards the
+# workers share and memory holds, while corpora of sentences keep their 1,000-row shards
+# (docs/results/embed-throughput.md, "Long rows").
 DEFAULT_SHARD_CHARACTERS = 200_000
 DEFAULT_OUTPUT_FORMAT = OUTPUT_FORMATS[0]  # Parquet shards only
 # Options added to the manifest after its first version, with the value that means what a run before them did:
@@ -55,7 +62,7 @@ def _files_the_manifest_lists(output_dir: Path) -> dict[str, int]:
 EMBEDDINGS_OUTPUT = OutputKind(
     name="embeddings",
     description="an elmo-hf embedding output",
-    entries=("shard-[0-9]*.parquet", MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
+    entries=(EMBED_SHARDS.pattern, MANIFEST_NAME, SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR),
     own_record=_files_the_manifest_lists,
 )
 
@@ -80,8 +87,8 @@ class EmbeddingRunSummary:
     resumed_from_row: int = 0
     already_complete: bool = False
     redone_shards: int = 0
-    # Busy seconds of each stage this run (read, model, write; see ShardWriter): they overlap in the pipeline; with
-    # workers, model and write are summed over them.
+    # Busy seconds of each stage this run (read, model, write: engine.ShardTask's): they overlap in the pipeline;
+    # with workers, they are summed over them.
     stage_seconds: dict[str, float] = field(default_factory=dict)
     # Words longer than the model's character slots hold (ELMoTokenizer.truncated_word_count), repeats counted: the
     # model saw only their beginning. Shards listed by a manifest written before this count existed count 0.
@@ -219,6 +226,96 @@ def shard_problem(output_dir: Path, entry: dict[str, Any], check_sha256: bool = 
     if rows != entry["rows"]:
         return f"{entry['file']} has {rows} rows, the manifest says {entry['rows']}"
     return None
+
+
+def model_fingerprint(model) -> str:
+    """sha256 over a torch model's parameters and buffers (names, dtypes, shapes, bytes): a resumed run must use the
+    same weights."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Resume and verification
+# ----------------------------------------------------------------------------------------------------------------------
+
+
+def continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
+    """The manifest of an existing run to resume: it must have the same input, weights and options; files it does not
+    list are removed where a record proves them the run's (a shard renamed after the last manifest update, temporary
+    files, a saved dataset begun), else the resume is refused naming them (``remove_unlisted``)."""
+    previous = Manifest.in_directory(output_dir)
+    if previous is None:
+        previous = fresh  # killed before the first shard was listed
+    # Options a manifest written before they existed lacks: it ran as their value says, and the continued manifest
+    # then says so.
+    previous.options = with_options_of_older_runs(previous.options)
+    # The model's name is informational (a path may be spelled differently); its weights must be the same. Options
+    # come before the weights: another compute_dtype changes the weights' fingerprint too, and is the better name.
+    check_same_run(output_dir, "input", previous.input, fresh.input)
+    check_same_run(output_dir, "options", previous.options, fresh.options)
+    check_same_run(output_dir, "model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]})
+    listed = previous.entries()
+    for path in output_dir.iterdir():
+        if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
+            raise OutputDirectoryError(
+                f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
+                "not write; replace it with the file itself or move it away"
+            )
+    # By record only: a shard renamed just before a kill (the in-flight record), temporary files named with the
+    # output's recorded token, files an earlier run recorded; anything else stops the resume, named, and nothing goes.
+    for name in remove_unlisted(output_dir, EMBEDDINGS_OUTPUT, listed):
+        logger.info("resume: deleted %s, written by an earlier run of this output and not listed in its manifest", name)
+    return previous
+
+
+def verify_embedding_output(output_dir: str | Path) -> list[str]:
+    """Every problem with a finished ``elmo-hf embed`` output: the marker, the manifest, each shard (size, sha256,
+    rows, NaN or infinite values), the rows' continuity and files the manifest does not list. An empty list means
+    the output is complete and intact."""
+    from .parquet import non_finite_values
+
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return [f"{output_dir} is not a directory"]
+    marker = read_marker(output_dir)
+    if marker is None or marker.get("kind") != EMBEDDINGS_OUTPUT.name:
+        return [f"{output_dir} is not {EMBEDDINGS_OUTPUT.description} (no valid {MARKER_NAME})"]
+    try:
+        manifest = Manifest.in_directory(output_dir)
+    except OutputDirectoryError as error:
+        return [str(error)]
+    if manifest is None:
+        return [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]
+    problems = [] if manifest.complete else [f"the run is not complete ({manifest.rows_done:,} input rows done): resume it"]
+    shard_problems = {entry["file"]: shard_problem(output_dir, entry) for entry in manifest.shards}
+    problems += [problem for problem in shard_problems.values() if problem]
+    problems += [
+        f"{name} holds {count:,} NaN or infinite value(s), the first in its row {row} (stored by a run with "
+        "--allow-non-finite, or damaged)"
+        for name, problem in shard_problems.items()
+        if problem is None and (found := non_finite_values(output_dir / name)) is not None
+        for count, row in [found]
+    ]
+    listed = {entry["file"] for entry in manifest.shards}
+    problems += [f"{path.name} is not listed in the manifest" for path in EMBED_SHARDS.in_directory(output_dir) if path.name not in listed]
+    problems += [f"{name} is not written by elmo-hf embed" for name in EMBEDDINGS_OUTPUT.foreign_entries(output_dir)]
+    return problems + _gaps_between_shards(manifest)
+
+
+def _gaps_between_shards(manifest: Manifest) -> list[str]:
+    """Each listed shard that does not start where the one before it ended."""
+    problems, expected_first_row = [], 0
+    for entry in manifest.shards:
+        if entry["first_row"] != expected_first_row:
+            problems.append(f"{entry['file']} starts at input row {entry['first_row']}, expected {expected_first_row}")
+        expected_first_row = entry["first_row"] + entry["input_rows"]
+    return problems
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -364,10 +461,13 @@ __all__ = [
     "check_same_run",
     "checked_run_options",
     "complete_summary",
+    "continue_from",
     "describe_run",
     "embedding_request",
     "has_finished_shards",
     "model_files",
+    "model_fingerprint",
     "shard_problem",
+    "verify_embedding_output",
     "with_options_of_older_runs",
 ]

@@ -3,15 +3,14 @@
 The input is read by Ray Data (the formats whose reader reads a whole file, ``ray_input_formats``: text, JSON lines,
 CSV, TSV, Parquet; files or directories, local or any filesystem pyarrow reaches), `map_batches` runs a pool of actors
 that each load the model once (`num_workers` replicas, `gpus_per_worker` GPUs each), and the vectors are written as
-Parquet files ``part-NNNNNN-<write id>.parquet``, in input order.
+Parquet files ``part-NNNNNN-<write id>.parquet`` (``shard_names.RAY_PARTS``), in input order.
 Each actor runs the same [`ELMoEmbedder`] as the datasets path, so the vectors are the same.
 
 Resources: every actor holds ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs) for the whole job, so the pool
 is checked against the cluster before anything starts: each actor must fit on a node, and the nodes together must
 hold ``num_workers`` of them (a pool that cannot start would wait forever); otherwise ``ValueError`` names the
 numbers. Reading and writing are tasks that reserve no CPU (at most one per node at a time), so they always have
-room next to actors that fill every CPU: without that, two 1-CPU actors on a 2-CPU cluster left the read task
-waiting for a CPU forever.
+room next to actors that fill every CPU (else the read task can wait for a CPU forever).
 
 Priority: a Ray started for the job runs its workers at niceness 0 (``ray_for_the_job``); at Ray's default, 15, the
 actors starve beside any other work on the node.
@@ -45,7 +44,9 @@ from ..runtime.parallelism import ray_actor_threads, set_torch_threads
 from ..storage.output_directory import OutputKind, open_output_directory
 from ..validation_elmo import check_int, check_number
 from .embedder import NUM_WORDS_COLUMN, ELMoEmbedder
-from .shards import INPUT_ROW_COLUMN, EmbeddingRunSummary, vectors_array
+from .manifest import EmbeddingRunSummary
+from .parquet import INPUT_ROW_COLUMN, vectors_array
+from .shard_names import RAY_PARTS
 
 # Reading and writing reserve no CPU, so they run next to actors that hold every CPU (see the module docstring).
 IO_TASK_CPUS = 0
@@ -54,7 +55,7 @@ IO_TASK_CPUS = 0
 RAY_WORKER_NICENESS_VARIABLE = "RAY_worker_niceness"
 
 RAY_EMBEDDINGS_OUTPUT = OutputKind(
-    name="ray-embeddings", description="an elmo-hf Ray embedding output", entries=("part-[0-9]*.parquet",)
+    name="ray-embeddings", description="an elmo-hf Ray embedding output", entries=(RAY_PARTS.pattern,)
 )
 
 
@@ -70,7 +71,7 @@ def _import_ray():
 def vectors_to_arrow(vectors: list[np.ndarray], vector_shape: tuple[int, ...], pooled: bool, dtype: str) -> pa.Array:
     """Per-sentence arrays as an Arrow column: per-word `(words, *vector_shape)` -> ``list<fixed_size_list...>``,
     pooled `vector_shape` -> ``fixed_size_list...``, one fixed-size level per dimension of ``vector_shape``
-    (built by the one conversion, ``shards.vectors_array``)."""
+    (built by the one conversion, ``parquet.vectors_array``)."""
     arrow_type = pa.from_numpy_dtype(np.dtype(dtype))
     for size in reversed(vector_shape):
         arrow_type = pa.list_(arrow_type, size)
@@ -179,8 +180,7 @@ def ray_for_the_job(ray, address: str | None):
 
     A local Ray started here runs its workers at niceness 0, like the rest of the user's processes, unless
     ``RAY_worker_niceness`` is set in the environment: at Ray's default (15) the actors get almost no CPU beside any
-    other work on the same cores (measured on 2 busy cores: 3.5% of a core each, the model still loading after 8
-    minutes; docs/design/embedding.md). The variable is read by the raylet that ``ray.init`` spawns, so it is set
+    other work on the same cores (docs/design/embedding.md, "Ray engine"). The variable is read by the raylet that ``ray.init`` spawns, so it is set
     only while ``ray.init`` runs; it changes nothing on a cluster that is already running (configure that one with
     ``RAY_worker_niceness=0`` at ``ray start``).
     """
@@ -245,7 +245,7 @@ def embed_with_ray(
             _run_job(ray, paths, input_format, output.path, len(nodes), model_name, revision, num_workers,
                      gpus_per_worker, cpus_per_worker, rows_per_batch, embedder_options)
             seconds = time.perf_counter() - start_time
-    files = sorted(Path(output_dir).glob("part-*.parquet"))
+    files = RAY_PARTS.in_directory(Path(output_dir))
     sentences = sum(pq.ParquetFile(file).metadata.num_rows for file in files)
     words = sum(int(pa.compute.sum(pq.read_table(file, columns=[NUM_WORDS_COLUMN])[NUM_WORDS_COLUMN]).as_py() or 0) for file in files)
     return EmbeddingRunSummary(Path(output_dir), sentences, words, 0, len(files), seconds, words)
@@ -277,7 +277,7 @@ def _run_job(
         """part-NNNNNN-<write id>.parquet by write task: with preserve_order, file (name) order is input order."""
 
         def get_filename_for_task(self, write_uuid: str, task_index: int) -> str:
-            return f"part-{task_index:06d}-{write_uuid}.parquet"
+            return RAY_PARTS.name(task_index, write_uuid)
 
     # APPEND: Ray deletes nothing (OVERWRITE would empty the directory, elmo-hf's ownership marker included); the
     # directory holds only the marker, as open_output_directory made it.

@@ -4,10 +4,10 @@
 at a time and returns their vectors. How a worker starts depends on its threads:
 
 - one thread (the default): ``fork``. The child shares the main process's imported torch and loaded embedder, so it is
-  up in about 0.1 s (2 workers on the 2-core Zen 5: 0.12-0.13 s, against 3.8-4.0 s to spawn them, which import torch
-  and transformers and unpickle a 12.6 MB embedder each). A child of a process whose OpenMP pool has run may hang in
-  its own first parallel region with more than one thread; at one thread torch runs every op inline, which is also
-  how PyTorch's DataLoader runs its forked workers;
+  up at once, where a spawned one imports torch and transformers and unpickles the embedder (docs/design/embedding.md,
+  "Threads and worker processes"). A child of a process whose OpenMP pool has run may hang in its own first parallel
+  region with more than one thread; at one thread torch runs every op inline, which is also how PyTorch's DataLoader
+  runs its forked workers;
 - more than one thread: ``spawn`` (a fresh interpreter, which receives the pickled embedder and sets its threads
   before torch loads OpenMP).
 
@@ -22,13 +22,14 @@ Each worker
   its result or the error it raised. It reads its tasks on a thread of its own as they come (the one it embeds and
   the next), so that handing a worker a large task never holds the main process up. ``EmbedSentences`` is the
   vectors of some sentences (``ELMoEmbedder.embed_words``: windows, length-grouped batches, character ids, the
-  model); the embedding driver sends a whole shard instead
-  (``shards.ShardFileTask``: its rows split into words, embedded, its file written), so that the main process only
-  reads rows and puts files in place, vectors never cross a pipe, and N workers write N files at once.
+  model); the embedding engine sends a whole shard instead (``engine.ShardTask``: its rows split into words,
+  embedded, its file written), so that the main process only reads rows and puts files in place, vectors never cross
+  a pipe, and N workers write N files at once.
 
 A worker that dies (killed, out of memory, a crash in native code) is seen through its process sentinel: the pool
 raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the task it held; nothing waits forever.
-``embed_corpus(workers=N)`` (``elmo-hf embed --workers N``) drives it; see docs/design/embedding.md.
+``engine.StagesInWorkers`` (``embed_corpus(workers=N)``, ``elmo-hf embed --workers N``) drives it; see
+docs/design/embedding.md.
 """
 
 from __future__ import annotations
@@ -130,11 +131,10 @@ def _worker_main(connection: Connection, threads: int, embedder: Any = None, inh
 def _received_on_a_thread(connection: Connection) -> queue.SimpleQueue:
     """The main process's messages to a worker, read from ``connection`` by a thread of the worker's own as they
     come, so that the main process's send of a task returns once it is across, however large the task and whatever
-    the worker is doing. Without it a task larger than the pipe holds (about 180 KB on Linux: 1,000 rows of 300
-    characters are 335 KB pickled) kept the main process's send waiting until the worker had finished the shard
-    before; meanwhile no other worker got its next shard, and two workers did the work of about 1.2 cores
-    (docs/results/embed-throughput.md). Ends with None once told to stop or once the main process is gone, or with
-    the error that unpickling a message raised (the worker answers its next task with it, then ends)."""
+    the worker is doing: a task larger than the pipe holds kept the send waiting for the shard before, and the other
+    workers idle (docs/results/embed-throughput.md, "Large shards"). Ends with None once told to stop or once the main
+    process is gone, or with the error that unpickling a message raised (the worker answers its next task with it,
+    then ends)."""
     messages: queue.SimpleQueue = queue.SimpleQueue()
 
     def receive() -> None:

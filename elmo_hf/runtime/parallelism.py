@@ -1,6 +1,6 @@
 """The one home of elmo-hf's thread and process policy: how many cores a job has, how many embedding workers it
 starts, how they start, and how many torch threads each process runs. The command line (``elmo_hf_cli``), the
-embedding workers and shards (``embedding/workers.py``, ``embedding/shards.py``), the Ray engine and pre-training
+embedding workers and shards (``embedding/workers.py``, ``embedding/driver.py``, ``embedding/engine.py``), the Ray engine and pre-training
 call these functions; none decides threads or processes itself (docs/design/architecture.md, "Where to change ...").
 
 The rules and the measurements behind them:

@@ -52,15 +52,8 @@ import pyarrow.parquet as pq
 
 from ..choices_elmo import INDEX_KINDS
 from ..embedding.embedder import NUM_WORDS_COLUMN, WORDS_COLUMN
-from ..embedding.shards import (
-    EMBEDDINGS_OUTPUT,
-    MANIFEST_NAME,
-    Manifest,
-    per_word_vectors_of_column,
-    plural,
-    shard_problem,
-    verify_embedding_output,
-)
+from ..embedding.manifest import EMBEDDINGS_OUTPUT, MANIFEST_NAME, Manifest, plural, shard_problem, verify_embedding_output
+from ..embedding.parquet import per_word_vectors_of_column
 from ..storage.files import sha256_of_file
 from ..storage.output_directory import MARKER_NAME, OutputKind, read_marker, staged_output_directory
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int
@@ -398,27 +391,15 @@ def build_index(
     """
     faiss = import_faiss()
     started = time.perf_counter()
-    check_bool("overwrite", overwrite)
-    check_bool("progress", progress)
-    check_int("seed", seed, 0)
-    check_choice("index kind", kind, INDEX_KINDS)  # before hours of hashing, not after
-    paths = [embed_dirs] if isinstance(embed_dirs, (str, Path)) else list(embed_dirs)
-    if not paths:
-        raise ValueError("embed_dirs is empty: give at least one elmo-hf embed output")
-    index_dir = Path(index_dir)
-    for path in paths:
-        if Path(path).resolve() == index_dir.resolve() or Path(path).resolve() in index_dir.resolve().parents:
-            raise IndexInputError(f"the index {index_dir} cannot be written inside the embed output {path}: choose another --output")
+    paths, index_dir = _checked_build_arguments(embed_dirs, index_dir, kind, overwrite, progress, seed)
     # The output's checks (an existing index without overwrite, another build holding the lock) come before the
     # expensive verification and training, and the lock is held for all of it.
     with staged_output_directory(index_dir, NEIGHBOURS_INDEX_OUTPUT, overwrite=overwrite, inputs=paths) as staging:
         sources = [IndexedSource.open(path, verify=True) for path in paths]
         compatible_sources(sources)
-        first_sentence = 0
-        for source in sources:
-            source.first_sentence = first_sentence
-            first_sentence += source.sentences
-        sentences, words = first_sentence, sum(source.words for source in sources)
+        for number, source in enumerate(sources):
+            source.first_sentence = sum(other.sentences for other in sources[:number])
+        sentences, words = sum(source.sentences for source in sources), sum(source.words for source in sources)
         if words == 0:
             raise IndexInputError(f"embed output(s) {', '.join(map(str, paths))} hold no words: nothing to index")
         dim, num_layers = probe_dimensions(sources[0])
@@ -430,48 +411,78 @@ def build_index(
         index = faiss.index_factory(dim, parameters.factory, faiss.METRIC_INNER_PRODUCT)
         if parameters.kind != "flat":
             index.train(_training_sample(sources, vector_shape, layer, words, parameters.train_size, seed))
-        sentence_starts = np.lib.format.open_memmap(staging / SENTENCE_STARTS_NAME, mode="w+", dtype=np.int64, shape=(sentences + 1,))
-        word_ids = np.lib.format.open_memmap(staging / WORD_IDS_NAME, mode="w+", dtype=np.int32, shape=(words,))
-        vocabulary: dict[str, int] = {}  # word -> its number, in order of first occurrence
-        next_id, next_sentence = 0, 0
-        bar = _progress_bar(words, progress)
-        for source in sources:
-            for vectors, num_words, sentence_words in source.batches(vector_shape, layer):
-                _check_batch(source, vectors, num_words, sentence_words, dim, next_id, words)
-                index.add(normalised(vectors))
-                row_starts = next_id + np.concatenate([[0], np.cumsum(num_words)[:-1]]).astype(np.int64)
-                sentence_starts[next_sentence : next_sentence + len(num_words)] = row_starts
-                batch_ids = [vocabulary.setdefault(word, len(vocabulary)) for row in sentence_words for word in row]
-                word_ids[next_id : next_id + len(batch_ids)] = batch_ids
-                next_id += len(batch_ids)
-                next_sentence += len(num_words)
-                bar.update(len(vectors))
-        bar.close()
-        if next_id != words or next_sentence != sentences or index.ntotal != words:
-            raise IndexInputError(
-                f"embed output(s) {', '.join(map(str, paths))}: the shards hold {next_id:,} words in {next_sentence:,} rows, "
-                f"the manifests say {words:,} in {sentences:,}"
-            )
-        sentence_starts[sentences] = words
-        counts = np.bincount(word_ids, minlength=len(vocabulary)).tolist()
-        sentence_starts.flush()
-        word_ids.flush()
-        del sentence_starts, word_ids  # close the memory maps before the directory is renamed
+        vocabulary = _add_every_vector(index, sources, staging, vector_shape, layer, (sentences, words, dim), progress, paths)
         faiss.write_index(index, str(staging / FAISS_FILE_NAME))
-        (staging / VOCABULARY_NAME).write_text(json.dumps({"words": list(vocabulary), "counts": counts}, ensure_ascii=False) + "\n", encoding="utf-8")
-        record = {
-            "format": INDEX_FORMAT,
-            "version": INDEX_VERSION,
-            "sources": [source.record() for source in sources],
-            "model": sources[0].manifest.model,
-            "vectors": {**sources[0].vector_options(), "layer": layer, "dim": dim},
-            "index": parameters.record(),
-            "totals": {"sentences": sentences, "words": words, "vocabulary": len(vocabulary)},
-        }
+        record = _index_record(sources, parameters, layer, dim, {"sentences": sentences, "words": words, "vocabulary": len(vocabulary)})
         (staging / INDEX_RECORD_NAME).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return IndexBuildSummary(
         index_dir, parameters.kind, parameters.factory, sentences, words, len(vocabulary), dim, time.perf_counter() - started
     )
+
+
+def _index_record(sources, parameters: IndexParameters, layer: int | None, dim: int, totals: dict[str, int]) -> dict[str, Any]:
+    """What ``index.json`` records of a build: its sources, their model and vector options, the index, the totals."""
+    return {
+        "format": INDEX_FORMAT,
+        "version": INDEX_VERSION,
+        "sources": [source.record() for source in sources],
+        "model": sources[0].manifest.model,
+        "vectors": {**sources[0].vector_options(), "layer": layer, "dim": dim},
+        "index": parameters.record(),
+        "totals": totals,
+    }
+
+
+def _checked_build_arguments(embed_dirs, index_dir, kind: str, overwrite, progress, seed) -> tuple[list, Path]:
+    """``(paths, index_dir)``: ``build_index``'s arguments checked before anything is read."""
+    check_bool("overwrite", overwrite)
+    check_bool("progress", progress)
+    check_int("seed", seed, 0)
+    check_choice("index kind", kind, INDEX_KINDS)  # before hours of hashing, not after
+    paths = [embed_dirs] if isinstance(embed_dirs, (str, Path)) else list(embed_dirs)
+    if not paths:
+        raise ValueError("embed_dirs is empty: give at least one elmo-hf embed output")
+    index_dir = Path(index_dir)
+    for path in paths:
+        if Path(path).resolve() == index_dir.resolve() or Path(path).resolve() in index_dir.resolve().parents:
+            raise IndexInputError(f"the index {index_dir} cannot be written inside the embed output {path}: choose another --output")
+    return paths, index_dir
+
+
+def _add_every_vector(index, sources, staging: Path, vector_shape, layer, totals: tuple[int, int, int], progress, paths) -> dict[str, int]:
+    """Add every word vector of ``sources`` to ``index``, normalised, writing each sentence's first id and each word's
+    number (in the vocabulary of first occurrences) and the vocabulary into ``staging``; the vocabulary (word ->
+    number). ``totals``: ``(sentences, words, dim)`` as the manifests say, checked against what the shards hold."""
+    sentences, words, dim = totals
+    sentence_starts = np.lib.format.open_memmap(staging / SENTENCE_STARTS_NAME, mode="w+", dtype=np.int64, shape=(sentences + 1,))
+    word_ids = np.lib.format.open_memmap(staging / WORD_IDS_NAME, mode="w+", dtype=np.int32, shape=(words,))
+    vocabulary: dict[str, int] = {}  # word -> its number, in order of first occurrence
+    next_id, next_sentence = 0, 0
+    bar = _progress_bar(words, progress)
+    for source in sources:
+        for vectors, num_words, sentence_words in source.batches(vector_shape, layer):
+            _check_batch(source, vectors, num_words, sentence_words, dim, next_id, words)
+            index.add(normalised(vectors))
+            row_starts = next_id + np.concatenate([[0], np.cumsum(num_words)[:-1]]).astype(np.int64)
+            sentence_starts[next_sentence : next_sentence + len(num_words)] = row_starts
+            batch_ids = [vocabulary.setdefault(word, len(vocabulary)) for row in sentence_words for word in row]
+            word_ids[next_id : next_id + len(batch_ids)] = batch_ids
+            next_id += len(batch_ids)
+            next_sentence += len(num_words)
+            bar.update(len(vectors))
+    bar.close()
+    if next_id != words or next_sentence != sentences or index.ntotal != words:
+        raise IndexInputError(
+            f"embed output(s) {', '.join(map(str, paths))}: the shards hold {next_id:,} words in {next_sentence:,} rows, "
+            f"the manifests say {words:,} in {sentences:,}"
+        )
+    sentence_starts[sentences] = words
+    counts = np.bincount(word_ids, minlength=len(vocabulary)).tolist()
+    sentence_starts.flush()
+    word_ids.flush()
+    del sentence_starts, word_ids  # close the memory maps before the directory is renamed
+    (staging / VOCABULARY_NAME).write_text(json.dumps({"words": list(vocabulary), "counts": counts}, ensure_ascii=False) + "\n", encoding="utf-8")
+    return vocabulary
 
 
 def _checked_layer(source: IndexedSource, layer: int | None, num_layers: int | None) -> int | None:

@@ -31,7 +31,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ..corpus.readers import CorpusSource
-from ..embedding.shards import INPUT_ROW_COLUMN, plural
+from ..embedding.manifest import plural
+from ..embedding.parquet import INPUT_ROW_COLUMN
 from ..validation_elmo import ELMoHFError, check_bool, check_int
 from .index import (
     FAISS_FILE_NAME,
@@ -326,7 +327,7 @@ class ContextualIndex:
 
     def _load_embedder(self):
         from ..embedding.embedder import ELMoEmbedder
-        from ..embedding.shards import model_fingerprint
+        from ..embedding.manifest import model_fingerprint
         from ..modeling_elmo import ELMoModel
         from ..tokenization_elmo import ELMoTokenizer
 

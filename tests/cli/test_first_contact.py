@@ -203,8 +203,9 @@ def test_the_shard_and_batch_defaults_the_help_names_are_the_library_s():
     the embedder's."""
     import inspect
 
-    from elmo_hf.embedding.embedder import DEFAULT_MIN_BATCH_SIZE, DEFAULT_WORDS_PER_BATCH, MIN_BATCH_SIZE_WORDS_FACTOR
-    from elmo_hf.embedding.shards import DEFAULT_SHARD_CHARACTERS, embed_corpus
+    from elmo_hf.embedding.batching import DEFAULT_MIN_BATCH_SIZE, DEFAULT_WORDS_PER_BATCH, MIN_BATCH_SIZE_WORDS_FACTOR
+    from elmo_hf.embedding.driver import embed_corpus
+    from elmo_hf.embedding.manifest import DEFAULT_SHARD_CHARACTERS
 
     embed = build_parser()._subparsers._group_actions[0].choices["embed"]
     helps = {action.dest: " ".join(action.help.split()) for action in embed._actions if action.help}

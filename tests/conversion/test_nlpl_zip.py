@@ -16,7 +16,8 @@ from safetensors.numpy import load_file
 
 from elmo_hf.conversion import ConversionError
 from elmo_hf.conversion.nlpl_zip import convert_nlpl_zip, extracted_archive
-from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts, model_vocabulary_words
+from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
+from elmo_hf.embedding.loading import model_vocabulary_words
 from elmo_hf_cli import main
 
 from ..helpers import tiny_options, write_random_original_model

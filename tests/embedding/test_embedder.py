@@ -13,18 +13,9 @@ import pytest
 import torch
 from datasets import Array2D, Array3D, Dataset, IterableDataset, List, Value
 
-from elmo_hf.embedding.embedder import (
-    DEFAULT_MIN_BATCH_SIZE,
-    MIN_BATCH_SIZE_WORDS_FACTOR,
-    ELMoEmbedder,
-    InvalidRowError,
-    NonFiniteVectorsError,
-    embed_dataset,
-    embed_texts,
-    emulated_compute_dtype,
-    length_grouped_batches,
-    split_into_windows,
-)
+from elmo_hf.embedding.batching import DEFAULT_MIN_BATCH_SIZE, MIN_BATCH_SIZE_WORDS_FACTOR, length_grouped_batches, split_into_windows
+from elmo_hf.embedding.embedder import ELMoEmbedder, InvalidRowError, NonFiniteVectorsError, embed_dataset, embed_texts
+from elmo_hf.embedding.loading import emulated_compute_dtype
 from elmo_hf.validation_elmo import max_abs_difference
 
 # Lengths deliberately out of order so that length grouping reorders them inside a map batch.
@@ -291,7 +282,7 @@ def test_the_batch_floor_defaults_with_the_devices_budget_only_and_changes_vecto
 
 def test_default_batches_are_the_devices_word_budget_and_the_token_cache_changes_no_bit(converted_fixture_dir):
     from elmo_hf import ELMoModel
-    from elmo_hf.embedding.embedder import DEFAULT_WORDS_PER_BATCH
+    from elmo_hf.embedding.batching import DEFAULT_WORDS_PER_BATCH
 
     cached = ELMoEmbedder(ELMoModel.from_pretrained(converted_fixture_dir), token_cache_words=40)
     assert (cached.batch_size, cached.max_words_per_batch) == (None, DEFAULT_WORDS_PER_BATCH["cpu"])

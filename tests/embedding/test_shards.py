@@ -26,8 +26,10 @@ from elmo_hf_cli import main
 from elmo_hf import DEFAULT_MODEL_DIR
 from elmo_hf.corpus.readers import InvalidRowError
 from elmo_hf.embedding.embedder import ELMoEmbedder, embed_texts
-from elmo_hf.embedding.shards import MANIFEST_NAME, PROGRESS_REFRESH_SECONDS, input_characters, shards_of_rows, verify_embedding_output
-from elmo_hf.embedding import shards as shards_module
+from elmo_hf.embedding.driver import PROGRESS_REFRESH_SECONDS
+from elmo_hf.embedding.engine import input_characters, shards_of_rows
+from elmo_hf.embedding.manifest import MANIFEST_NAME, verify_embedding_output
+from elmo_hf.embedding import engine as engine_module
 from elmo_hf.storage.output_directory import MARKER_NAME, lock_path_of, read_marker
 from elmo_hf.validation_elmo import is_close, largest, max_abs_difference
 
@@ -180,7 +182,7 @@ def test_a_library_resume_refuses_a_changed_input(tmp_path, model_dir):
     """The command line checks the input before it loads a model; ``embed_corpus`` checks it again for a caller of
     the library, which would otherwise continue an output with the rows of another input."""
     from elmo_hf.corpus.readers import CorpusSource
-    from elmo_hf.embedding.shards import embed_corpus
+    from elmo_hf.embedding.driver import embed_corpus
     from elmo_hf.storage.output_directory import OutputDirectoryError
 
     corpus = write_lines(tmp_path / "corpus.txt", ["one ."] * 5)
@@ -356,10 +358,8 @@ def test_ctrl_c_before_the_first_shard_keeps_nothing(tmp_path, model_dir, monkey
 def test_a_shard_that_cannot_be_hashed_leaves_no_temporary_file(tmp_path, model_dir, monkeypatch, capsys):
     """One process (the pipeline's writing thread): the shard whose file was filled but could not be hashed is
     removed with its temporary file; the shards before it stay, listed."""
-    from elmo_hf.embedding import shards as shards_module
-
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(40, seed=9))
-    original, hashed = shards_module.sha256_of_file, []
+    original, hashed = engine_module.sha256_of_file, []
 
     def failing_on_the_third(path):
         hashed.append(path)
@@ -367,7 +367,7 @@ def test_a_shard_that_cannot_be_hashed_leaves_no_temporary_file(tmp_path, model_
             raise OSError(5, "Input/output error")
         return original(path)
 
-    monkeypatch.setattr(shards_module, "sha256_of_file", failing_on_the_third)
+    monkeypatch.setattr(engine_module, "sha256_of_file", failing_on_the_third)
     output_dir = tmp_path / "out"
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "10", "--workers", "1") != 0
     assert "Input/output error" in capsys.readouterr().err
@@ -454,12 +454,12 @@ def test_a_shard_in_place_but_not_yet_listed_is_the_runs_own_for_overwrite_and_r
     for then in ("--overwrite", "--resume"):
         output_dir = tmp_path / then.strip("-")
         embed = lambda *flags: run_embed(*command, "--output", output_dir, *flags)
-        original_move = shards_module.move_into_place
+        original_move = engine_module.move_into_place
         try:
-            shards_module.move_into_place = _killed_after_moving_the_third(original_move)
+            engine_module.move_into_place = _killed_after_moving_the_third(original_move)
             assert run_killed_at("never", lambda: embed()), "the run was not killed"
         finally:
-            shards_module.move_into_place = original_move
+            engine_module.move_into_place = original_move
         listed = [entry["file"] for entry in json.loads((output_dir / MANIFEST_NAME).read_text())["shards"]]
         # shard-00002 in place and not listed; the shards listed before it in order (the record of shard-00001 may
         # not be written yet: one full run failed that way in a CI simulation, 1 in 1,166 tests)
@@ -629,7 +629,7 @@ def test_shard_tables_are_byte_identical_to_the_datasets_engine(fixture_model, t
 
     from datasets import Features, Value
 
-    from elmo_hf.embedding.shards import shard_table
+    from elmo_hf.embedding.parquet import shard_table
 
     model = fixture_model if device == "cpu" else copy.deepcopy(fixture_model).to(device)
     embedder = ELMoEmbedder(model, tokenizer, representation=representation, pooling=pooling, dtype=dtype)
@@ -653,11 +653,11 @@ class _Recorder:
 
 def _pipeline_parts(tmp_path, model_dir, lines, shard_size=10, **options):
     from elmo_hf.corpus.readers import CorpusSource
-    from elmo_hf.embedding.shards import ShardWriter
+    from elmo_hf.embedding.engine import ShardRunner
 
     corpus = write_lines(tmp_path / "corpus.txt", lines)
     source = CorpusSource.open(corpus)
-    writer = ShardWriter(source, ELMoEmbedder.from_pretrained(model_dir, **options), None)
+    writer = ShardRunner(source, ELMoEmbedder.from_pretrained(model_dir, **options), None)
     rows = list(source.rows(start=0))
     return writer, [rows[start : start + shard_size] for start in range(0, len(rows), shard_size)]
 
@@ -667,13 +667,11 @@ def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir, d
     """The staged pipeline (on CUDA: pinned host buffers, copies that do not block, the device computing while the
     previous batch is copied back and written) gives the bytes of shards written one at a time, and on CUDA the
     CPU's vectors up to float32 rounding."""
-    from elmo_hf.embedding.shards import write_shards_pipelined
-
     writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(55, seed=5), device=device)
     (tmp_path / "serial").mkdir(), (tmp_path / "pipelined").mkdir()
     serial = [writer.write(chunk, tmp_path / "serial" / f"shard-{index:05d}.parquet") for index, chunk in enumerate(chunks)]
     recorded = _Recorder()
-    write_shards_pipelined(chunks, writer, tmp_path / "pipelined", 0, recorded)
+    writer.run(chunks, tmp_path / "pipelined", 0, recorded)
     assert recorded.entries == serial  # in order, same bytes (sha256), same counts
     assert set(writer.stage_seconds) == {"read", "model", "write"}
     if device != "cpu":
@@ -689,38 +687,38 @@ def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir, d
 def test_a_failing_stage_keeps_every_shard_written_before_it(tmp_path, model_dir, monkeypatch):
     """An error in any stage (here: the model on the 4th shard, then the disk on the 3rd) stops the pipeline with
     that error; every shard finished before it is recorded, in order, and nothing half-written stays behind."""
-    from elmo_hf.embedding.shards import write_shards_pipelined
+    from elmo_hf.embedding.engine import ShardTask
 
     writer, chunks = _pipeline_parts(tmp_path, model_dir, synthetic_sentences(60, seed=6))
-    embed = writer.embed
+    embed = ShardTask.embed
     calls = []
 
-    def model_fails_on_the_fourth_shard(shard):
+    def model_fails_on_the_fourth_shard(task, embedder, shard, on_progress=None):
         calls.append(shard)
         if len(calls) == 4:
             raise KeyboardInterrupt
-        return embed(shard)
+        return embed(task, embedder, shard, on_progress)
 
-    monkeypatch.setattr(writer, "embed", model_fails_on_the_fourth_shard)
+    monkeypatch.setattr(ShardTask, "embed", model_fails_on_the_fourth_shard)
     recorded = _Recorder()
     with pytest.raises(KeyboardInterrupt):
-        write_shards_pipelined(chunks, writer, tmp_path, 0, recorded)
+        writer.run(chunks, tmp_path, 0, recorded)
     assert [entry["file"] for entry in recorded.entries] == [f"shard-0000{index}.parquet" for index in range(3)]
     assert sorted(path.name for path in tmp_path.glob("shard-*")) == [entry["file"] for entry in recorded.entries]
 
-    monkeypatch.setattr(writer, "embed", embed)
-    finish = writer.finish
+    monkeypatch.setattr(ShardTask, "embed", embed)
+    write = ShardTask.write
 
-    def disk_full_on_the_third_shard(shard, vectors, path):
-        if path.name == "shard-00002.parquet":
+    def disk_full_on_the_third_shard(task, embedder, shard, vectors):
+        if task.name == "shard-00002.parquet":
             raise OSError(28, "No space left on device")
-        return finish(shard, vectors, path)
+        return write(task, embedder, shard, vectors)
 
-    monkeypatch.setattr(writer, "finish", disk_full_on_the_third_shard)
+    monkeypatch.setattr(ShardTask, "write", disk_full_on_the_third_shard)
     recorded = _Recorder()
     (tmp_path / "second").mkdir()
     with pytest.raises(OSError, match="No space left"):
-        write_shards_pipelined(chunks, writer, tmp_path / "second", 0, recorded)
+        writer.run(chunks, tmp_path / "second", 0, recorded)
     assert [entry["file"] for entry in recorded.entries] == ["shard-00000.parquet", "shard-00001.parquet"]
     assert not list((tmp_path / "second").glob("*tmp*"))
 
@@ -740,7 +738,7 @@ def test_an_invalid_row_read_ahead_stops_the_run_after_the_shards_before_it(tmp_
 def test_parquet_shards_dictionary_encode_every_column_but_the_vectors(tmp_path):
     import pyarrow as pa
 
-    from elmo_hf.embedding.shards import write_parquet
+    from elmo_hf.embedding.parquet import write_parquet
 
     table = pa.table(
         {
@@ -983,7 +981,7 @@ def test_the_model_fingerprint_covers_buffers_too(fixture_model):
     resumed run must not mix the two."""
     import copy
 
-    from elmo_hf.embedding.shards import model_fingerprint
+    from elmo_hf.embedding.manifest import model_fingerprint
 
     warm = copy.deepcopy(fixture_model)
     buffers = dict(warm.named_buffers())

@@ -10,7 +10,8 @@ import pytest
 from elmo_hf import ELMoTokenizer
 from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
-from elmo_hf.embedding.shards import embed_corpus, verify_embedding_output
+from elmo_hf.embedding.driver import embed_corpus
+from elmo_hf.embedding.manifest import verify_embedding_output
 
 from ..helpers import random_model, tiny_config
 

@@ -21,8 +21,7 @@ import pytest
 
 from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
-from elmo_hf.embedding.shards import embed_corpus
-from elmo_hf.embedding import workers as workers_module
+from elmo_hf.embedding.driver import embed_corpus
 from elmo_hf.embedding.workers import EmbeddingWorkerError, EmbeddingWorkerPool, EmbedSentences
 from elmo_hf.runtime.parallelism import default_workers, start_method
 
@@ -115,7 +114,7 @@ def test_the_default_counts_a_text_files_shards_by_its_characters_not_its_bytes(
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     pools = []
     monkeypatch.setattr(
-        "elmo_hf.embedding.shards.EmbeddingWorkerPool", lambda embedder, workers, threads: pools.append(workers)
+        "elmo_hf.embedding.driver.EmbeddingWorkerPool", lambda embedder, workers, threads: pools.append(workers)
     )
     corpus = write_lines(tmp_path / "corpus.txt", ["한" * 300, "국" * 300, "어" * 300])
     embedder = ELMoEmbedder.from_pretrained(model_dir)
@@ -201,12 +200,12 @@ class PoisonedEmbedder(ELMoEmbedder):
 
     wait_for: Path | None = None
 
-    def embed_words(self, sentences, on_progress=None):
-        if any("poison" in words for words in sentences):
+    def embed_prepared(self, prepared, on_progress=None):
+        if any("poison" in words for words in prepared.sentences):
             if self.wait_for is not None:
                 wait_for_file(self.wait_for)
             raise ValueError("poisoned sentence")
-        return super().embed_words(sentences, on_progress)
+        return super().embed_prepared(prepared, on_progress)
 
 
 def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, model_dir):
@@ -229,7 +228,7 @@ def test_a_workers_error_stops_the_run_and_keeps_the_shards_before_it(tmp_path, 
 
 
 def test_a_failed_run_stops_its_workers_before_it_removes_their_temporary_files(tmp_path, model_dir, monkeypatch):
-    """The order matters (``shards.write_shards_pipelined``): a worker still running when its shard's temporary file
+    """The order matters (``engine.ShardRunner``): a worker still running when its shard's temporary file
     is removed would write (or recreate) it, a file that nothing lists. Removing the pool's ``terminate()`` from that
     path survived every other test: the pool's own exit kills the workers a few milliseconds later."""
     events: list[str] = []
@@ -272,10 +271,10 @@ def test_spawned_workers_write_the_bytes_of_one_thread_in_input_order(tmp_path, 
     split, embed and write, as forked ones do. Should no worker be up when this process would run a shard itself, it
     waits for one first, so that the workers get the rest (on a busy machine they may be up before the first shard:
     then they get all)."""
-    from elmo_hf.embedding.shards import WorkerShardWriter
+    from elmo_hf.embedding.engine import StagesInWorkers
 
     common, reference_dir = one_thread_run
-    here, original = [], WorkerShardWriter.run_here
+    here, original = [], StagesInWorkers.run_here
 
     def run_here_once_a_worker_is_up(writer, task):
         here.append(task.name)
@@ -283,7 +282,7 @@ def test_spawned_workers_write_the_bytes_of_one_thread_in_input_order(tmp_path, 
             writer.pool.wait()  # None: a worker came up
         return original(writer, task)
 
-    monkeypatch.setattr(WorkerShardWriter, "run_here", run_here_once_a_worker_is_up)
+    monkeypatch.setattr(StagesInWorkers, "run_here", run_here_once_a_worker_is_up)
     embedder = ELMoEmbedder.from_pretrained(model_dir)
     summary = embed_corpus(
         CorpusSource.open(common[0]), embedder, tmp_path / "out", model_name=str(model_dir), shard_size=SHARD_SIZE,
@@ -427,13 +426,13 @@ def test_a_task_a_worker_cannot_unpickle_fails_with_its_error_naming_the_worker_
 def count_calls_here(monkeypatch, embedder) -> list[int]:
     """The number of shards this process embeds itself (a forked worker's calls count in its own copy)."""
     calls = [0]
-    original = embedder.embed_words
+    original = embedder.embed_prepared
 
-    def embed_words(sentences, on_progress=None):
+    def embed_prepared(prepared, on_progress=None):
         calls[0] += 1
-        return original(sentences, on_progress)
+        return original(prepared, on_progress)
 
-    monkeypatch.setattr(embedder, "embed_words", embed_words)
+    monkeypatch.setattr(embedder, "embed_prepared", embed_prepared)
     return calls
 
 
@@ -453,18 +452,18 @@ def test_workers_slow_to_start_leave_the_first_shards_to_the_main_process_in_ord
 def test_the_workers_write_the_shards_they_embed(tmp_path, one_thread_run, model_dir, monkeypatch):
     """Each shard's file is written where it was embedded: by a worker (its vectors never come back through a pipe),
     or here for the shards this process embedded while no worker was up."""
-    from elmo_hf.embedding import shards as shards_module
+    from elmo_hf.embedding import engine as engine_module
 
     common, reference_dir = one_thread_run
     writers = tmp_path / "writers"
-    original = shards_module.write_shard_file
+    original = engine_module.write_shard_file
 
     def write_shard_file(*args, **kwargs):  # inherited by the forked workers
         with open(writers, "a") as log:
             log.write(f"{os.getpid()}\n")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(shards_module, "write_shard_file", write_shard_file)
+    monkeypatch.setattr(engine_module, "write_shard_file", write_shard_file)
     embedder = ELMoEmbedder.from_pretrained(model_dir)
     calls = count_calls_here(monkeypatch, embedder)
     summary = embed_corpus(
@@ -585,7 +584,7 @@ def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tm
             shard_size=10, workers=workers, progress=False,
         )
     listed = listed_and_alone(tmp_path / "out")
-    # One process also records the shard its writing thread holds (write_shards_pipelined); the workers drop theirs.
+    # One process also records the shard its writing thread holds (engine.StagesHere); the workers drop theirs.
     assert listed == [f"shard-0000{index}.parquet" for index in range(len(listed))] and 3 <= len(listed) <= 4
 
 
@@ -593,10 +592,10 @@ def test_a_ctrl_c_while_a_shard_is_recorded_waits_until_the_manifest_lists_it(tm
 def test_a_ctrl_c_while_a_shards_temporary_file_is_made_leaves_no_temporary_file(tmp_path, model_dir, monkeypatch):
     """The main process makes each shard's temporary file before a worker fills it: a Ctrl-C right after one is made
     waits until the run holds its name, so the run's cleanup removes it (the output, with a shard recorded, stays)."""
-    from elmo_hf.embedding import shards as shards_module
+    from elmo_hf.embedding import engine as engine_module
 
     corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(100, seed=6))
-    original, made = shards_module.temporary_path_beside, []
+    original, made = engine_module.temporary_path_beside, []
 
     def made_then_ctrl_c(path):  # the first temporary file made once a shard is recorded
         made.append(original(path))
@@ -604,7 +603,7 @@ def test_a_ctrl_c_while_a_shards_temporary_file_is_made_leaves_no_temporary_file
             signal.raise_signal(signal.SIGINT)
         return made[-1]
 
-    monkeypatch.setattr(shards_module, "temporary_path_beside", made_then_ctrl_c)
+    monkeypatch.setattr(engine_module, "temporary_path_beside", made_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         embed_corpus(
             CorpusSource.open(corpus), ELMoEmbedder.from_pretrained(model_dir), tmp_path / "out", model_name="m",

@@ -18,7 +18,7 @@ from datasets import load_dataset
 
 from elmo_hf.corpus.readers import CorpusSource
 from elmo_hf.embedding.embedder import ELMoEmbedder
-from elmo_hf.embedding.shards import embed_corpus
+from elmo_hf.embedding.driver import embed_corpus
 from elmo_hf.search import ContextualIndex, IndexInputError, QueryError, build_index, static_neighbours
 from elmo_hf.search.index import import_faiss
 from elmo_hf.storage import OutputDirectoryError
