@@ -47,6 +47,14 @@ def add_parsers(commands) -> None:
         "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
     )
     convert.add_argument("--vocab", type=input_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
+    _add_other_sources(convert)
+    _add_output_options(convert)
+    convert.set_defaults(run=run_convert)
+    _add_export_parser(commands)
+
+
+def _add_other_sources(convert) -> None:
+    """The formats that replace --options and --weights: an NLPL archive, ELMoForManyLangs, a TF-Hub module."""
     convert.add_argument(
         "--zip", type=input_path, metavar="ZIP",
         help="instead of --options and --weights: an NLPL vector repository archive (options.json + model.hdf5 "
@@ -68,6 +76,10 @@ def add_parsers(commands) -> None:
         help="with --elmoformanylangs: unpickle .pkl files that hold more than tensors (runs the code they name: only "
         "for files you trust)",
     )
+
+
+def _add_output_options(convert) -> None:
+    """Where the conversion goes, its check against reference outputs and its upload."""
     convert.add_argument("--output", required=True, type=output_path, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
@@ -82,8 +94,9 @@ def add_parsers(commands) -> None:
     convert.add_argument("--push-to-hub", metavar="REPO_ID", help="upload the converted directory to this Hub repo (token: HF_TOKEN or `hf auth login`)")
     convert.add_argument("--private", action="store_true", help="create the Hub repo as private")
     convert.add_argument("--revision", help="push to this branch (created if missing) instead of main")
-    convert.set_defaults(run=run_convert)
 
+
+def _add_export_parser(commands) -> None:
     export = commands.add_parser(
         "export",
         help="export a Hugging Face ELMo directory back to the original options.json + weights.hdf5",

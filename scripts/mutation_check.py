@@ -40,7 +40,8 @@ LOCK = "elmo_hf/storage/lock.py"
 REPLACEMENT = "elmo_hf/storage/replacement.py"
 T_LOCK = "tests/storage/test_lock.py"
 T_OD = "tests/storage/test_output_directory.py"
-SHARDS = "elmo_hf/embedding/shards.py"
+ENGINE = "elmo_hf/embedding/engine.py"
+MANIFEST = "elmo_hf/embedding/manifest.py"
 T_SHARDS = "tests/embedding/test_shards.py"
 MUTATIONS = [
     # -- the eight the issue named ------------------------------------------------------------------------------------
@@ -77,9 +78,9 @@ MUTATIONS = [
         (f"{T_OD}::test_a_failed_run_removes_only_empty_parent_folders_it_created",),
     ),
     Mutation(
-        "pool.terminate() removed before a failed pipelined run removes its workers' temporary files", SHARDS,
-        "        pool.terminate()  # first: a worker still writing would fill (or recreate) its temporary file\n",
-        "",
+        "pool.terminate() removed before a failed pipelined run removes its workers' temporary files", ENGINE,
+        "        self.pool.terminate()\n        return []\n",
+        "        return []\n",
         ("tests/embedding/test_workers.py::test_a_failed_run_stops_its_workers_before_it_removes_their_temporary_files",),
     ),
     Mutation(
@@ -96,28 +97,28 @@ MUTATIONS = [
     # -- found surviving since, each with the test written for it -------------------------------------------------------
     Mutation(
         "a library resume of another input: embed_corpus's own input check dropped (the CLI checks before loading)",
-        SHARDS, '    check_same_run(output_dir, "input", previous.input, fresh.input)\n', "",
+        MANIFEST, '    check_same_run(output_dir, "input", previous.input, fresh.input)\n', "",
         (f"{T_SHARDS}::test_a_library_resume_refuses_a_changed_input",),
     ),
     Mutation(
-        "a resume with changed model weights: the run's sha256 check of the weights dropped", SHARDS,
+        "a resume with changed model weights: the run's sha256 check of the weights dropped", MANIFEST,
         '    check_same_run(output_dir, "model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]})\n',
         "",
         (f"{T_SHARDS}::test_resume_refuses_a_model_whose_weights_changed_since",),
     ),
     Mutation(
-        "--verify passes an unfinished output (the manifest's `complete` not read)", SHARDS,
+        "--verify passes an unfinished output (the manifest's `complete` not read)", MANIFEST,
         '    problems = [] if manifest.complete else [f"the run is not complete',
         '    problems = [] if True else [f"the run is not complete',
         (f"{T_SHARDS}::test_verify_fails_an_unfinished_output_one_without_a_manifest_and_a_file_embed_does_not_write",),
     ),
     Mutation(
-        "--verify passes an output killed before its first shard (no manifest)", SHARDS,
+        "--verify passes an output killed before its first shard (no manifest)", MANIFEST,
         '        return [f"{output_dir} has no {MANIFEST_NAME}: the run never finished a shard"]', "        return []",
         (f"{T_SHARDS}::test_verify_fails_an_unfinished_output_one_without_a_manifest_and_a_file_embed_does_not_write",),
     ),
     Mutation(
-        "--verify passes an output holding a file embed does not write", SHARDS,
+        "--verify passes an output holding a file embed does not write", MANIFEST,
         '    problems += [f"{name} is not written by elmo-hf embed" for name in EMBEDDINGS_OUTPUT.foreign_entries(output_dir)]\n',
         "",
         (f"{T_SHARDS}::test_verify_fails_an_unfinished_output_one_without_a_manifest_and_a_file_embed_does_not_write",),

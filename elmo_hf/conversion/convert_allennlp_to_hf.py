@@ -127,6 +127,19 @@ def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMo
     return model.eval()
 
 
+def verified_comparisons(model: ELMoModel, tokenizer: ELMoTokenizer, verify_dir: Path, tolerance: float) -> list:
+    """The model's outputs compared with the reference outputs in ``verify_dir``; ``VerificationError`` naming each
+    output further than ``tolerance`` from its reference (so nothing is written)."""
+    comparisons = compare_with_reference_outputs(model, tokenizer, verify_dir)
+    failed = [comparison for comparison in comparisons if not is_close(comparison.max_abs_difference, tolerance)]
+    if failed:
+        raise VerificationError(
+            "verification failed, nothing written: "
+            + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
+        )
+    return comparisons
+
+
 def convert_allennlp_to_hf(
     options_file: str | Path,
     weight_file: str | Path,
@@ -157,15 +170,7 @@ def convert_allennlp_to_hf(
         weights_hash_message = check_known_hash(weight_file, sha256_of_file(weight_file))
         model = build_model(config, state_dict)
         tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
-        comparisons = []
-        if verify_dir is not None:
-            comparisons = compare_with_reference_outputs(model, tokenizer, verify_dir)
-            failed = [comparison for comparison in comparisons if not is_close(comparison.max_abs_difference, tolerance)]
-            if failed:
-                raise VerificationError(
-                    "verification failed, nothing written: "
-                    + "; ".join(f"{c.name}: max |actual - expected| = {c.max_abs_difference:.3g} > {tolerance:g}" for c in failed)
-                )
+        comparisons = [] if verify_dir is None else verified_comparisons(model, tokenizer, verify_dir, tolerance)
         card = conversion_card(
             config,
             model.num_parameters(),

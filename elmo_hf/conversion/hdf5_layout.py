@@ -122,12 +122,12 @@ def lstm_cell_prefix(direction: int, layer: int) -> str:
 
 def weight_mappings(config: ELMoConfig) -> list[WeightMapping]:
     """Every dataset the original file holds for this architecture, in file order."""
-    embedding_dim, cnn_width, projection_dim, cell_size = (
-        config.char_embedding_dim,
-        config.char_cnn_output_dim,
-        config.projection_dim,
-        config.lstm_cell_size,
-    )
+    return _token_layer_mappings(config) + _lstm_mappings(config)
+
+
+def _token_layer_mappings(config: ELMoConfig) -> list[WeightMapping]:
+    """The character embedding, the CNN's filters, the highway layers and the projection, in file order."""
+    embedding_dim, cnn_width, projection_dim = config.char_embedding_dim, config.char_cnn_output_dim, config.projection_dim
     mappings = [
         WeightMapping(
             "char_embed",
@@ -155,11 +155,7 @@ def weight_mappings(config: ELMoConfig) -> list[WeightMapping]:
             prefix = f"char_embeddings.highways.{index}.{module_name}"
             mappings += [
                 WeightMapping(
-                    f"CNN_high_{index}/W_{tf_name}",
-                    (cnn_width, cnn_width),
-                    (f"{prefix}.weight",),
-                    dense_kernel_to_model,
-                    dense_kernel_to_hdf5,
+                    f"CNN_high_{index}/W_{tf_name}", (cnn_width, cnn_width), (f"{prefix}.weight",), dense_kernel_to_model, dense_kernel_to_hdf5
                 ),
                 WeightMapping(
                     f"CNN_high_{index}/b_{tf_name}", (cnn_width,), (f"{prefix}.bias",), unchanged_to_model, unchanged_to_hdf5
@@ -176,6 +172,13 @@ def weight_mappings(config: ELMoConfig) -> list[WeightMapping]:
             ),
             WeightMapping("CNN_proj/b_proj", (projection_dim,), ("char_embeddings.projection.bias",), unchanged_to_model, unchanged_to_hdf5),
         ]
+    return mappings
+
+
+def _lstm_mappings(config: ELMoConfig) -> list[WeightMapping]:
+    """Each direction's layers: the gates' kernel (input and state rows in one), their bias, the projection."""
+    projection_dim, cell_size = config.projection_dim, config.lstm_cell_size
+    mappings = []
     for direction, direction_name in enumerate(DIRECTION_NAMES):
         for layer in range(config.num_lstm_layers):
             prefix, module = lstm_cell_prefix(direction, layer), f"encoder.{direction_name}_layers.{layer}"
