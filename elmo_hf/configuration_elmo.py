@@ -221,6 +221,11 @@ class ELMoConfig(PretrainedConfig):
             Sentence vector of [`ELMoForSequenceClassification`] (`POOLINGS`, see `pooling_elmo.pool_words`):
             `"mean"` or `"max"` over the real words' features, `"mean_max"` both concatenated, or `"first_last"`,
             the first word's features concatenated with the last word's.
+        task_sentence_pairs (`bool`, *optional*, defaults to `False`):
+            [`ELMoForSequenceClassification`] classifies sentence pairs (entailment, paraphrase): each side is read by
+            the biLM and the task encoder on its own, pooled to `a` and `b`, and the classifier reads
+            `[a; b; |a - b|; a * b]` (four times as wide). Such a model needs `pair_input_ids` at every call; a model
+            without it refuses them.
 
     Example:
 
@@ -280,6 +285,7 @@ class ELMoConfig(PretrainedConfig):
     task_encoder_hidden_size: int = 256
     task_dropout: float = 0.2
     task_pooling: str = "mean"
+    task_sentence_pairs: bool = False
 
     def __post_init__(self, **kwargs):
         if self.char_cnn_filters is None:
@@ -377,7 +383,7 @@ class ELMoConfig(PretrainedConfig):
 
     def _validate_task_fields(self) -> None:
         field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
-        for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm"):
+        for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm", "task_sentence_pairs"):
             check_bool(field(name), getattr(self, name))
         check_choice(field("task_input_embeddings"), self.task_input_embeddings, TASK_INPUT_EMBEDDINGS)
         for name in ("task_mix_dropout", "task_dropout"):
