@@ -310,7 +310,7 @@ def compare_pooled_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tens
 
 
 class ELMoForSequenceClassification(ELMoTaskModel):
-    """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
+    """ELMo with a sentence classifier (sentiment, regression scores, sentence pairs): steps 1-5 of the
     module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
     transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
     regression (MSE), integer labels single-label classification (cross-entropy), float labels of shape

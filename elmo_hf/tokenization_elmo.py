@@ -109,7 +109,7 @@ def _check_encoding_options(
             "string to point into"
         )
     if truncation_strategy == TruncationStrategy.ONLY_SECOND and text_pair is None:
-        raise ValueError("truncation='only_second' cuts text_pair, the second side of sentence pairs: none was given")
+        raise ValueError("truncation='only_second' needs sentence pairs (it cuts text_pair): no text_pair was given")
     if padding_side is not None:
         check_padding_side(padding_side)
 
@@ -364,7 +364,7 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
     def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs) -> list[str]:
         """The words of `text` (`split_words` without offsets). ELMo's tokens are words; each becomes a row of ids."""
         if pair is not None:
-            raise ValueError("ELMoTokenizer encodes single sentences; `pair` is not supported")
+            raise ValueError("tokenize gives one sentence's words: tokenize each side of a pair on its own")
         if isinstance(text, str) and text.isascii():  # no lone surrogates: the same words faster (`ascii_word_pattern`)
             return words_of_text(text, self._pre_tokenizer, self._ascii_word_pattern)
         return [word for word, _ in self.split_words(text)]

@@ -328,7 +328,7 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
     ) -> list[int]:
         """1 for each padding row and literal `<S>`/`</S>` row of one sentence's (words, characters) ids, else 0."""
         if token_ids_1 is not None:
-            raise ValueError("ELMoTokenizer encodes single sentences; token_ids_1 is not supported")
+            raise ValueError("get_special_tokens_mask reads one sentence: each side of a pair has its own mask")
         mask = []
         for row in to_py_obj(token_ids_0):
             is_padding = all(value == PADDING_TOKEN_ID for value in row)

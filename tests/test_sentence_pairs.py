@@ -103,7 +103,7 @@ def test_pad_and_the_data_collator_pad_both_sides():
         (TEXTS[0], PAIRS, {}, "text is one sentence but text_pair is a batch"),
         (TEXTS, [1, 2, 3], {}, r"text_pair\[0\] must be a string"),
         ([["a"]], [["b"], ["c"]], {"is_split_into_words": True}, "text has 1 sentences but text_pair has 2"),
-        (TEXTS, None, {"truncation": "only_second", "max_length": 2}, "only_second.*none was given"),
+        (TEXTS, None, {"truncation": "only_second", "max_length": 2}, "only_second.*no text_pair was given"),
     ],
 )
 def test_mismatched_pairs_are_refused(text, text_pair, options, message):
