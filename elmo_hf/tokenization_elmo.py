@@ -479,7 +479,8 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
         (batch, words, max_characters_per_token) for a batch or whenever `return_tensors` is set; `attention_mask`
         (words) / (batch, words); optionally `offset_mapping` (..., words, 2), `special_tokens_mask` (..., words)
         (1 for literal `<S>`/`</S>` words and padding words) and `length` (number of words before padding).
-        `add_special_tokens` is ignored: the model adds the sentence boundaries.
+        `add_special_tokens` is ignored: the model adds the sentence boundaries. With `text_pair`, the same keys
+        prefixed `pair_` for the second side (see the class docstring).
         """
         if kwargs:
             raise TypeError(f"ELMoTokenizer got unexpected keyword arguments: {sorted(kwargs)}")
@@ -499,13 +500,8 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
             wanted = [key for key, asked in extras.items() if asked]
             batch = self._encoded_batch(side_sentences, is_split_into_words, max_words, wanted, name)
             padded = self.pad(
-                batch,
-                padding=padding_strategy,
-                max_length=max_length,
-                pad_to_multiple_of=pad_to_multiple_of,
-                padding_side=padding_side,
-                return_attention_mask=return_attention_mask,
-                return_tensors=return_tensors,
+                batch, padding=padding_strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+                padding_side=padding_side, return_attention_mask=return_attention_mask, return_tensors=return_tensors,
             )
             encoding.update({prefix + key: value for key, value in padded.items()})
         if not is_batched and return_tensors is None:

@@ -227,8 +227,8 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
         if padding_side is not None:
             check_padding_side(padding_side)
         if has_pair_keys(encoded_inputs):
-            options = dict(padding=padding, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
-                           return_attention_mask=return_attention_mask, return_tensors=return_tensors, verbose=verbose)
+            options = {"padding": padding, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of,
+                       "return_attention_mask": return_attention_mask, "return_tensors": return_tensors, "verbose": verbose}
             first, second = split_pair_keys(encoded_inputs)
             is_one_pair = [_is_one_sentence(side["input_ids"]) for side in (first, second)]
             if is_one_pair[0] != is_one_pair[1]:
