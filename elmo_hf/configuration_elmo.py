@@ -221,6 +221,16 @@ class ELMoConfig(PretrainedConfig):
             Sentence vector of [`ELMoForSequenceClassification`] (`POOLINGS`, see `pooling_elmo.pool_words`):
             `"mean"` or `"max"` over the real words' features, `"mean_max"` both concatenated, or `"first_last"`,
             the first word's features concatenated with the last word's.
+        task_sentence_pairs (`bool`, *optional*, defaults to `False`):
+            [`ELMoForSequenceClassification`] classifies sentence pairs (entailment, paraphrase): each side is read by
+            the biLM and the task encoder on its own, pooled to `a` and `b`, and the classifier reads
+            `[a; b; |a - b|; a * b]` (four times as wide). Such a model needs `pair_input_ids` at every call; a model
+            without it refuses them.
+        task_pair_attention (`bool`, *optional*, defaults to `False`):
+            With `task_sentence_pairs`: ESIM's soft alignment between the two sides before pooling. Each word's
+            features `x` are aligned with the other sentence (`x~`, the attention-weighted sum of its words'
+            features, weights the softmax of the dot products) and enhanced to `[x; x~; x - x~; x * x~]`; each side
+            is then pooled to `a` and `b` and the classifier reads `[a; b]` (the comparison is in the words).
 
     Example:
 
@@ -280,6 +290,8 @@ class ELMoConfig(PretrainedConfig):
     task_encoder_hidden_size: int = 256
     task_dropout: float = 0.2
     task_pooling: str = "mean"
+    task_sentence_pairs: bool = False
+    task_pair_attention: bool = False
 
     def __post_init__(self, **kwargs):
         if self.char_cnn_filters is None:
@@ -377,7 +389,7 @@ class ELMoConfig(PretrainedConfig):
 
     def _validate_task_fields(self) -> None:
         field = lambda name: f"ELMoConfig.{name}"  # noqa: E731
-        for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm"):
+        for name in ("task_use_elmo", "task_freeze_elmo", "task_mix_layer_norm", "task_sentence_pairs", "task_pair_attention"):
             check_bool(field(name), getattr(self, name))
         check_choice(field("task_input_embeddings"), self.task_input_embeddings, TASK_INPUT_EMBEDDINGS)
         for name in ("task_mix_dropout", "task_dropout"):
@@ -386,6 +398,10 @@ class ELMoConfig(PretrainedConfig):
         check_int(field("task_encoder_layers"), self.task_encoder_layers, 0)
         check_int(field("task_encoder_hidden_size"), self.task_encoder_hidden_size, 1)
         check_choice(field("task_pooling"), self.task_pooling, POOLINGS)
+        if self.task_pair_attention and not self.task_sentence_pairs:
+            raise ValueError(
+                "ELMoConfig.task_pair_attention aligns the two sides of sentence pairs: it needs task_sentence_pairs=True."
+            )
         if not self.task_use_elmo and self.task_input_embeddings == "none":
             raise ValueError(
                 "ELMoConfig.task_use_elmo=False with task_input_embeddings='none' leaves the task model no input: use "

@@ -19,7 +19,10 @@ runs (config fields in brackets, see [`ELMoConfig`]):
    then dropout: ``r_k`` (2H). With 0 layers, ``r_k = [x_k; ELMo_k^in]``.
 5. ``[r_k; dropout(mix_out(h_k))]`` [``task_mix_positions`` contains ``"output"``]: the word's features.
 6. ``ELMoForTokenClassification``: a linear layer per word. ``ELMoForSequenceClassification``: the words' features
-   pooled [``task_pooling``], then a linear layer.
+   pooled [``task_pooling``], then a linear layer. Sentence pairs [``task_sentence_pairs``]: each side runs steps 1-5
+   on its own (as the paper's SNLI model reads each sentence with the biLM), is pooled to ``a`` and ``b``, and the
+   linear layer reads ``[a; b; |a - b|; a * b]`` (``compare_pooled_pair``); with [``task_pair_attention``] ESIM's
+   soft alignment between the sides' words comes first (``soft_align``, ``enhance_aligned``).
 
 Loss: the task loss plus ``task_mix_l2 * sum over the head's mixes of ||w||^2``. The head's mixes are its own
 (``task_encoder.scalar_mixes``), not the biLM's ``scalar_mixes``, which the heads never use (they stay frozen).
@@ -301,16 +304,48 @@ class ELMoForTokenClassification(ELMoTaskModel):
         return labels
 
 
+def compare_pooled_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The comparison of two sentence vectors a, b (batch, D) that a pair classifier reads: ``[a; b; |a - b|; a * b]``
+    (batch, 4D), as in ESIM and InferSent."""
+    return torch.cat([first, second, (first - second).abs(), first * second], dim=-1)
+
+
+def soft_align(
+    first: torch.Tensor, first_mask: torch.BoolTensor, second: torch.Tensor, second_mask: torch.BoolTensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ESIM's soft alignment: each word of one side as the attention-weighted sum of the other side's words, the
+    weights the softmax over the other side's real words of the dot products. first (B, T1, D), second (B, T2, D),
+    masks (B, T1) / (B, T2) -> (first aligned with second (B, T1, D), second aligned with first (B, T2, D)); a side
+    without words gives zeros."""
+    scores = first @ second.transpose(1, 2)  # (B, T1, T2)
+    lowest = torch.finfo(scores.dtype).min
+    pair_mask = first_mask.unsqueeze(2) & second_mask.unsqueeze(1)  # (B, T1, T2)
+    to_second = scores.masked_fill(~pair_mask, lowest).softmax(dim=2) * pair_mask  # rows sum to 1 over second's words
+    to_first = scores.masked_fill(~pair_mask, lowest).softmax(dim=1) * pair_mask  # columns sum to 1 over first's words
+    return to_second @ second, to_first.transpose(1, 2) @ first
+
+
+def enhance_aligned(features: torch.Tensor, aligned: torch.Tensor) -> torch.Tensor:
+    """ESIM's local inference enhancement per word: ``[x; x~; x - x~; x * x~]`` (B, T, D) -> (B, T, 4D)."""
+    return torch.cat([features, aligned, features - aligned, features * aligned], dim=-1)
+
+
 class ELMoForSequenceClassification(ELMoTaskModel):
-    """ELMo with a sentence classifier (sentiment, entailment as one sequence, regression scores): steps 1-5 of the
+    """ELMo with a sentence classifier (sentiment, regression scores, sentence pairs): steps 1-5 of the
     module docstring, the words' features pooled (``task_pooling``), then a linear layer. The loss follows
     transformers' ``problem_type`` convention (inferred when ``config.problem_type`` is None): ``num_labels == 1`` is
     regression (MSE), integer labels single-label classification (cross-entropy), float labels of shape
-    `(batch, num_labels)` multi-label classification (binary cross-entropy with logits)."""
+    `(batch, num_labels)` multi-label classification (binary cross-entropy with logits). With
+    ``config.task_sentence_pairs`` it classifies sentence pairs (``pair_input_ids``, see ``forward``)."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
-        self.classifier = nn.Linear(pooled_size(self.task_encoder.output_size, config.task_pooling), config.num_labels)
+        if config.task_pair_attention:  # [pooled enhance_aligned of each side]
+            classifier_size = 2 * pooled_size(4 * self.task_encoder.output_size, config.task_pooling)
+        else:
+            sentence_size = pooled_size(self.task_encoder.output_size, config.task_pooling)
+            classifier_size = 4 * sentence_size if config.task_sentence_pairs else sentence_size  # compare_pooled_pair
+        self.classifier = nn.Linear(classifier_size, config.num_labels)
         self.post_init()
         self.freeze_submodules()
 
@@ -318,6 +353,8 @@ class ELMoForSequenceClassification(ELMoTaskModel):
         self,
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
+        pair_input_ids: torch.LongTensor | None = None,
+        pair_attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
@@ -328,20 +365,32 @@ class ELMoForSequenceClassification(ELMoTaskModel):
                 Character ids from [`ELMoTokenizer`], right-padded with all-zero rows.
             attention_mask (`torch.Tensor` of shape `(batch, words)`, *optional*):
                 1 for words, 0 for padding. Derived from `input_ids` when omitted.
+            pair_input_ids (`torch.LongTensor` of shape `(batch, pair_words, max_characters_per_token)`, *optional*):
+                The second sentence of each pair (`tokenizer(text, text_pair)`), read on its own. Required when
+                `config.task_sentence_pairs` is set, refused otherwise.
+            pair_attention_mask (`torch.Tensor` of shape `(batch, pair_words)`, *optional*):
+                The second sentences' mask, like `attention_mask`.
             labels (`torch.Tensor`, *optional*):
                 `(batch,)` integer class ids in `[0, num_labels)` (single-label classification); `(batch,)` or
                 `(batch, 1)` floats with `num_labels == 1` (regression); `(batch, num_labels)` floats in [0, 1]
                 (multi-label classification).
             output_hidden_states (`bool`, *optional*):
-                Also return the biLM's L + 1 layers as `hidden_states` (not available without ELMo).
+                Also return the biLM's L + 1 layers as `hidden_states` (not available without ELMo); for pairs,
+                those of the first sentences (`input_ids`).
 
         Returns:
             [`SequenceClassifierOutput`]: `loss` (when `labels` are given: the task loss plus the mix penalty, see
             `mix_l2_penalty`), `logits` `(batch, num_labels)`, `hidden_states`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        self._check_pair_inputs(input_ids, pair_input_ids, pair_attention_mask)
         features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
-        logits = self.classifier(pool_words(features, word_mask, self.config.task_pooling))  # (B, num_labels)
+        if pair_input_ids is None:
+            sentences = pool_words(features, word_mask, self.config.task_pooling)  # (B, D)
+        else:
+            pair_features, _, pair_word_mask = self.word_features(pair_input_ids, pair_attention_mask)  # (B, T2, ...)
+            sentences = self._compared_pair(features, word_mask, pair_features, pair_word_mask)
+        logits = self.classifier(sentences)  # (B, num_labels)
 
         loss = None
         if labels is not None:
@@ -358,6 +407,44 @@ class ELMoForSequenceClassification(ELMoTaskModel):
             loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
         )
         return output if return_dict else output.to_tuple()
+
+    def _compared_pair(
+        self, features: torch.Tensor, word_mask: torch.BoolTensor, pair_features: torch.Tensor, pair_mask: torch.BoolTensor
+    ) -> torch.Tensor:
+        """What the classifier reads for a pair, from each side's word features (B, T, D) / (B, T2, D):
+        ``compare_pooled_pair`` of the pooled sides (B, 4D'), or with ``task_pair_attention`` the pooled
+        ``enhance_aligned`` of each side, concatenated (B, 2 * pooled_size(4D))."""
+        pooling = self.config.task_pooling
+        if not self.config.task_pair_attention:
+            return compare_pooled_pair(pool_words(features, word_mask, pooling), pool_words(pair_features, pair_mask, pooling))
+        aligned, pair_aligned = soft_align(features, word_mask, pair_features, pair_mask)
+        first = pool_words(enhance_aligned(features, aligned), word_mask, pooling)
+        second = pool_words(enhance_aligned(pair_features, pair_aligned), pair_mask, pooling)
+        return torch.cat([first, second], dim=-1)
+
+    def _check_pair_inputs(
+        self, input_ids: Any, pair_input_ids: Any, pair_attention_mask: Any
+    ) -> None:
+        """Pair inputs exactly when the model was built for pairs (its classifier's width depends on it), with as
+        many second sentences as first ones."""
+        if pair_input_ids is None and pair_attention_mask is not None:
+            raise ValueError("pair_attention_mask was given without pair_input_ids, the second sentences it masks.")
+        if self.config.task_sentence_pairs and pair_input_ids is None:
+            raise ValueError(
+                "This model classifies sentence pairs (config.task_sentence_pairs=True): pass pair_input_ids and "
+                "pair_attention_mask, e.g. the output of tokenizer(text, text_pair)."
+            )
+        if not self.config.task_sentence_pairs and pair_input_ids is not None:
+            raise ValueError(
+                "pair_input_ids was given, but this model classifies single sentences (config.task_sentence_pairs="
+                "False: its classifier reads one sentence vector). Build a pair classifier with "
+                "ELMoForSequenceClassification.from_pretrained(..., task_sentence_pairs=True)."
+            )
+        if pair_input_ids is not None and len(pair_input_ids) != len(input_ids):
+            raise ValueError(
+                f"pair_input_ids must hold one second sentence per first sentence: input_ids has {len(input_ids)}, "
+                f"pair_input_ids {len(pair_input_ids)}."
+            )
 
     def _validated_labels(self, labels: Any, logits: torch.Tensor) -> tuple[str, torch.Tensor]:
         """The problem type and the labels in the form its loss takes (regression: shaped like the logits)."""
@@ -419,6 +506,9 @@ class ELMoForSequenceClassification(ELMoTaskModel):
 
 __all__ = [
     "ELMoForSequenceClassification",
+    "compare_pooled_pair",
+    "enhance_aligned",
+    "soft_align",
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
     "ELMoTaskModel",

@@ -23,7 +23,7 @@ The splitter's name is saved in `tokenizer_config.json`, so `AutoTokenizer.from_
 was trained.
 
 This file imports only `numpy`, `transformers` and its flat siblings `characters_elmo.py`, `word_splitters_elmo.py`,
-`word_rows_elmo.py` and `validation_elmo.py`, so that they can be copied next to a checkpoint and loaded with `trust_remote_code=True`
+`word_rows_elmo.py`, `sentence_pairs_elmo.py` and `validation_elmo.py`, so that they can be copied next to a checkpoint and loaded with `trust_remote_code=True`
 (transformers copies every file a remote-code file imports relatively).
 """
 
@@ -64,6 +64,7 @@ from .characters_elmo import (
     lone_surrogate_error,
     word_to_character_ids,
 )
+from .sentence_pairs_elmo import PAIR_PREFIX, check_pair_batches, side_max_words
 from .word_rows_elmo import CharacterRowsTokenizerBase, check_padding_side
 from .word_splitters_elmo import (
     DEFAULT_WORD_SPLITTER,
@@ -97,12 +98,7 @@ def _check_encoding_options(
     return_offsets_mapping: bool,
     is_split_into_words: bool,
 ) -> None:
-    """Refuse the `PreTrainedTokenizerBase` options that have no meaning for ELMo's single sentences of words."""
-    if text_pair is not None:
-        raise ValueError(
-            "ELMoTokenizer encodes single sentences; text_pair is not supported (ELMo has no sentence-pair "
-            "input). Encode each sentence on its own."
-        )
+    """Refuse the `PreTrainedTokenizerBase` options that have no meaning for ELMo's sentences of words."""
     if return_overflowing_tokens or stride:
         raise ValueError("ELMoTokenizer does not support return_overflowing_tokens or stride")
     if return_token_type_ids:
@@ -112,8 +108,8 @@ def _check_encoding_options(
             "return_offsets_mapping=True needs raw text: with is_split_into_words=True there is no original "
             "string to point into"
         )
-    if truncation_strategy == TruncationStrategy.ONLY_SECOND:
-        raise ValueError("truncation='only_second' needs sentence pairs, which ELMoTokenizer does not encode")
+    if truncation_strategy == TruncationStrategy.ONLY_SECOND and text_pair is None:
+        raise ValueError("truncation='only_second' needs sentence pairs (it cuts text_pair): no text_pair was given")
     if padding_side is not None:
         check_padding_side(padding_side)
 
@@ -138,6 +134,11 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
     `padding` pads with padding words on the right (left padding is refused: the model needs right padding).
     `add_special_tokens` is accepted but adds nothing: `ELMoModel` wraps each sentence in `<S>` ... `</S>` itself.
     As in every transformers tokenizer, `max_length` given without `padding`/`truncation` truncates.
+
+    Sentence pairs, `tokenizer(text, text_pair)` (entailment, paraphrase; `text_pair` shaped like `text`, one per
+    text): each side is encoded and padded on its own, never joined, and the second comes back under `pair_input_ids`,
+    `pair_attention_mask` (and `pair_offset_mapping`, ...); `max_length` counts the words of EACH side
+    (`truncation="only_first"` / `"only_second"` cut one side only). See `sentence_pairs_elmo.py`.
 
     Args:
         max_characters_per_token (`int`, *optional*, defaults to 50):
@@ -363,7 +364,7 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
     def tokenize(self, text: str, pair: str | None = None, add_special_tokens: bool = False, **kwargs) -> list[str]:
         """The words of `text` (`split_words` without offsets). ELMo's tokens are words; each becomes a row of ids."""
         if pair is not None:
-            raise ValueError("ELMoTokenizer encodes single sentences; `pair` is not supported")
+            raise ValueError("tokenize gives one sentence's words: tokenize each side of a pair on its own")
         if isinstance(text, str) and text.isascii():  # no lone surrogates: the same words faster (`ascii_word_pattern`)
             return words_of_text(text, self._pre_tokenizer, self._ascii_word_pattern)
         return [word for word, _ in self.split_words(text)]
@@ -396,9 +397,10 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
         return input_ids, is_word.astype(np.int64)
 
     @staticmethod
-    def _as_batch_of_sentences(text: Any, is_split_into_words: bool) -> tuple[list[Any], bool]:
+    def _as_batch_of_sentences(text: Any, is_split_into_words: bool, name: str = "text") -> tuple[list[Any], bool]:
         """
-        Check the input's structure and return it as a list of sentences, with whether it was a batch.
+        Check the input's structure (`name`: the argument, for errors) and return it as a list of sentences, with
+        whether it was a batch.
 
         Raw text: `str` -> one sentence; `list[str]` -> a batch. Pre-split: `list[str]` -> one sentence;
         `list[list[str]]` -> a batch.
@@ -408,24 +410,24 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
                 return [text], False
             if not isinstance(text, (list, tuple)):
                 raise TypeError(
-                    f"text must be a string or a list of strings, got {text!r:.80} of type {type(text).__name__}"
+                    f"{name} must be a string or a list of strings, got {text!r:.80} of type {type(text).__name__}"
                 )
             for index, sentence in enumerate(text):
                 if isinstance(sentence, (list, tuple)):
                     raise ValueError(
-                        f"text[{index}] is a {type(sentence).__name__}, but is_split_into_words=False: pass "
+                        f"{name}[{index}] is a {type(sentence).__name__}, but is_split_into_words=False: pass "
                         "is_split_into_words=True for pre-split words, or one string per sentence"
                     )
                 if not isinstance(sentence, str):
                     raise TypeError(
-                        f"text[{index}] must be a string (one sentence), got {sentence!r:.80} of type "
+                        f"{name}[{index}] must be a string (one sentence), got {sentence!r:.80} of type "
                         f"{type(sentence).__name__}"
                     )
             return list(text), True
 
         if not isinstance(text, (list, tuple)):
             raise TypeError(
-                "With is_split_into_words=True, text must be a list of words (one sentence) or a list of lists of "
+                f"With is_split_into_words=True, {name} must be a list of words (one sentence) or a list of lists of "
                 f"words (a batch), got {text!r:.80} of type {type(text).__name__}"
             )
         is_batched = len(text) > 0 and isinstance(text[0], (list, tuple))
@@ -433,11 +435,11 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
         for sentence_index, sentence in enumerate(sentences):
             if not isinstance(sentence, (list, tuple)):
                 raise TypeError(
-                    f"text[{sentence_index}] must be a list of words like text[0], got {sentence!r:.80} of type "
+                    f"{name}[{sentence_index}] must be a list of words like {name}[0], got {sentence!r:.80} of type "
                     f"{type(sentence).__name__}"
                 )
             for word_index, word in enumerate(sentence):
-                location = f"text[{sentence_index}][{word_index}]" if is_batched else f"text[{word_index}]"
+                location = f"{name}[{sentence_index}][{word_index}]" if is_batched else f"{name}[{word_index}]"
                 if isinstance(word, (list, tuple)):
                     raise ValueError(
                         f"{location} is a {type(word).__name__}: the input is nested too deeply; expected a list "
@@ -477,7 +479,8 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
         (batch, words, max_characters_per_token) for a batch or whenever `return_tensors` is set; `attention_mask`
         (words) / (batch, words); optionally `offset_mapping` (..., words, 2), `special_tokens_mask` (..., words)
         (1 for literal `<S>`/`</S>` words and padding words) and `length` (number of words before padding).
-        `add_special_tokens` is ignored: the model adds the sentence boundaries.
+        `add_special_tokens` is ignored: the model adds the sentence boundaries. With `text_pair`, the same keys
+        prefixed `pair_` for the second side (see the class docstring).
         """
         if kwargs:
             raise TypeError(f"ELMoTokenizer got unexpected keyword arguments: {sorted(kwargs)}")
@@ -485,35 +488,35 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
             text_pair, stride, truncation_strategy, padding_side, return_overflowing_tokens, return_token_type_ids,
             return_offsets_mapping, is_split_into_words,
         )
-        should_truncate = truncation_strategy != TruncationStrategy.DO_NOT_TRUNCATE and max_length is not None
-
         sentences, is_batched = self._as_batch_of_sentences(text, is_split_into_words)
+        sides = [("", "text", sentences, side_max_words(truncation_strategy, max_length, False))]
+        if text_pair is not None:
+            pairs, pairs_are_batched = self._as_batch_of_sentences(text_pair, is_split_into_words, "text_pair")
+            check_pair_batches(sentences, is_batched, pairs, pairs_are_batched)
+            sides.append((PAIR_PREFIX, "text_pair", pairs, side_max_words(truncation_strategy, max_length, True)))
         extras = {"offset_mapping": return_offsets_mapping, "special_tokens_mask": return_special_tokens_mask, "length": return_length}
-        batch = self._encoded_batch(
-            sentences, is_split_into_words, max_length if should_truncate else None, [key for key, wanted in extras.items() if wanted]
-        )
-        encoding = self.pad(
-            batch,
-            padding=padding_strategy,
-            max_length=max_length,
-            pad_to_multiple_of=pad_to_multiple_of,
-            padding_side=padding_side,
-            return_attention_mask=return_attention_mask,
-            return_tensors=return_tensors,
-        )
+        encoding = {}
+        for prefix, name, side_sentences, max_words in sides:
+            wanted = [key for key, asked in extras.items() if asked]
+            batch = self._encoded_batch(side_sentences, is_split_into_words, max_words, wanted, name)
+            padded = self.pad(
+                batch, padding=padding_strategy, max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+                padding_side=padding_side, return_attention_mask=return_attention_mask, return_tensors=return_tensors,
+            )
+            encoding.update({prefix + key: value for key, value in padded.items()})
         if not is_batched and return_tensors is None:
             return BatchEncoding({key: value[0] for key, value in encoding.items()})
-        return encoding
+        return BatchEncoding(encoding, tensor_type=return_tensors)
 
     def _encoded_batch(
-        self, sentences: list[Any], is_split_into_words: bool, max_words: int | None, extras: list[str]
+        self, sentences: list[Any], is_split_into_words: bool, max_words: int | None, extras: list[str], name: str = "text"
     ) -> dict[str, list[Any]]:
         """Each sentence's `input_ids` (words, row width) and the `extras` asked for (`offset_mapping`,
-        `special_tokens_mask`, `length`), unpadded; warns once if words were cut."""
+        `special_tokens_mask`, `length`), unpadded; warns once if words were cut. Errors name `name[index]`."""
         batch: dict[str, list[Any]] = {key: [] for key in ["input_ids", *extras]}
         encoded_words = []
         for sentence_index, sentence in enumerate(sentences):
-            words, offsets, rows = self._encode_sentence(sentence, sentence_index, is_split_into_words, max_words)
+            words, offsets, rows = self._encode_sentence(sentence, f"{name}[{sentence_index}]", is_split_into_words, max_words)
             batch["input_ids"].append(rows)
             encoded_words.append(words)
             if "offset_mapping" in batch:
@@ -526,7 +529,7 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
         return batch
 
     def _encode_sentence(
-        self, sentence: str | Sequence[str], sentence_index: int, is_split_into_words: bool, max_words: int | None
+        self, sentence: str | Sequence[str], location: str, is_split_into_words: bool, max_words: int | None
     ) -> tuple[list[str], list[tuple[int, int]] | None, list[list[int]]]:
         """(words, their character offsets in the text or ``None`` for words given as such, one id row per word)
         of one sentence, cut to ``max_words`` words on the ``truncation_side``. Errors name the sentence and word."""
@@ -536,7 +539,7 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
             try:
                 words_with_offsets = self.split_words(sentence)
             except ValueError as error:
-                raise ValueError(f"text[{sentence_index}]: {error}") from error
+                raise ValueError(f"{location}: {error}") from error
             words = [word for word, _ in words_with_offsets]
             offsets = [offset for _, offset in words_with_offsets]
         if max_words is not None and len(words) > max_words:
@@ -548,7 +551,7 @@ class ELMoTokenizer(CharacterRowsTokenizerBase):
             try:
                 rows.append(self.word_row(word).tolist())
             except ValueError as error:
-                raise ValueError(f"text[{sentence_index}], word {word_index}: {error}") from error
+                raise ValueError(f"{location}, word {word_index}: {error}") from error
         return words, offsets, rows
 
 

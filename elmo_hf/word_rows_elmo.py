@@ -9,7 +9,7 @@ and words into rows is `tokenization_elmo.py`'s; a subclass supplies, besides `P
     max_characters_per_token, character_vocabulary (a `CharacterVocabulary` or None), token_row_width,
     sentence_boundary_words, row_to_word(row) -> str
 
-Remote code: imports only numpy, transformers and the flat sibling `characters_elmo.py`.
+Remote code: imports only numpy, transformers and the flat siblings `characters_elmo.py` and `sentence_pairs_elmo.py`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from .characters_elmo import (
     PADDING_CHARACTER_ID,
     PADDING_TOKEN_ID,
 )
+from .sentence_pairs_elmo import has_pair_keys, merged_pair, split_pair_keys
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -220,10 +221,20 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
         `PreTrainedTokenizerBase.pad` (padding words are rows of zeros, see `_pad`), plus two things the base
         cannot know about 3-D ids: one un-batched sentence (`input_ids` of shape (words, characters)) is padded as
         a batch of one and returned without the batch axis, and tensors keep their last axis when every sentence
-        is empty (`input_ids` (batch, 0, max_characters_per_token), not (batch, 0)).
+        is empty (`input_ids` (batch, 0, max_characters_per_token), not (batch, 0)). Sentence pairs (`pair_input_ids`
+        and the other `pair_` keys, see `sentence_pairs_elmo.py`): each side is padded on its own.
         """
         if padding_side is not None:
             check_padding_side(padding_side)
+        if has_pair_keys(encoded_inputs):
+            options = {"padding": padding, "max_length": max_length, "pad_to_multiple_of": pad_to_multiple_of,
+                       "return_attention_mask": return_attention_mask, "return_tensors": return_tensors, "verbose": verbose}
+            first, second = split_pair_keys(encoded_inputs)
+            is_one_pair = [_is_one_sentence(side["input_ids"]) for side in (first, second)]
+            if is_one_pair[0] != is_one_pair[1]:
+                raise ValueError("input_ids and pair_input_ids must both be one sentence or both a batch of sentences")
+            padded = [self.pad(side, **options) for side in (first, second)]
+            return BatchEncoding(merged_pair(*padded, is_one_pair=is_one_pair[0]))
         is_one_sentence = isinstance(encoded_inputs, Mapping) and _is_one_sentence(encoded_inputs.get("input_ids"))
         if is_one_sentence:
             encoded_inputs = {key: [value] for key, value in encoded_inputs.items()}
@@ -317,7 +328,7 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
     ) -> list[int]:
         """1 for each padding row and literal `<S>`/`</S>` row of one sentence's (words, characters) ids, else 0."""
         if token_ids_1 is not None:
-            raise ValueError("ELMoTokenizer encodes single sentences; token_ids_1 is not supported")
+            raise ValueError("get_special_tokens_mask reads one sentence: each side of a pair has its own mask")
         mask = []
         for row in to_py_obj(token_ids_0):
             is_padding = all(value == PADDING_TOKEN_ID for value in row)

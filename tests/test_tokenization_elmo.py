@@ -607,7 +607,7 @@ def test_pickle_round_trip():
             ValueError,
             r"return_offsets_mapping=True needs raw text",
         ),
-        (lambda t: t("a", "b"), ValueError, r"text_pair is not supported"),
+        (lambda t: t(["a"], "b"), ValueError, r"text is a batch but text_pair is one sentence"),
         (
             lambda t: t("a", tokenize_chinese_chars=True),
             TypeError,
