@@ -27,6 +27,8 @@ import json
 import logging
 import os
 import re
+import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -46,6 +48,8 @@ MARKER_VERSION = 1
 # run is about to put under their final names.
 TEMPORARIES_KEY = "temporaries"
 IN_FLIGHT_KEY = "in_flight"
+# The name of the hidden folder ``OutputDirectory.put_in_place`` writes into (and its random part after).
+WRITING_PREFIX = ".writing."
 
 
 class OutputDirectoryError(ELMoHFError):
@@ -113,6 +117,46 @@ class OutputDirectory:
         """``name`` is listed by the kind's own record now (or gone): the next in-flight record leaves it out."""
         with self._in_flight_lock:
             self.in_flight.pop(name, None)
+
+    def put_in_place(self, write: Callable[[Path], Any]) -> None:
+        """``write(folder)`` into a new hidden folder of the output (recorded in flight before it exists), then record
+        every file it wrote in flight, with its size, and move each to the same relative path in the output
+        (replacing the run's earlier file of that name): for files whose names the writer chooses
+        (``save_pretrained``), so that a kill at any instant leaves only files a record proves the run's."""
+        name = f"{WRITING_PREFIX}{secrets.token_hex(8)}"
+        self.record_in_flight(f"{name}/", None)
+        folder = self.path / name
+        folder.mkdir()
+        try:
+            write(folder)
+            written = files_in(folder)
+            with self._in_flight_lock:
+                self.in_flight.update(written)
+                rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight)})
+            for relative in written:
+                (self.path / relative).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(folder / relative, self.path / relative)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            self.settled(f"{name}/")
+
+    def carry_in_flight(self) -> None:
+        """A resumed output: keep the in-flight record a killed run left (its files stay proven until this run's next
+        ``record()`` lists them), less the folders of its unfinished ``put_in_place``, deleted (the record proves them
+        its own)."""
+        marker = read_marker(self.path) or {}
+        carried = {
+            name: size for name, size in _dict_field(marker, IN_FLIGHT_KEY).items()
+            if isinstance(name, str) and (size is None or isinstance(size, int))
+        }
+        for name in [name for name in carried if name.startswith(WRITING_PREFIX) and name.endswith("/")]:
+            folder = self.path / name
+            if folder.is_dir() and not folder.is_symlink() and "/" not in name[:-1]:
+                shutil.rmtree(folder)
+            del carried[name]
+        with self._in_flight_lock:
+            self.in_flight = {**carried, **self.in_flight}
+            rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight) or None})
 
 
 def read_marker(directory: Path) -> dict[str, Any] | None:
