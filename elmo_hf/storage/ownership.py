@@ -10,7 +10,9 @@ adds each shard as it is finished). An in-place output's marker also records a t
 has it open, every temporary file made in it is named ``.<name>.<token>.<random>.tmp``
 (``files.temporary_names_recorded``), so one a killed run left is proven that output's, and a user's ``.draft.tmp``
 is not. A run about to put a file under its final name records it first (``OutputDirectory.record_in_flight``), so a
-kill before the kind's own record lists it cannot orphan it.
+kill before the kind's own record lists it cannot orphan it; files whose names a library chooses are written into a
+hidden folder recorded first and moved into place one by one, each recorded with its size (``put_in_place``). A
+resumed output keeps the in-flight record a killed run left (``carry_in_flight``).
 
 **Deletion by record.** ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
 ``remove_what_the_run_wrote`` (after a failure) delete only what one of these records proves (``proof``); names prove
