@@ -42,7 +42,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,26 +50,24 @@ import numpy as np
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback, TrainingArguments, default_data_collator, set_seed
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.utils import logging as transformers_logging
 
 from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
 from ..corpus.progress import CorpusProgress
 from ..corpus.readers import CorpusError, corpus_sources
 from ..corpus.sentences import load_sentences
-from ..corpus.vocabulary import BOS_WORD_ID, COUNTS_FILE_NAME, EOS_WORD_ID, VOCABULARY_FILE_NAME, ELMoWordVocabulary
+from ..corpus.vocabulary import BOS_WORD_ID, EOS_WORD_ID, ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..runtime.parallelism import torch_threads
-from ..storage.output_directory import OutputKind, open_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
 from .data import DataCollatorForBiLM, WindowedBiLMStream, iterate_sentences, rows_of_rank
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .options import (
-    CHECKPOINT_PREFIX,
     CONFIG_PRESETS,
     HDF5_DIRECTORY_NAME,
     OPTIMIZERS,
-    OPTIONS_CHANGEABLE_ON_RESUME,
     PRETRAINING_OPTIONS_FILE_NAME,
     REGIMES,
     REPORT_FILE_NAME,
@@ -79,7 +76,8 @@ from .options import (
     PretrainingOptions,
     PretrainingReport,
 )
-from .trainer import ELMoPreTrainingTrainer, checkpoint_problem, checkpoints_of, latest_complete_checkpoint
+from .output import RunOutput, output_directory
+from .trainer import ELMoPreTrainingTrainer, latest_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -250,51 +248,6 @@ def _evaluation_data(
         )
     except ValueError as error:
         raise PretrainingError(f"{what}: {error}") from None
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Output directory
-# ----------------------------------------------------------------------------------------------------------------
-PRETRAINING_OUTPUT = OutputKind(
-    name="pretraining",
-    description="an elmo-hf pre-training output",
-    entries=(
-        f"{CHECKPOINT_PREFIX}*", "config.json", "model.safetensors", "tokenizer_config.json", "*.py", VOCABULARY_FILE_NAME,
-        COUNTS_FILE_NAME, PRETRAINING_OPTIONS_FILE_NAME, REPORT_FILE_NAME, "trainer_state.json", "training_args.bin", "runs",
-        HDF5_DIRECTORY_NAME,
-    ),
-)
-
-
-def _has_a_checkpoint(output_dir: Path) -> bool:
-    """Worth keeping after a failure: a complete checkpoint to resume from."""
-    return latest_complete_checkpoint(output_dir) is not None
-
-
-def _checkpoint_to_resume(output_dir: Path, options: PretrainingOptions) -> Path:
-    """The latest complete checkpoint of a run to resume with the same options (those in OPTIONS_CHANGEABLE_ON_RESUME
-    aside); a checkpoint the run was killed while writing is never resumed from (``trainer.checkpoint_problem``)."""
-    checkpoint = latest_complete_checkpoint(output_dir)
-    if checkpoint is None:
-        incomplete = "; ".join(f"{path.name}: {checkpoint_problem(path)}" for path in checkpoints_of(output_dir))
-        raise PretrainingError(
-            f"--resume: {output_dir} holds no {'complete ' if incomplete else ''}checkpoint ({CHECKPOINT_PREFIX}N "
-            f"folder) to continue from{f' ({incomplete})' if incomplete else ''}: the run that made it stopped before "
-            "its first checkpoint was complete; start it again with --overwrite (instead of --resume)"
-        )
-    saved = json.loads((output_dir / PRETRAINING_OPTIONS_FILE_NAME).read_text(encoding="utf-8"))
-    differences = {
-        name: (saved.get(name), value)
-        for name, value in options.to_dict().items()
-        if name not in OPTIONS_CHANGEABLE_ON_RESUME and saved.get(name) != value
-    }
-    if differences:
-        listed = "; ".join(f"{name}: was {was!r}, now {now!r}" for name, (was, now) in differences.items())
-        raise PretrainingError(
-            f"cannot resume {output_dir} with different options ({listed}); use the options of the first run "
-            f"(saved in {output_dir / PRETRAINING_OPTIONS_FILE_NAME}) or --overwrite to start over"
-        )
-    return checkpoint
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -509,12 +462,12 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     start = time.monotonic()
     options, config, initial = _resolve_options(options)
     args = _training_arguments(options, Path(options.output_dir), evaluate=options.eval_steps > 0)
-    with _output_directory(options, args) as (output_dir, checkpoint, record):
+    with output_directory(options, args) as output:
         with args.main_process_first(desc="corpus and vocabulary"):
             data = _prepare_data(options, config, initial)
-        config, model = _build_model(options, config, data, initial, output_dir, checkpoint, record, args)
-        training = _train(options, config, model, data, output_dir, checkpoint, record, args)
-        return _report(options, config, model, data, training, initial, output_dir, checkpoint, start, args)
+        config, model = _build_model(options, config, data, initial, output, args)
+        training = _train(options, config, model, data, output, args)
+        return _report(options, config, model, data, training, initial, output, start, args)
 
 
 # Step 1: options -------------------------------------------------------------------------------------------------
@@ -544,59 +497,6 @@ def _resolve_options(options: PretrainingOptions) -> tuple[PretrainingOptions, E
     except CorpusError as error:
         raise PretrainingError(str(error)) from None
     return options, config, initial
-
-
-@contextmanager
-def _output_directory(
-    options: PretrainingOptions, args: TrainingArguments
-) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
-    """``_opened_output_directory`` in the main process; the other processes of a data-parallel run get the same
-    directory and checkpoint from it (a broadcast) and a ``record`` that does nothing: they never write there. A
-    failure to open it fails every process, with the main process's message."""
-    if args.world_size == 1:
-        with _opened_output_directory(options) as opened:
-            yield opened
-        return
-    import torch.distributed as dist
-
-    with ExitStack() as stack:
-        shared: list[Any] = [None]
-        if args.process_index == 0:
-            try:
-                output_dir, checkpoint, record = stack.enter_context(_opened_output_directory(options))
-                shared[0] = (str(output_dir), str(checkpoint) if checkpoint is not None else None, None)
-            except BaseException as error:
-                dist.broadcast_object_list([(None, None, str(error))], src=0)
-                raise
-        dist.broadcast_object_list(shared, src=0)
-        path, checkpoint_path, error = shared[0]
-        if error is not None:
-            raise PretrainingError(f"the main process (rank 0) could not open the output directory: {error}")
-        if args.process_index != 0:
-            output_dir, checkpoint, record = Path(path), Path(checkpoint_path) if checkpoint_path else None, lambda: None
-        yield output_dir, checkpoint, record
-
-
-@contextmanager
-def _opened_output_directory(options: PretrainingOptions) -> Iterator[tuple[Path, Path | None, Callable[[], None]]]:
-    """(the output directory, opened under the output policy, the checkpoint to resume from or ``None``, the
-    function that writes what the run has written so far into the output's marker: called after the first files and
-    after each checkpoint, so that --overwrite can later delete a killed run's files by that record)."""
-    inputs = [*options.corpus, *(options.held_out or [])]
-    with open_output_directory(
-        options.output_dir, PRETRAINING_OUTPUT, resume=options.resume, overwrite=options.overwrite,
-        inputs=[*inputs, *(path for path in (options.init_from, options.init_vocab) if path is not None)],
-        worth_keeping=_has_a_checkpoint, resumable=_has_a_checkpoint,
-        describe_existing=lambda path: "a pre-training run" + (
-            "" if _has_a_checkpoint(path) else " that stopped before its first checkpoint (nothing to resume)"
-        ),
-    ) as output:
-        if options.resume and not output.resumed:
-            raise PretrainingError(
-                f"--resume: {output.path} holds no checkpoint ({CHECKPOINT_PREFIX}N folder) to continue from; run "
-                "without --resume to start a new run"
-            )
-        yield output.path, _checkpoint_to_resume(output.path, options) if output.resumed else None, output.record
 
 
 # Step 2: data ----------------------------------------------------------------------------------------------------
@@ -650,14 +550,13 @@ def _build_model(
     config: ELMoConfig,
     data: _RunData,
     initial: InitialModel | None,
-    output_dir: Path,
-    checkpoint: Path | None,
-    record: Callable[[], None],
+    output: RunOutput,
     args: TrainingArguments,
 ) -> tuple[ELMoConfig, ELMoForPreTraining]:
     """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
     run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
-    the vocabulary, tokenizer and options saved first (by the main process)."""
+    the vocabulary, tokenizer and options saved first (by the main process, each file recorded before it is there)."""
+    output_dir, checkpoint = output.path, output.checkpoint
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
         if saved_vocabulary != data.vocabulary:
@@ -675,10 +574,8 @@ def _build_model(
         config.architectures = [ELMoForPreTraining.__name__]
         config.pad_token_id = data.tokenizer.pad_token_id  # what Trainer would align it to, with a warning
         if args.should_save:
-            data.vocabulary.save(output_dir)
-            data.tokenizer.save_pretrained(output_dir)
-            (output_dir / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
-            record()
+            output.put_in_place(lambda folder: _save_vocabulary_tokenizer_and_options(options, data, folder))
+            output.record()
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
     if initial is not None and checkpoint is None:
@@ -688,6 +585,12 @@ def _build_model(
     # gradients that never come (an optimizer skips them either way: one process trains exactly as before).
     model.elmo.scalar_mixes.requires_grad_(False)
     return config, model
+
+
+def _save_vocabulary_tokenizer_and_options(options: PretrainingOptions, data: _RunData, folder: Path) -> None:
+    data.vocabulary.save(folder)
+    data.tokenizer.save_pretrained(folder)
+    (folder / PRETRAINING_OPTIONS_FILE_NAME).write_text(json.dumps(options.to_dict(), indent=2) + "\n", encoding="utf-8")
 
 
 # Step 4: train ---------------------------------------------------------------------------------------------------
@@ -707,13 +610,13 @@ def _train(
     config: ELMoConfig,
     model: ELMoForPreTraining,
     data: _RunData,
-    output_dir: Path,
-    checkpoint: Path | None,
-    record: Callable[[], None],
+    output: RunOutput,
     args: TrainingArguments,
 ) -> _Training:
     """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state
-    (the main process). Raises ``PretrainingInterrupted`` after a Ctrl-C (a checkpoint is saved first)."""
+    (the main process; each checkpoint and file recorded before it is there). Raises ``PretrainingInterrupted``
+    after a Ctrl-C (a checkpoint is saved first)."""
+    output_dir, checkpoint = output.path, output.checkpoint
     if options.regime == "windowed":
         try:
             train_data = WindowedBiLMStream(
@@ -744,7 +647,8 @@ def _train(
         data_collator=collator,
         processing_class=data.tokenizer,
         compute_metrics=bilm_perplexity_metrics,
-        callbacks=[stop_control, _RecordAfterEachCheckpoint(record)],
+        callbacks=[stop_control, _RecordAfterEachCheckpoint(output.record)],
+        before_checkpoint=output.before_checkpoint,
         optimizer_cls_and_kwargs=(
             bilm_tf_adagrad(options.resolved_learning_rate, options.window_size) if options.optimizer == "adagrad" else None
         ),
@@ -759,10 +663,14 @@ def _train(
     held_out_metrics = _perplexity_metrics(trainer.evaluate(held_out_data, metric_key_prefix="held_out"), "held_out")
     train_metrics = _perplexity_metrics(trainer.evaluate(train_sample_data, metric_key_prefix="train_sample"), "train_sample")
     if args.should_save:
-        model.save_pretrained(output_dir)
-        data.tokenizer.save_pretrained(output_dir)
-    trainer.save_state()  # the main process only
+        output.put_in_place(lambda folder: _save_model_tokenizer_and_state(model, data.tokenizer, trainer.state, folder))
     return _Training(trainer.state, train_output.metrics, held_out_metrics, train_metrics, stop_control.stop_reason)
+
+
+def _save_model_tokenizer_and_state(model: ELMoForPreTraining, tokenizer: ELMoTokenizer, state: Any, folder: Path) -> None:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    state.save_to_json(str(folder / TRAINER_STATE_NAME))  # what Trainer.save_state writes
 
 
 class _RecordAfterEachCheckpoint(TrainerCallback):
@@ -784,13 +692,13 @@ def _report(
     data: _RunData,
     training: _Training,
     initial: InitialModel | None,
-    output_dir: Path,
-    checkpoint: Path | None,
+    output: RunOutput,
     start: float,
     args: TrainingArguments,
 ) -> PretrainingReport:
     """The report (``pretraining_report.json``), after the optional HDF5 export; both written by the main process
-    (every process returns the report)."""
+    (every process returns the report), each file recorded before it is there."""
+    output_dir, checkpoint = output.path, output.checkpoint
     losses, eval_curve, initial_metrics = _log_history_curves(training.state.log_history)
     state = training.state
     report = PretrainingReport(
@@ -827,8 +735,10 @@ def _report(
     if not args.should_save:
         return report
     if options.export_hdf5:
-        report.hdf5_dir = str(export_hdf5(output_dir))
-    (output_dir / REPORT_FILE_NAME).write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+        output.put_in_place(lambda folder: export_hdf5(output_dir, folder / HDF5_DIRECTORY_NAME))
+        report.hdf5_dir = str(output_dir / HDF5_DIRECTORY_NAME)
+    content = json.dumps(report.to_dict(), indent=2) + "\n"
+    output.put_in_place(lambda folder: (folder / REPORT_FILE_NAME).write_text(content, encoding="utf-8"))
     return report
 
 

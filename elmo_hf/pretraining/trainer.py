@@ -57,6 +57,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -258,14 +259,17 @@ class ELMoPreTrainingTrainer(Trainer):
     ``WindowedBiLMStream(..., rank=args.process_index, world_size=args.world_size)`` and
     ``per_device_train_batch_size = num_rows // world_size``, and freeze the biLM's scalar mixes, which the loss does
     not read (``model.elmo.scalar_mixes.requires_grad_(False)``, as ``elmo-hf pretrain`` does), or DDP waits for their
-    gradients (otherwise: ``ddp_find_unused_parameters=True``)."""
+    gradients (otherwise: ``ddp_find_unused_parameters=True``). ``before_checkpoint(folder)``, if given, is called
+    in the main process before a checkpoint folder is created or written (``elmo-hf pretrain`` records it in flight
+    in its output's marker); every process waits for it."""
 
     # compute_loss divides by the step's prediction counts (all micro-batches, all processes): Trainer must not
     # divide again by the gradient accumulation steps.
     loss_is_scaled_for_ga = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, before_checkpoint: Callable[[Path], None] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.before_checkpoint = before_checkpoint
         self.carried_state = CarriedLstmState()
         self._sampling_step = (-1, 0)  # (optimizer step, micro-batches drawn in it)
 
@@ -398,6 +402,10 @@ class ELMoPreTrainingTrainer(Trainer):
         part) the record that makes it complete; older checkpoints beyond ``save_total_limit`` are deleted only then
         (module docstring, "Complete checkpoints")."""
         checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save and self.before_checkpoint is not None:
+            self.before_checkpoint(checkpoint)
+        if self.args.world_size > 1:  # no process writes into the folder before the main process has recorded it
+            self.accelerator.wait_for_everyone()
         if self.args.should_save:
             _begin_checkpoint(checkpoint)
         save_total_limit, self.args.save_total_limit = self.args.save_total_limit, None  # Trainer rotates before

@@ -234,7 +234,10 @@ def _claim(
             token = secrets.token_hex(8)
             rewrite_marker(path, **{TEMPORARIES_KEY: token})
     unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
-    return OutputDirectory(path, kind, resumed, unrecorded), token
+    output = OutputDirectory(path, kind, resumed, unrecorded)
+    if resumed:
+        output.carry_in_flight()
+    return output, token
 
 
 def _after_a_failure(

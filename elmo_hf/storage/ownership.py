@@ -10,7 +10,9 @@ adds each shard as it is finished). An in-place output's marker also records a t
 has it open, every temporary file made in it is named ``.<name>.<token>.<random>.tmp``
 (``files.temporary_names_recorded``), so one a killed run left is proven that output's, and a user's ``.draft.tmp``
 is not. A run about to put a file under its final name records it first (``OutputDirectory.record_in_flight``), so a
-kill before the kind's own record lists it cannot orphan it.
+kill before the kind's own record lists it cannot orphan it; files whose names a library chooses are written into a
+hidden folder recorded first and moved into place one by one, each recorded with its size (``put_in_place``). A
+resumed output keeps the in-flight record a killed run left (``carry_in_flight``).
 
 **Deletion by record.** ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
 ``remove_what_the_run_wrote`` (after a failure) delete only what one of these records proves (``proof``); names prove
@@ -27,6 +29,8 @@ import json
 import logging
 import os
 import re
+import secrets
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -46,6 +50,8 @@ MARKER_VERSION = 1
 # run is about to put under their final names.
 TEMPORARIES_KEY = "temporaries"
 IN_FLIGHT_KEY = "in_flight"
+# The name of the hidden folder ``OutputDirectory.put_in_place`` writes into (and its random part after).
+WRITING_PREFIX = ".writing."
 
 
 class OutputDirectoryError(ELMoHFError):
@@ -113,6 +119,46 @@ class OutputDirectory:
         """``name`` is listed by the kind's own record now (or gone): the next in-flight record leaves it out."""
         with self._in_flight_lock:
             self.in_flight.pop(name, None)
+
+    def put_in_place(self, write: Callable[[Path], Any]) -> None:
+        """``write(folder)`` into a new hidden folder of the output (recorded in flight before it exists), then record
+        every file it wrote in flight, with its size, and move each to the same relative path in the output
+        (replacing the run's earlier file of that name): for files whose names the writer chooses
+        (``save_pretrained``), so that a kill at any instant leaves only files a record proves the run's."""
+        name = f"{WRITING_PREFIX}{secrets.token_hex(8)}"
+        self.record_in_flight(f"{name}/", None)
+        folder = self.path / name
+        folder.mkdir()
+        try:
+            write(folder)
+            written = files_in(folder)
+            with self._in_flight_lock:
+                self.in_flight.update(written)
+                rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight)})
+            for relative in written:
+                (self.path / relative).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(folder / relative, self.path / relative)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            self.settled(f"{name}/")
+
+    def carry_in_flight(self) -> None:
+        """A resumed output: keep the in-flight record a killed run left (its files stay proven until this run's next
+        ``record()`` lists them), less the folders of its unfinished ``put_in_place``, deleted (the record proves them
+        its own)."""
+        marker = read_marker(self.path) or {}
+        carried = {
+            name: size for name, size in _dict_field(marker, IN_FLIGHT_KEY).items()
+            if isinstance(name, str) and (size is None or isinstance(size, int))
+        }
+        for name in [name for name in carried if name.startswith(WRITING_PREFIX) and name.endswith("/")]:
+            folder = self.path / name
+            if folder.is_dir() and not folder.is_symlink() and "/" not in name[:-1]:
+                shutil.rmtree(folder)
+            del carried[name]
+        with self._in_flight_lock:
+            self.in_flight = {**carried, **self.in_flight}
+            rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight) or None})
 
 
 def read_marker(directory: Path) -> dict[str, Any] | None:

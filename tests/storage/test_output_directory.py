@@ -647,3 +647,45 @@ def test_a_failed_run_removes_only_empty_parent_folders_it_created(tmp_path):
         with open_output_directory(existing / "out", KIND):
             raise RuntimeError("failed")
     assert existing.is_dir() and not any(existing.iterdir())  # not made by the run: stays, though empty
+
+
+def test_put_in_place_killed_between_its_moves_leaves_only_proven_files_and_a_resume_clears_its_folder(tmp_path):
+    """``OutputDirectory.put_in_place`` (files whose names the writer chooses): killed after the first of three
+    files is moved to its final name, every file left (the moved one, the rest in the hidden folder) is proven the
+    run's by the in-flight record; a resume keeps that record (the moved file stays proven, so --overwrite later
+    deletes it), deletes the unfinished folder, and its next record lists the moved file."""
+    from elmo_hf.storage import ownership
+
+    output_dir = tmp_path / "out"
+    with open_output_directory(output_dir, RECORDING_KIND):
+        write_recorded(output_dir, "part-0.txt", "ours")
+
+    def write_three(folder):
+        for name in ("a.json", "b.json", "c.json"):
+            (folder / name).write_text(name)
+
+    def killed_after_the_first_move():
+        original = os.replace
+
+        def replace(source, destination, *args, **kwargs):
+            original(source, destination, *args, **kwargs)
+            if Path(destination).name == "a.json":
+                os.kill(os.getpid(), 9)
+
+        ownership.os.replace = replace
+        with open_output_directory(output_dir, RECORDING_KIND, resume=True) as output:
+            output.put_in_place(write_three)
+
+    status = run_in_forked_child(killed_after_the_first_move)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9, status
+    left = sorted(ownership.files_in(output_dir))
+    assert "a.json" in left and any(name.startswith(ownership.WRITING_PREFIX) for name in left), left
+    assert ownership.unproven_files(output_dir, RECORDING_KIND) == []
+    with open_output_directory(output_dir, RECORDING_KIND, resume=True) as output:
+        assert not list(output_dir.glob(f"{ownership.WRITING_PREFIX}*"))
+        assert ownership.unproven_files(output_dir, RECORDING_KIND) == []  # the killed run's in-flight record kept
+    assert sorted(ownership.files_in(output_dir)) == ["a.json", "part-0.txt", "record.json"]
+    assert ownership.read_marker(output_dir)["files"]["a.json"] == len("a.json")
+    with open_output_directory(output_dir, RECORDING_KIND, overwrite=True):
+        pass
+    assert sorted(ownership.files_in(output_dir)) == []
