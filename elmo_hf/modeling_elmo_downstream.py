@@ -249,6 +249,13 @@ class ELMoTaskModel(ELMoPreTrainedModel):
         """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
         return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
+    def _init_weights(self, module: nn.Module) -> None:
+        """``ELMoPreTrainedModel._init_weights``; the predicate indicator's two vectors start at unit scale (as
+        ``nn.Embedding``'s own default), so that it is heard next to ELMo from the first step."""
+        super()._init_weights(module)
+        if module is self.task_encoder.predicate_embedding:
+            init.normal_(module.weight, std=1.0)
+
 
 @dataclass
 class ELMoTokenClassifierOutput(TokenClassifierOutput):
