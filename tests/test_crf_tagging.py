@@ -193,7 +193,8 @@ def test_crf_tagger_learns_bio_entities_and_the_pipeline_groups_viterbi_paths(tm
     bilm_before = {name: value.clone() for name, value in bilm_parameters(model).items()}
     train = tagging_dataset(tokenizer, ner_sentences(32, seed=0), label2id)
     arguments = trainer_arguments(tmp_path, max_steps=30, per_device_train_batch_size=8)
-    Trainer(model=model, args=arguments, train_dataset=train, data_collator=DataCollatorForTokenClassification(tokenizer)).train()
+    trainer = Trainer(model=model, args=arguments, train_dataset=train, data_collator=DataCollatorForTokenClassification(tokenizer))
+    trainer.train()
     for name, value in bilm_parameters(model).items():
         assert torch.equal(value, bilm_before[name]), name
 
@@ -206,6 +207,10 @@ def test_crf_tagger_learns_bio_entities_and_the_pipeline_groups_viterbi_paths(tm
     accuracy = np.mean(np.array(predicted) == np.array(gold))
     assert accuracy >= 0.95, accuracy
     assert all(forbidden_steps(path, model) == [] for path in paths)
+    # Trainer's predictions are the logits alone (emissions are left out), and their argmax is the Viterbi path.
+    predictions = trainer.predict(tagging_dataset(tokenizer, held_out, label2id)).predictions
+    assert isinstance(predictions, np.ndarray) and predictions.shape[-1] == 3
+    assert [row[: len(path)].argmax(-1).tolist() for row, path in zip(predictions, paths)] == paths
 
     tagger = pipeline(
         "token-classification", model=model, tokenizer=tokenizer, pipeline_class=ELMoTokenClassificationPipeline,
