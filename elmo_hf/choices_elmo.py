@@ -32,6 +32,10 @@ STORAGE_DTYPES = ("float32", "float16")
 # per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them.
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16")
 
+# Tagging schemes whose transitions a token-classification CRF can constrain (`task_crf_constraints`,
+# crf_elmo.allowed_transitions): B-/I-/O, or B-/I-/O/U-/L- (unit and last word of an entity).
+TAGGING_SCHEMES = ("BIO", "BIOUL")
+
 # Corpus formats (`--input-format`) are the rows of one table with their readers: elmo_hf/corpus/formats.py.
 # How `elmo-hf embed` writes: Parquet shards, or also a saved dataset (elmo_hf.embedding.driver).
 OUTPUT_FORMATS = ("parquet", "dataset")
@@ -62,5 +66,6 @@ __all__ = [
     "REGIMES",
     "REPRESENTATIONS",
     "STORAGE_DTYPES",
+    "TAGGING_SCHEMES",
     "WORD_SPLITTERS",
 ]

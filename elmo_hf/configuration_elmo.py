@@ -12,7 +12,7 @@ from typing import Any, Callable, ClassVar
 
 from transformers import PretrainedConfig
 
-from .choices_elmo import POOLINGS
+from .choices_elmo import POOLINGS, TAGGING_SCHEMES
 from .characters_elmo import (
     CHARACTER_VOCABULARIES,
     MAX_CHARACTERS_PER_TOKEN,
@@ -231,6 +231,16 @@ class ELMoConfig(PretrainedConfig):
             features `x` are aligned with the other sentence (`x~`, the attention-weighted sum of its words'
             features, weights the softmax of the dot products) and enhanced to `[x; x~; x - x~; x * x~]`; each side
             is then pooled to `a` and `b` and the classifier reads `[a; b]` (the comparison is in the words).
+        task_crf (`bool`, *optional*, defaults to `False`):
+            [`ELMoForTokenClassification`] only: a linear-chain CRF over the classifier's per-word scores (the
+            paper's NER tagger, `[x_k; ELMo_k]` -> biLSTM -> CRF; `crf_elmo.ConditionalRandomField`). The loss is
+            the CRF's negative log-likelihood, `logits` its max-marginals (their per-word argmax is the Viterbi path).
+        task_crf_constraints (`str`, *optional*):
+            With `task_crf`: forbid the transitions a tagging scheme cannot produce (`TAGGING_SCHEMES`, `"BIO"` or
+            `"BIOUL"`), read from the names in `id2label` when the model is built or loaded. None: no constraints.
+        task_predicate_embedding_dim (`int`, *optional*, defaults to 0):
+            Width of a learned embedding of a per-word 0/1 `predicate_mask` (SRL: which word is the predicate, as in
+            He et al. 2017), concatenated to the task encoder's input. 0: off, and `predicate_mask` is refused.
 
     Example:
 
@@ -244,7 +254,7 @@ class ELMoConfig(PretrainedConfig):
 
     model_type = "elmo"
     # Outputs that Trainer's evaluation must not collect as predictions (the carried LSTM state of pre-training).
-    keys_to_ignore_at_inference = ["lstm_state"]
+    keys_to_ignore_at_inference = ["lstm_state", "emissions"]
     # While set, called with no arguments at the end of every config's initialisation. `elmo_hf/__init__.py` sets it to register the
     # model classes with transformers' AutoModel classes (it then clears it): every model and every AutoModel call
     # starts from a config, and `import elmo_hf` need not import the modeling code (seconds). None in remote code.
@@ -292,6 +302,9 @@ class ELMoConfig(PretrainedConfig):
     task_pooling: str = "mean"
     task_sentence_pairs: bool = False
     task_pair_attention: bool = False
+    task_crf: bool = False
+    task_crf_constraints: str | None = None
+    task_predicate_embedding_dim: int = 0
 
     def __post_init__(self, **kwargs):
         if self.char_cnn_filters is None:
@@ -402,6 +415,15 @@ class ELMoConfig(PretrainedConfig):
             raise ValueError(
                 "ELMoConfig.task_pair_attention aligns the two sides of sentence pairs: it needs task_sentence_pairs=True."
             )
+        check_bool(field("task_crf"), self.task_crf)
+        check_int(field("task_predicate_embedding_dim"), self.task_predicate_embedding_dim, 0, hint="0 is off")
+        if self.task_crf_constraints is not None:
+            check_choice(field("task_crf_constraints"), self.task_crf_constraints, TAGGING_SCHEMES)
+            if not self.task_crf:
+                raise ValueError(
+                    f"ELMoConfig.task_crf_constraints={self.task_crf_constraints!r} constrains a CRF, but task_crf is "
+                    "False: set task_crf=True, or task_crf_constraints=None."
+                )
         if not self.task_use_elmo and self.task_input_embeddings == "none":
             raise ValueError(
                 "ELMoConfig.task_use_elmo=False with task_input_embeddings='none' leaves the task model no input: use "

@@ -27,9 +27,10 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import nn
 
+from .choices_elmo import TAGGING_SCHEMES
+
 IGNORE_INDEX = -100
 FORBIDDEN = -10000.0  # added to a forbidden start, transition or end: exp(-10000) is 0 in float32 and float64
-TAGGING_SCHEMES = ("BIO", "BIOUL")
 
 
 def _split_label(label: str) -> tuple[str, str]:

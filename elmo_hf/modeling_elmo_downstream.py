@@ -34,14 +34,17 @@ saved biLM loads into a head), frozen by default (``frozen_submodules``), and th
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import initialization as init
 from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassifierOutput
 
 from .configuration_elmo import ELMoConfig
+from .crf_elmo import ConditionalRandomField, allowed_transitions
 from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
 from .pooling_elmo import pool_words, pooled_size
 
@@ -64,9 +67,14 @@ class ELMoTaskEncoder(nn.Module):
             {position: ELMoScalarMix(num_layers, layer_norm=config.task_mix_layer_norm) for position in mix_positions}
         )
         self.mix_dropout = nn.Dropout(config.task_mix_dropout)
+        # He et al. 2017's predicate indicator: 0/1 per word -> a learned vector (SRL), or None when off.
+        predicate_size = config.task_predicate_embedding_dim
+        self.predicate_embedding = nn.Embedding(2, predicate_size) if predicate_size > 0 else None
 
-        encoder_input_size = (config.projection_dim if self.uses_token_layer else 0) + (
-            config.output_dim if "input" in self.scalar_mixes else 0
+        encoder_input_size = (
+            (config.projection_dim if self.uses_token_layer else 0)
+            + (config.output_dim if "input" in self.scalar_mixes else 0)
+            + predicate_size
         )
         if config.task_encoder_layers > 0:
             self.lstm = nn.LSTM(
@@ -89,12 +97,14 @@ class ELMoTaskEncoder(nn.Module):
         token_layer: torch.Tensor,
         layers: Sequence[torch.Tensor] | None,
         word_mask: torch.BoolTensor,
+        predicate_mask: torch.LongTensor | None = None,
     ) -> torch.Tensor:
         """
         Args:
             token_layer: (batch, words, P) the biLM's token layer, zero at padding.
             layers: the biLM's L + 1 ``hidden_states`` (batch, words, 2P), or None without ELMo.
             word_mask: (batch, words) True at real words (right padding).
+            predicate_mask: (batch, words) 0/1, 1 at the predicate; given exactly when ``predicate_embedding`` is.
 
         Returns:
             (batch, words, output_size) features, zero at padding positions.
@@ -103,6 +113,8 @@ class ELMoTaskEncoder(nn.Module):
         encoder_inputs = [token_layer] if self.uses_token_layer else []  # x_k: (B, T, P)
         if "input" in self.scalar_mixes:
             encoder_inputs.append(self.mix_dropout(self.scalar_mixes["input"](layers, word_mask)) * mask)  # (B, T, 2P)
+        if self.predicate_embedding is not None:
+            encoder_inputs.append(self.predicate_embedding(predicate_mask) * mask)  # (B, T, task_predicate_embedding_dim)
         encoder_input = torch.cat(encoder_inputs, dim=-1)  # (B, T, Din)
 
         if self.lstm is None:
@@ -201,12 +213,36 @@ class ELMoTaskModel(ELMoPreTrainedModel):
         return loaded
 
     def word_features(
-        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None
+        self, input_ids: torch.LongTensor, attention_mask: torch.Tensor | None, predicate_mask: Any = None
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, torch.BoolTensor]:
         """Steps 1-5: the words' features (batch, words, ``task_encoder.output_size``), the biLM's L + 1
-        ``hidden_states`` (batch, words, 2P) (None without ELMo) and the word mask (batch, words)."""
+        ``hidden_states`` (batch, words, 2P) (None without ELMo) and the word mask (batch, words). ``predicate_mask``
+        (batch, words) of 0/1 is required with ``task_predicate_embedding_dim > 0`` and refused without."""
         token_layer, layers, word_mask = run_bilm(self.elmo, self.config, input_ids, attention_mask)
-        return self.task_encoder(token_layer, layers, word_mask), layers, word_mask
+        predicate_mask = self._validated_predicate_mask(predicate_mask, word_mask)
+        return self.task_encoder(token_layer, layers, word_mask, predicate_mask), layers, word_mask
+
+    def _validated_predicate_mask(self, predicate_mask: Any, word_mask: torch.BoolTensor) -> torch.LongTensor | None:
+        size = self.config.task_predicate_embedding_dim
+        if size == 0:
+            if predicate_mask is not None:
+                raise ValueError(
+                    "predicate_mask was given, but this model has no predicate indicator "
+                    "(config.task_predicate_embedding_dim=0): leave it out, or build the head with "
+                    "task_predicate_embedding_dim > 0."
+                )
+            return None
+        if predicate_mask is None:
+            raise ValueError(
+                f"predicate_mask (batch, words) of 0/1 is required: this model embeds a predicate indicator "
+                f"(config.task_predicate_embedding_dim={size}); 1 marks the predicate word of each sentence."
+            )
+        if not isinstance(predicate_mask, torch.Tensor) or predicate_mask.shape != word_mask.shape:
+            shape = tuple(predicate_mask.shape) if isinstance(predicate_mask, torch.Tensor) else type(predicate_mask).__name__
+            raise ValueError(f"predicate_mask must be a tensor of shape (batch, words) = {tuple(word_mask.shape)}, got {shape}.")
+        if predicate_mask.is_floating_point() or predicate_mask.is_complex() or ((predicate_mask != 0) & (predicate_mask != 1)).any():
+            raise ValueError(f"predicate_mask must hold 0 or 1 per word (integers or bools), got dtype {predicate_mask.dtype}, values {predicate_mask.unique().tolist()}.")
+        return predicate_mask.to(device=word_mask.device, dtype=torch.long)
 
     def mix_layer_weights(self) -> dict[str, dict[str, Any]]:
         """The head's learned mixes (see ``ELMoTaskEncoder.mix_layer_weights``)."""
@@ -216,26 +252,79 @@ class ELMoTaskModel(ELMoPreTrainedModel):
         """``task_mix_l2 * sum over the head's mixes of ||w||^2``, the term added to the task loss."""
         return self.task_encoder.mix_l2_penalty(self.config.task_mix_l2)
 
+    def _init_weights(self, module: nn.Module) -> None:
+        """``ELMoPreTrainedModel._init_weights``; the predicate indicator's two vectors start at unit scale (as
+        ``nn.Embedding``'s own default), so that it is heard next to ELMo from the first step."""
+        super()._init_weights(module)
+        if module is self.task_encoder.predicate_embedding:
+            init.normal_(module.weight, std=1.0)
+
+
+@dataclass
+class ELMoTokenClassifierOutput(TokenClassifierOutput):
+    """
+    [`TokenClassifierOutput`] (`loss`, `logits` `(batch, words, num_labels)`, `hidden_states`, `attentions`), plus:
+
+    Args:
+        emissions (`torch.FloatTensor` of shape `(batch, words, num_labels)`, *optional*):
+            With a CRF (`task_crf`): the classifier's per-word scores that the CRF reads; `logits` are then the CRF's
+            max-marginals. None without a CRF (`logits` are those scores).
+    """
+
+    emissions: torch.FloatTensor | None = None
+
 
 class ELMoForTokenClassification(ELMoTaskModel):
     """ELMo with a per-word classifier (POS tagging, NER, chunking...): the paper's task recipe, steps 1-6 of the
     module docstring. Build one from a saved biLM with ``ELMoForTokenClassification.from_pretrained(elmo_dir,
-    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised."""
+    num_labels=..., id2label=..., label2id=...)``: the biLM weights load, the head is initialised.
+
+    With ``task_crf`` the per-word scores feed a linear-chain CRF (``self.crf``, the paper's NER tagger), optionally
+    constrained to a tagging scheme (``task_crf_constraints``; the masks are derived from ``config.id2label`` whenever
+    the model is built, so also at load). With ``task_predicate_embedding_dim`` a per-word ``predicate_mask`` is an
+    input (SRL). ``decode`` returns the best tag path of each sentence."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
         self.classifier = nn.Linear(self.task_encoder.output_size, config.num_labels)
+        self.crf = ConditionalRandomField(config.num_labels, self._crf_constraints()) if config.task_crf else None
         self.post_init()
         self.freeze_submodules()
+
+    def _crf_constraints(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """``allowed_transitions`` of ``config.id2label`` in ``task_crf_constraints``' scheme, or None."""
+        scheme = self.config.task_crf_constraints
+        if scheme is None:
+            return None
+        id2label = {int(index): label for index, label in self.config.id2label.items()}
+        if sorted(id2label) != list(range(self.config.num_labels)):
+            raise ValueError(
+                f"task_crf_constraints={scheme!r} reads the tag names from config.id2label, which must name ids "
+                f"0..{self.config.num_labels - 1}; got ids {sorted(id2label)}."
+            )
+        return allowed_transitions(id2label, scheme)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """``ELMoPreTrainedModel._init_weights``; a new CRF starts with no preference (zero transition scores), and
+        its constraint masks, which are not saved, are derived from the config again (also at load)."""
+        super()._init_weights(module)
+        if isinstance(module, ConditionalRandomField):
+            for parameter in (module.transitions, module.start_transitions, module.end_transitions):
+                init.zeros_(parameter)
+            masks = (module.allowed_start, module.allowed_transitions, module.allowed_end)
+            constraints = self._crf_constraints() or tuple(torch.ones(mask.shape, dtype=torch.bool) for mask in masks)
+            for mask, allowed in zip(masks, constraints):
+                init.copy_(mask, allowed)
 
     def forward(
         self,
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
+        predicate_mask: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-    ) -> TokenClassifierOutput | tuple:
+    ) -> ELMoTokenClassifierOutput | tuple:
         r"""
         Args:
             input_ids (`torch.LongTensor` of shape `(batch, words, max_characters_per_token)`):
@@ -244,31 +333,61 @@ class ELMoForTokenClassification(ELMoTaskModel):
                 1 for words, 0 for padding. Derived from `input_ids` when omitted.
             labels (`torch.LongTensor` of shape `(batch, words)`, *optional*):
                 Class ids in `[0, num_labels)`, -100 for words without a label and at every padding position (what
-                `DataCollatorForTokenClassification` pads with).
+                `DataCollatorForTokenClassification` pads with). With a CRF a -100 word is left open (any tag).
+            predicate_mask (`torch.LongTensor` of shape `(batch, words)`, *optional*):
+                0/1 per word, 1 at the predicate: required with `task_predicate_embedding_dim > 0`, refused without.
             output_hidden_states (`bool`, *optional*):
                 Also return the biLM's L + 1 layers as `hidden_states` (not available without ELMo).
 
         Returns:
-            [`TokenClassifierOutput`]: `loss` (when `labels` are given: mean cross-entropy over the labelled words
-            plus the mix penalty, see `mix_l2_penalty`), `logits` `(batch, words, num_labels)`, `hidden_states`.
+            [`ELMoTokenClassifierOutput`]: `loss` (when `labels` are given: the task loss plus the mix penalty, see
+            `mix_l2_penalty`; the task loss is the mean cross-entropy over the labelled words, or with a CRF the mean
+            over sentences of its negative log-likelihood), `logits` `(batch, words, num_labels)` (with a CRF its
+            max-marginals, whose per-word argmax is the Viterbi path; 0 at padding), `hidden_states`, `emissions`
+            (with a CRF: the classifier's scores).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        features, layers, word_mask = self.word_features(input_ids, attention_mask)  # (B, T, output_size)
-        logits = self.classifier(features)  # (B, T, num_labels)
+        features, layers, word_mask = self.word_features(input_ids, attention_mask, predicate_mask)  # (B, T, size)
+        emissions = self.classifier(features)  # (B, T, num_labels)
+        logits = emissions if self.crf is None else self.crf.max_marginals(emissions, word_mask)
 
         loss = None
         if labels is not None:
             labels = self._validated_labels(labels, word_mask)
-            is_labelled = labels != IGNORE_INDEX  # (B, T)
-            task_loss = F.cross_entropy(logits[is_labelled], labels[is_labelled], reduction="sum")
-            # Mean over the labelled words; a batch without any gives 0, not NaN.
-            task_loss = task_loss / is_labelled.sum().clamp(min=1)
-            loss = task_loss + self.mix_l2_penalty()
+            loss = self._task_loss(emissions, labels, word_mask) + self.mix_l2_penalty()
 
-        output = TokenClassifierOutput(
-            loss=loss, logits=logits, hidden_states=layers if output_hidden_states else None
+        output = ELMoTokenClassifierOutput(
+            loss=loss,
+            logits=logits,
+            hidden_states=layers if output_hidden_states else None,
+            emissions=None if self.crf is None else emissions,
         )
         return output if return_dict else output.to_tuple()
+
+    def _task_loss(self, emissions: torch.Tensor, labels: torch.LongTensor, word_mask: torch.BoolTensor) -> torch.Tensor:
+        """Cross-entropy averaged over the labelled words, or the CRF's negative log-likelihood averaged over the
+        sentences; a batch without labelled words (or sentences) gives 0, not NaN."""
+        if self.crf is not None:
+            return self.crf.negative_log_likelihood(emissions, labels, word_mask).sum() / max(labels.shape[0], 1)
+        is_labelled = labels != IGNORE_INDEX  # (B, T)
+        task_loss = F.cross_entropy(emissions[is_labelled], labels[is_labelled], reduction="sum")
+        return task_loss / is_labelled.sum().clamp(min=1)
+
+    @torch.no_grad()
+    def decode(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        predicate_mask: torch.LongTensor | None = None,
+    ) -> list[list[int]]:
+        """The best tag ids of each sentence's words: the Viterbi path with a CRF, else each word's argmax. Inputs as
+        for ``forward``; call ``eval()`` first for deterministic output (dropout)."""
+        features, _, word_mask = self.word_features(input_ids, attention_mask, predicate_mask)
+        emissions = self.classifier(features)  # (B, T, num_labels)
+        if self.crf is not None:
+            return self.crf.viterbi_decode(emissions, word_mask)
+        best = emissions.argmax(dim=-1)  # (B, T)
+        return [row[:length].tolist() for row, length in zip(best, word_mask.sum(dim=1).tolist())]
 
     def _validated_labels(self, labels: Any, word_mask: torch.BoolTensor) -> torch.LongTensor:
         if self.config.problem_type not in (None, "single_label_classification"):
@@ -512,5 +631,6 @@ __all__ = [
     "ELMoForTokenClassification",
     "ELMoTaskEncoder",
     "ELMoTaskModel",
+    "ELMoTokenClassifierOutput",
     "run_bilm",
 ]

@@ -288,7 +288,8 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
     ) -> dict:
         """
         Pad ONE sentence with padding words: rows of `max_characters_per_token` zeros in `input_ids`, 0 in
-        `attention_mask`, (0, 0) in `offset_mapping`, 1 in `special_tokens_mask`. Right padding only.
+        `attention_mask`, (0, 0) in `offset_mapping`, 1 in `special_tokens_mask`, 0 in `predicate_mask`. Right
+        padding only.
         """
         if return_attention_mask is None:
             return_attention_mask = "attention_mask" in self.model_input_names
@@ -321,6 +322,8 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
             encoded_inputs["offset_mapping"] = list(encoded_inputs["offset_mapping"]) + [(0, 0)] * missing_words
         if "special_tokens_mask" in encoded_inputs:
             encoded_inputs["special_tokens_mask"] = list(encoded_inputs["special_tokens_mask"]) + [1] * missing_words
+        if "predicate_mask" in encoded_inputs:  # the SRL head's per-word predicate indicator: padding is no predicate
+            encoded_inputs["predicate_mask"] = list(encoded_inputs["predicate_mask"]) + [0] * missing_words
         return encoded_inputs
 
     def get_special_tokens_mask(
