@@ -181,17 +181,9 @@ def leave_the_process_group() -> None:
     it, so that its gloo threads are joined while the interpreter still runs. ``run`` calls it only where the process
     was in no group before the run: a group that a program running the command made itself is that program's.
 
-    Left in torch's registry, the group was torn down by C++ at the very end with its threads still joinable, and a
-    rank that had finished its run died by SIGABRT (one of about a dozen default test runs). But
-    ``destroy_process_group`` only forgets the group: the Trainer's ``DistributedDataParallel`` wrapper still holds it,
-    and the Trainer, its accelerator and the wrapper are reference cycles, which the command's exit never collects
-    (``elmo_hf.runtime.process_tuning.tuned_command_process``). The group's two ``pt_gloo_runloop`` threads and its
-    ``gloo_tcp_loop`` then lived into the interpreter's finalization. There a gloo thread that freed the last
-    collective's work (``AsyncAllgatherWork``, holding a tensor whose Python object it owned) asked for the GIL and was
-    ended by ``pthread_exit`` through C++ frames: ``terminate called without an active exception`` (SIGABRT), which
-    failed the whole torchrun launch (core dump, 2026-11-27; about 1 launch in 40 beside two busy processes, and one
-    slow CI run). One collection frees those cycles, and with them the group, whose destructor joins its threads
-    (0.27-0.29 s per rank of the two-process test run, once per distributed run)."""
+    ``gc.collect()`` after ``destroy_process_group``: the Trainer's wrapper still holds the group in reference cycles,
+    and a gloo thread left to the interpreter's finalization aborts the launch (why and when: docs/design/
+    pretraining-distributed.md)."""
     import torch.distributed
 
     if joined_a_process_group():
