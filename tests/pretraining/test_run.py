@@ -28,11 +28,11 @@ from elmo_hf.pretraining.run import (
     REPORT_FILE_NAME,
     PretrainingError,
     load_pretraining_config,
-    load_sentences,
     split_held_out,
     unigram_perplexity,
 )
 from elmo_hf.storage.output_directory import MARKER_NAME
+from elmo_hf.corpus.sentences import load_sentences
 from elmo_hf.corpus.vocabulary import ELMoWordVocabulary
 
 from ..conftest import REPOSITORY_ROOT, TINYSHAKESPEARE
