@@ -46,9 +46,9 @@ from transformers.modeling_outputs import SequenceClassifierOutput, TokenClassif
 from .configuration_elmo import ELMoConfig
 from .crf_elmo import ConditionalRandomField, allowed_transitions
 from .modeling_elmo import IGNORE_INDEX, ELMoModel, ELMoPreTrainedModel, ELMoScalarMix
+from .task_labels_elmo import checked_sequence_labels, checked_token_labels
 from .pooling_elmo import pool_words, pooled_size
 
-PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 
 class ELMoTaskEncoder(nn.Module):
@@ -353,7 +353,7 @@ class ELMoForTokenClassification(ELMoTaskModel):
 
         loss = None
         if labels is not None:
-            labels = self._validated_labels(labels, word_mask)
+            labels = checked_token_labels(labels, word_mask, self.num_labels, self.config.problem_type)
             loss = self._task_loss(emissions, labels, word_mask) + self.mix_l2_penalty()
 
         output = ELMoTokenClassifierOutput(
@@ -388,40 +388,6 @@ class ELMoForTokenClassification(ELMoTaskModel):
             return self.crf.viterbi_decode(emissions, word_mask)
         best = emissions.argmax(dim=-1)  # (B, T)
         return [row[:length].tolist() for row, length in zip(best, word_mask.sum(dim=1).tolist())]
-
-    def _validated_labels(self, labels: Any, word_mask: torch.BoolTensor) -> torch.LongTensor:
-        if self.config.problem_type not in (None, "single_label_classification"):
-            raise ValueError(
-                "ELMoForTokenClassification supports config.problem_type None or 'single_label_classification', "
-                f"got {self.config.problem_type!r}."
-            )
-        if not isinstance(labels, torch.Tensor):
-            raise TypeError(f"labels must be a torch.LongTensor of shape (batch, words), got {type(labels).__name__}.")
-        if labels.dtype.is_floating_point or labels.dtype == torch.bool or labels.is_complex():
-            raise ValueError(f"labels must hold integer class ids (token classification), got dtype {labels.dtype}.")
-        if labels.shape != word_mask.shape:
-            raise ValueError(
-                f"labels must have shape (batch, words) = {tuple(word_mask.shape)} like attention_mask, got "
-                f"{tuple(labels.shape)} (pad labels with -100, e.g. with DataCollatorForTokenClassification)."
-            )
-        labels = labels.to(device=word_mask.device, dtype=torch.long)
-        is_labelled = labels != IGNORE_INDEX
-        out_of_range = is_labelled & ((labels < 0) | (labels >= self.num_labels))
-        if out_of_range.any():
-            batch_index, word_index = out_of_range.nonzero()[0].tolist()
-            raise ValueError(
-                f"labels must be class ids in [0, num_labels={self.num_labels}) or -100 (ignored), got "
-                f"{int(labels[batch_index, word_index])} at (batch {batch_index}, word {word_index})."
-            )
-        labelled_padding = is_labelled & ~word_mask
-        if labelled_padding.any():
-            batch_index, word_index = labelled_padding.nonzero()[0].tolist()
-            raise ValueError(
-                f"labels must be -100 at padding positions, got {int(labels[batch_index, word_index])} at (batch "
-                f"{batch_index}, word {word_index}), a padding word of the input."
-            )
-        return labels
-
 
 def compare_pooled_pair(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
     """The comparison of two sentence vectors a, b (batch, D) that a pair classifier reads: ``[a; b; |a - b|; a * b]``
@@ -513,7 +479,7 @@ class ELMoForSequenceClassification(ELMoTaskModel):
 
         loss = None
         if labels is not None:
-            problem_type, labels = self._validated_labels(labels, logits)
+            problem_type, labels = checked_sequence_labels(labels, logits, self.config.problem_type)
             if problem_type == "regression":
                 task_loss = F.mse_loss(logits, labels)
             elif problem_type == "single_label_classification":
@@ -564,63 +530,6 @@ class ELMoForSequenceClassification(ELMoTaskModel):
                 f"pair_input_ids must hold one second sentence per first sentence: input_ids has {len(input_ids)}, "
                 f"pair_input_ids {len(pair_input_ids)}."
             )
-
-    def _validated_labels(self, labels: Any, logits: torch.Tensor) -> tuple[str, torch.Tensor]:
-        """The problem type and the labels in the form its loss takes (regression: shaped like the logits)."""
-        batch_size, num_labels = logits.shape
-        if not isinstance(labels, torch.Tensor):
-            raise TypeError(f"labels must be a torch.Tensor with one row per sentence, got {type(labels).__name__}.")
-        if labels.dtype == torch.bool or labels.is_complex():
-            raise ValueError(f"labels must be integer class ids or float targets, got dtype {labels.dtype}.")
-        is_integer = not labels.dtype.is_floating_point
-        problem_type = self.config.problem_type
-        if problem_type is None:
-            if num_labels == 1:
-                problem_type = "regression"
-            elif is_integer:
-                problem_type = "single_label_classification"
-            else:
-                problem_type = "multi_label_classification"
-        labels = labels.to(logits.device)
-
-        if problem_type == "regression":
-            expected = [(batch_size, num_labels)] + ([(batch_size,)] if num_labels == 1 else [])
-            if tuple(labels.shape) not in expected:
-                raise ValueError(
-                    f"labels for regression (num_labels={num_labels}) must have shape "
-                    f"{' or '.join(str(shape) for shape in expected)}, got {tuple(labels.shape)}."
-                )
-            return problem_type, labels.to(logits.dtype).reshape(batch_size, num_labels)
-        if problem_type == "single_label_classification":
-            if not is_integer:
-                raise ValueError(
-                    f"labels for single-label classification must be integer class ids, got dtype {labels.dtype} "
-                    "(float labels mean multi-label classification, or regression with num_labels=1)."
-                )
-            if tuple(labels.shape) != (batch_size,):
-                raise ValueError(
-                    f"labels for single-label classification must have shape (batch,) = ({batch_size},), got "
-                    f"{tuple(labels.shape)}."
-                )
-            if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-                raise ValueError(
-                    f"labels must be class ids in [0, num_labels={num_labels}), got values in "
-                    f"[{int(labels.min())}, {int(labels.max())}]."
-                )
-            return problem_type, labels.long()
-        if problem_type == "multi_label_classification":
-            if tuple(labels.shape) != (batch_size, num_labels):
-                raise ValueError(
-                    f"labels for multi-label classification must have shape (batch, num_labels) = "
-                    f"({batch_size}, {num_labels}), got {tuple(labels.shape)}."
-                )
-            if labels.numel() and (labels.min() < 0 or labels.max() > 1):
-                raise ValueError(
-                    f"labels for multi-label classification must be in [0, 1], got values in "
-                    f"[{float(labels.min())}, {float(labels.max())}]."
-                )
-            return problem_type, labels.to(logits.dtype)
-        raise ValueError(f"config.problem_type must be None or one of {PROBLEM_TYPES}, got {problem_type!r}.")
 
 
 __all__ = [
