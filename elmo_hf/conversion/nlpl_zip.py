@@ -121,6 +121,16 @@ def extraction_parent(output_dir: str | Path | None) -> Path:
     return parent
 
 
+def extraction_directory(archive: Path, output_dir: str | Path | None, prefix: str) -> tempfile.TemporaryDirectory:
+    """A temporary directory named ``prefix...`` in ``extraction_parent(output_dir)`` to extract ``archive`` into;
+    ``ConversionError`` naming both when none can be made there."""
+    parent = extraction_parent(output_dir)
+    try:
+        return tempfile.TemporaryDirectory(dir=parent, prefix=prefix)
+    except OSError as error:
+        raise ConversionError(f"{archive} cannot be extracted: no temporary directory can be made in {parent} ({error})") from None
+
+
 def _check_free_space(archive: Path, opened: zipfile.ZipFile, members: ArchiveMembers, directory: Path) -> None:
     """``ConversionError`` naming both sizes when the members to extract (their declared, uncompressed sizes) do not
     fit in the free space of ``directory``'s file system. A gzipped vocabulary grows past its declared size, by a
@@ -185,13 +195,8 @@ def extracted_archive(archive: str | Path, output_dir: str | Path | None = None)
         raise ConversionError(f"{archive} does not exist or is not a file (expected an NLPL .zip archive)")
     if not zipfile.is_zipfile(archive):
         raise ConversionError(f"{archive} is not a zip archive (expected an NLPL .zip holding options.json and model.hdf5)")
-    parent = extraction_parent(output_dir)
-    try:
-        temporary = tempfile.TemporaryDirectory(dir=parent, prefix=EXTRACTION_PREFIX)
-    except OSError as error:
-        raise ConversionError(f"{archive} cannot be extracted: no temporary directory can be made in {parent} ({error})") from None
-    with temporary:
-        directory = Path(temporary.name)
+    with extraction_directory(archive, output_dir, EXTRACTION_PREFIX) as temporary_name:
+        directory = Path(temporary_name)
         try:
             with zipfile.ZipFile(archive) as opened:
                 members = find_members(archive, opened.namelist())
@@ -241,4 +246,7 @@ def _in_archive_terms(message: str, extracted: ExtractedArchive) -> str:
     return message
 
 
-__all__ = ["ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_parent", "find_members"]
+__all__ = [
+    "ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_directory", "extraction_parent",
+    "find_members",
+]

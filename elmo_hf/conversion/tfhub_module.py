@@ -22,14 +22,13 @@ from __future__ import annotations
 import shutil
 import struct
 import tarfile
-import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .nlpl_zip import extraction_parent
+from .nlpl_zip import extraction_directory
 from .shared import ConversionError
 from .tf_checkpoint import protobuf_fields
 
@@ -122,13 +121,8 @@ def extracted_module(archive: str | Path, output_dir: str | Path | None = None) 
     archive = Path(archive)
     if not tarfile.is_tarfile(archive):
         raise ConversionError(f"{archive} is not a tar archive; {EXPECTATION}.")
-    parent = extraction_parent(output_dir)
-    try:
-        temporary = tempfile.TemporaryDirectory(dir=parent, prefix=EXTRACTION_PREFIX)
-    except OSError as error:
-        raise ConversionError(f"{archive} cannot be extracted: no temporary directory can be made in {parent} ({error})") from None
-    with temporary:
-        directory = Path(temporary.name)
+    with extraction_directory(archive, output_dir, EXTRACTION_PREFIX) as temporary_name:
+        directory = Path(temporary_name)
         try:
             _extract_members(archive, directory)
         except (tarfile.TarError, EOFError, zlib.error) as error:
