@@ -238,8 +238,8 @@ class CharacterRowsTokenizerBase(PreTrainedTokenizerBase):
         is_one_sentence = isinstance(encoded_inputs, Mapping) and _is_one_sentence(encoded_inputs.get("input_ids"))
         if is_one_sentence:
             encoded_inputs = {key: [value] for key, value in encoded_inputs.items()}
-        # Padded lists come back from the base; converting them here through NumPy is ~8x faster than the base's
-        # conversion of nested lists (which flattens every id in Python) for (batch, words, 50) ids.
+        # Padded lists come back from the base; converted here through NumPy, not by the base's flattening of every id
+        # in Python (docs/results/measurements.md, "tokenizer padding").
         padded = super().pad(
             encoded_inputs,
             padding=padding,

@@ -55,7 +55,7 @@ def default_workers(
     no limit) too: a few long rows make more shards than their number says.
 
     Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): one-thread workers beat one
-    process at as many threads, idle and beside busy processes, and they fork in about 0.1 s; a one-shard input has
+    process at as many threads, idle and beside busy processes, and they start quickly; a one-shard input has
     nothing to share."""
     import torch
 
