@@ -8,7 +8,10 @@ same way before and after a redesign.
 Run it from a checkout (or with ``PYTHONPATH`` pointing at one): it reads that checkout's ``elmo_hf`` and
 ``elmo_hf_cli``.
 
-``sizes`` reads the source with ``ast``. The model core is the flat ``*_elmo.py`` files that define the model
+``sizes`` reads the source with ``ast``. Its line counts come three ways: as written; as ``ruff format
+--line-length 120`` lays the same files out (so that packing arguments onto fewer lines, or spreading them, neither
+gains nor loses: compare two trees by this count); and that layout's code alone (no docstrings, comments or blank
+lines). The last two need ``ruff`` on the ``PATH`` and are left out without it. The model core is the flat ``*_elmo.py`` files that define the model
 (configuration, modeling, fast paths, tokenizer and its character and word splitting); the task heads, the
 pre-training model, choices and validation, and every subpackage are "the rest".
 
@@ -27,6 +30,8 @@ import ast
 import contextlib
 import io
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -56,6 +61,48 @@ def long_functions(path: Path) -> list[tuple[str, int]]:
     return found
 
 
+def docstring_lines(tree: ast.AST) -> set[int]:
+    lines = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return lines
+
+
+def code_lines(source: str) -> int:
+    """Lines that are neither blank, nor a comment, nor part of a docstring."""
+    documented = docstring_lines(ast.parse(source))
+    return sum(
+        1 for number, line in enumerate(source.splitlines(), start=1)
+        if line.strip() and not line.strip().startswith("#") and number not in documented
+    )
+
+
+def formatted_counts(root: Path) -> dict[str, int] | None:
+    """Core and rest lines, and their code lines, of the library as ``ruff format --line-length 120`` lays it out."""
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        return None
+    counts = {"core": 0, "rest": 0, "core code": 0, "rest code": 0}
+    with tempfile.TemporaryDirectory() as temporary:
+        copies = []
+        for path in library_files(root):
+            copy = Path(temporary) / path.relative_to(root)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+            copies.append((path, copy))
+        subprocess.run([ruff, "format", "--quiet", "--no-cache", "--line-length", "120", temporary], check=True)
+        for path, copy in copies:
+            source = copy.read_text(encoding="utf-8")
+            part = "core" if is_core(path, root) else "rest"
+            counts[part] += len(source.splitlines())
+            counts[f"{part} code"] += code_lines(source)
+    return counts
+
+
 def sizes(root: Path) -> None:
     core = rest = 0
     over_limit, functions = [], []
@@ -71,6 +118,13 @@ def sizes(root: Path) -> None:
             over_limit.append((str(relative), lines))
         functions += [(f"{relative}:{name}", length) for name, length in long_functions(path)]
     print(f"library lines: {core + rest} (model core {core}, the rest {rest})")
+    formatted = formatted_counts(root)
+    if formatted is None:
+        print("ruff is not on the PATH: the formatted counts are left out")
+    else:
+        print(f"as ruff format lays them out: model core {formatted['core']}, the rest {formatted['rest']}")
+        print(f"  of which code (no docstrings, comments, blank lines): model core {formatted['core code']}, "
+              f"the rest {formatted['rest code']}")
     print(f"files over their limit ({FILE_LIMIT}; modeling_elmo.py {MODEL_FILE_LIMIT}): {len(over_limit)}")
     for name, lines in sorted(over_limit, key=lambda item: -item[1]):
         print(f"  {lines:5d}  {name}")
