@@ -1,39 +1,7 @@
-"""Convert an ELMoForManyLangs model (HIT-SCIR's ELMo for 44 languages, `pip install elmoformanylangs`) to a Hugging
-Face directory.
-
-    elmo-hf convert --elmoformanylangs ko.model --output elmo-ko [--allow-pickle] [--overwrite] [--push-to-hub REPO_ID]
-
-(the script ``python -m conversion.convert_elmoformanylangs`` takes the same flags.) The input is the package's model directory:
-
-    config.json                  the training options (``vars(opt)``); only ``config_path`` is read
-    <config_path>                the network: ``encoder`` and ``token_embedder`` (``classifier`` and ``dropout`` are
-                                 training-only); looked up as the package does: the path, then its file name in the
-                                 directory
-    char.dic, word.dic           ``entry<TAB>id`` lines; word.dic is read when ``token_embedder.word_dim > 0``
-    token_embedder.pkl, encoder.pkl   the pickled torch state dicts
-
-The output is one `ELMoModel` like every other conversion: a config with ``character_vocabulary="unicode_characters"``
-(plus the word embedding and ``tf_forget_gate_bias=False``), and a tokenizer holding the character (and word)
-vocabulary as ``character_vocabulary.json``. What the package does differently, each handled here once:
-
-- ids: every char.dic / word.dic id + 1, so that 0 is the padding token (an all-zero row is put in front of both
-  embeddings), as in elmo-hf's byte scheme;
-- the package swaps the word markers: a row starts with the id of ``<eow>`` and ends with the id of ``<bow>``
-  (``frontend.create_one_batch``), so the vocabulary's ``begin_word`` is char.dic's ``<eow>``;
-- a .dic line is stripped before it is split, and a line left with a bare id means U+3000 (the package's reader: a
-  whitespace character was stripped away);
-- highway: AllenNLP's ``g * x + (1 - g) * relu(A x)`` with ``g = sigmoid(B x + b)``, stored ``[A; B]``; elmo-hf's gate
-  multiplies the non-linear part (TF's form), so its gate weight and bias are ``-B`` and ``-b``;
-- the token projection reads ``[word; characters]``; elmo-hf concatenates the word vector after the characters, so
-  the projection's columns are reordered;
-- LSTM: AllenNLP's cell with projection (``input_linearity`` without bias, ``state_linearity`` with the bias, gates
-  in PyTorch's order), no run-time forget bias, cell and projection clips, skip connections from the second layer
-  on (always).
-
-The pickles are loaded with ``torch.load(weights_only=True)``: tensors only. The released models' pickles are plain
-state dicts, which that reads; a pickle that needs more is refused unless ``allow_pickle`` (``--allow-pickle``) is
-given, because unpickling it runs whatever code it names. Any problem with the inputs raises ``ConversionError``
-naming the file and what was expected, before anything is written.
+"""Convert an ELMoForManyLangs model directory (HIT-SCIR's ELMo for 44 languages) to a Hugging Face directory
+(``elmo-hf convert --elmoformanylangs DIR``): one ``ELMoModel`` with a Unicode character vocabulary (and word
+embedding). What the package does differently (ids + 1, swapped word markers, highway sign, projection order, the
+AllenNLP cell) and why pickles are read tensors-only: docs/design/conversion.md.
 """
 
 from __future__ import annotations
@@ -41,8 +9,6 @@ from __future__ import annotations
 import codecs
 import json
 import pickle
-import shlex
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,13 +23,16 @@ from ..storage.files import sha256_of_file
 from ..storage.output_directory import staged_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import model_state_not_in_hdf5
-from .model_cards import render_model_card
+from .model_cards import conversion_command, render_model_card
 from .shared import (
     CONVERTED_MODEL_OUTPUT,
-    MODEL_CARD_FILE_NAME,
     ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
     ConversionError,
+    ConversionReport,
+    check_finite,
+    model_from_state,
     push_directory_to_hub,
+    write_converted,
 )
 
 ELMOFORMANYLANGS_CONFIG_FILE_NAME = "config.json"  # the package's config.json, which names the network configuration
@@ -114,14 +83,18 @@ class ElmoForManyLangsModel:
 
 
 @dataclass
-class ElmoForManyLangsReport:
-    output_dir: Path
-    config: ELMoConfig
-    num_parameters: int
+class ElmoForManyLangsReport(ConversionReport):
     num_characters: int
     num_words: int
-    pushed_to: str | None = None
     ignored_keys: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        config = self.config
+        words = f", word embedding {config.word_embedding_dim} x {self.num_words:,} words" if config.word_embedding_dim else ""
+        return [
+            f"Converted ELMoForManyLangs: {self.architecture()}, {self.num_characters:,} characters (limit "
+            f"{config.max_characters_per_token - 2} per word){words}; {self.num_parameters:,} parameters -> {self.output_dir}"
+        ] + [f"  training-only section (not part of the biLM, not converted): {key}" for key in self.ignored_keys]
 
 
 # ---- reading the directory --------------------------------------------------------------------------------------------
@@ -410,12 +383,7 @@ def check_package_state(state: dict[str, torch.Tensor], expected: dict[str, tupl
                 f"{path} does not match the network configuration: {name!r} has shape {tuple(state[name].shape)}, "
                 f"expected {shape}."
             )
-        non_finite = int((~torch.isfinite(state[name])).sum())
-        if non_finite and not allow_non_finite:
-            raise ConversionError(
-                f"{path}: {name!r} holds {non_finite:,} NaN or infinite value(s) of {state[name].numel():,}: a damaged "
-                "or diverged model. Pass --allow-non-finite to convert it anyway."
-            )
+        check_finite(state[name].numpy(), f"{path}: {name!r}", allow_non_finite)
 
 
 def read_elmoformanylangs(directory: str | Path, allow_pickle: bool = False, allow_non_finite: bool = False) -> ElmoForManyLangsModel:
@@ -456,12 +424,6 @@ def _rows_of(state: dict[str, torch.Tensor], name: str, path: Path) -> int:
     return state[name].shape[0]
 
 
-def build_model(read: ElmoForManyLangsModel) -> ELMoModel:
-    model = ELMoModel(read.config)
-    model.load_state_dict(read.state_dict, strict=True)
-    return model.eval()
-
-
 def build_tokenizer(read: ElmoForManyLangsModel) -> ELMoTokenizer:
     """The package takes words already split; text is split at whitespace (set ``word_splitter`` for another)."""
     return ELMoTokenizer(
@@ -472,12 +434,6 @@ def build_tokenizer(read: ElmoForManyLangsModel) -> ELMoTokenizer:
 
 
 # ---- writing the output -----------------------------------------------------------------------------------------------
-
-
-def conversion_command(directory: Path, output_dir: Path, repo_id: str | None) -> str:
-    """The command for the model card: names only, no local paths."""
-    arguments = ["elmo-hf", "convert", "--elmoformanylangs", directory.name, "--output", output_dir.name]
-    return shlex.join(arguments + (["--push-to-hub", repo_id] if repo_id else []))
 
 
 def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, repo_id: str | None) -> str:
@@ -517,7 +473,7 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
         )
         + ".",
         provenance,
-        conversion_command(directory, output_dir, repo_id),
+        conversion_command(["--elmoformanylangs", directory.name], output_dir, repo_id),
         PARITY.format(parity=MEASURED_PARITY),
         language=None,
         license="other",
@@ -541,18 +497,11 @@ def convert_elmoformanylangs(
     directory, output_dir = Path(directory), Path(output_dir)
     with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=[directory]) as staging_dir:
         read = read_elmoformanylangs(directory, allow_pickle, allow_non_finite)
-        model = build_model(read)
+        model = model_from_state(ELMoModel, read.config, read.state_dict)
         card = model_card(read, model, output_dir, push_to_hub)
-        model.save_pretrained(staging_dir)
-        build_tokenizer(read).save_pretrained(staging_dir)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
-        shutil.copyfile(read.network_config_file, staging_dir / ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME)
+        write_converted(staging_dir, model, build_tokenizer(read), card, {ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME: read.network_config_file})
     report = ElmoForManyLangsReport(
-        output_dir,
-        read.config,
-        model.num_parameters(),
-        len(read.vocabulary.characters),
-        len(read.vocabulary.words or ()),
+        output_dir, read.config, model.num_parameters(), len(read.vocabulary.characters), len(read.vocabulary.words or ()),
         ignored_keys=sorted(set(read.network) & TRAINING_ONLY_SECTIONS),
     )
     if push_to_hub is not None:
@@ -560,25 +509,10 @@ def convert_elmoformanylangs(
     return report
 
 
-def print_report(report: ElmoForManyLangsReport) -> None:
-    config = report.config
-    words = f", word embedding {config.word_embedding_dim} x {report.num_words:,} words" if config.word_embedding_dim else ""
-    print(
-        f"Converted ELMoForManyLangs: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection "
-        f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
-        f"{config.num_highway_layers} highway, {report.num_characters:,} characters "
-        f"(limit {config.max_characters_per_token - 2} per word){words}; {report.num_parameters:,} parameters -> "
-        f"{report.output_dir}"
-    )
-    for key in report.ignored_keys:
-        print(f"  training-only section (not part of the biLM, not converted): {key}")
-
-
 __all__ = [
     "ConversionError",
     "ElmoForManyLangsModel",
     "ElmoForManyLangsReport",
     "convert_elmoformanylangs",
-    "print_report",
     "read_elmoformanylangs",
 ]

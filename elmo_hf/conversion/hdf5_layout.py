@@ -1,16 +1,7 @@
-"""The original ELMo weight file (bilm-tf / AllenNLP ``weights.hdf5``) and how each dataset maps onto ``ELMoModel``.
-
-This module is the only place that knows the HDF5 layout and TF's conventions. ``weight_mappings(config)`` is the
-renaming table as data: one ``WeightMapping`` per HDF5 dataset, with the expected shape, the model parameter(s) it
-fills and the two transforms (to the model, back to HDF5). Every transform is a transpose, a row insertion/removal or
+"""The original ELMo weight file (bilm-tf / AllenNLP ``weights.hdf5``) and how each dataset maps onto ``ELMoModel``:
+the only place that knows the HDF5 layout and TF's conventions (listed in docs/design/conversion.md).
+``weight_mappings(config)`` is the renaming table as data; every transform is a transpose, a row insertion/removal or
 a permutation of gate blocks, so HDF5 -> HF -> HDF5 is bit-exact.
-
-TF conventions handled here:
-- dense kernels are stored (in, out); ``nn.Linear`` wants (out, in);
-- conv kernels are (1, width, in, out); ``nn.Conv1d`` wants (out, in, width);
-- ``char_embed`` has no row for the padding token (id 0 after the +1 character shift);
-- ``LSTMCell/W_0`` multiplies ``[input, previous projected output]`` at once, with gate blocks ordered
-  (input, candidate, forget, output); the model keeps two matrices and PyTorch's (input, forget, candidate, output).
 """
 
 from __future__ import annotations

@@ -179,7 +179,8 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
             else []
         )
     )
-    command = conversion_command(Path(release.options_file_name), Path(release.weights_file_name), Path(f"elmo-{release.key}"), release.repo_id)
+    sources = ["--options", release.options_file_name, "--weights", release.weights_file_name]
+    command = conversion_command(sources, Path(f"elmo-{release.key}"), release.repo_id)
     return render_model_card(
         config,
         count_parameters(config),
@@ -239,17 +240,11 @@ def conversion_card(
 
 
 def conversion_command(
-    options_file: Path,
-    weight_file: Path,
-    output_dir: Path,
-    repo_id: str | None = None,
-    verify_dir: Path | None = None,
-    archive: Path | None = None,
+    sources: list[str], output_dir: Path, repo_id: str | None = None, verify_dir: Path | None = None
 ) -> str:
-    """The command that made a conversion, for its card. File names only: the card is published, and local paths
-    (user names, directory layouts) do not belong in it."""
-    inputs = ["--zip", archive.name] if archive is not None else ["--options", options_file.name, "--weights", weight_file.name]
-    arguments = ["elmo-hf", "convert", *inputs, "--output", output_dir.name]
+    """The command that made a conversion, for its card: ``sources`` are the arguments naming its inputs
+    (``["--zip", NAME]``). File names only: the card is published, and local paths do not belong in it."""
+    arguments = ["elmo-hf", "convert", *sources, "--output", output_dir.name]
     if verify_dir is not None:
         arguments += ["--verify", verify_dir.name]
     if repo_id:
@@ -271,4 +266,7 @@ def write_released_model_cards(options_dir: Path, output_dir: Path) -> list[Path
     return written
 
 
-__all__ = ["RELEASED_MODELS", "check_known_hash", "conversion_card", "render_model_card", "write_released_model_cards"]
+__all__ = [
+    "RELEASED_MODELS", "check_known_hash", "conversion_card", "conversion_command", "render_model_card",
+    "write_released_model_cards",
+]

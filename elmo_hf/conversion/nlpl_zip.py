@@ -1,30 +1,7 @@
-"""ELMo archives of the NLPL vector repository (http://vectors.nlpl.eu/repository/), converted without unzipping.
-
-    elmo-hf convert --zip 223.zip --output elmo-nlpl-223
-
-An NLPL ELMo entry is one ``.zip`` holding the original files: ``options.json``, the weights as ``model.hdf5`` and
-usually the training vocabulary ``vocab.txt`` (most frequent words first), next to a ``README`` or ``meta.json``.
-``extracted_archive`` picks those members, extracts them into a temporary directory that is always removed (also on
-an error or Ctrl-C) and hands their paths to ``convert_allennlp_to_hf``; ``convert_nlpl_zip`` does both. The
-temporary directory (``.elmo-hf-zip-*``) is made beside the output directory, in its parent or, when that does not
-exist yet, in its nearest existing ancestor (nothing new is created): the weights are hundreds of MB and the system's
-temporary folder is often a small tmpfs. The members' declared sizes are checked against the free space there first. The
-vocabulary is copied into the converted directory as ``vocab.txt``, where ``ELMoEmbedder.from_pretrained`` (and so
-``elmo-hf embed``) pre-fills the token-layer cache with its words.
-
-Members are recognised by their file names, wherever they are in the archive (at its root or in one folder):
-
-- the options: ``options.json``, or a name ending in ``options.json`` (``elmo_..._options.json``);
-- the weights: a name ending in ``.hdf5`` (``model.hdf5`` in the repository, ``*_weights.hdf5`` elsewhere);
-- the vocabulary (optional): ``vocab.txt``, or gzip-compressed ``vocab.txt.gz``;
-- anything else (``meta.json``, ``README``, licences) is left out.
-
-Refused with a ``ConversionError`` naming the archive and what it holds (nothing is written): a file that is not a
-zip archive or is damaged; no options file or no weight file (the repository's ELMoForManyLangs entries are named as
-such: they convert, unzipped, with ``--elmoformanylangs``); two options files, two weight files or two vocabularies
-(an archive of several models: which one is meant cannot be guessed); an encrypted member; a member compressed with
-a method Python's zipfile cannot read (deflate64, ...); members larger than the free space where they would be
-extracted; a member name that is not a plain file name; a vocabulary that is not UTF-8 text. Errors of the conversion itself name ``ARCHIVE:member``.
+"""ELMo archives of the NLPL vector repository (``elmo-hf convert --zip 223.zip``), converted without unzipping: the
+options, weights and vocabulary members are recognised by name, extracted into a temporary directory beside the output
+(always removed) and handed to ``convert_allennlp_to_hf``. The member rules, what is refused and why the extraction
+sits beside the output: docs/design/conversion.md.
 """
 
 from __future__ import annotations

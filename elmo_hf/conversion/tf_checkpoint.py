@@ -1,20 +1,7 @@
-"""Read a TensorFlow checkpoint (``model.ckpt-N``) without TensorFlow.
-
-A TF checkpoint (format V2, "tensor bundle", what ``tf.train.Saver`` writes since TF 1.0) is
-
-- ``PREFIX.index``: an SSTable (LevelDB's table format, uncompressed) mapping each variable name to a
-  ``BundleEntryProto`` (dtype, shape, shard, offset, size, crc32c); the empty key holds a ``BundleHeaderProto``
-  (number of shards, endianness);
-- ``PREFIX.data-SSSSS-of-NNNNN``: the tensors' raw bytes, one file per shard;
-- ``PREFIX.meta``: the graph, not needed to read values.
-
-``TFCheckpoint(prefix)`` parses the index (every block's checksum verified) and reads one variable at a time as a
-NumPy array, checking its size and its crc32c. ``checkpoint_prefix(path)`` accepts a training directory (its
-``checkpoint`` file names the latest ``model.ckpt-N``), a prefix, or one of the checkpoint's files.
-
-The two protobuf messages are decoded by hand (wire format: varints and length-delimited fields), so neither
-TensorFlow nor protobuf is needed. Tensors split into slices (partitioned variables) and string tensors are refused:
-bilm-tf writes neither.
+"""Read a TensorFlow checkpoint (format V2: ``PREFIX.index``, ``PREFIX.data-SSSSS-of-NNNNN``) without TensorFlow or
+protobuf: ``TFCheckpoint(prefix)`` parses the index (every block's checksum verified) and reads one variable at a time
+as a NumPy array, its size and crc32c checked; ``checkpoint_prefix(path)`` accepts a training directory, a prefix or
+one of its files. The format: docs/design/conversion.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
-"""A TF-Hub module in the TF1 Hub format, read without TensorFlow: where it is, and what its graph says.
-
-A module (what ``hub.create_module_spec`` + ``Module.export`` of tensorflow-hub <= 0.12 write, and what google/elmo
-2-3 and DeepPavlov's ELMo downloads are) is a directory holding
-
-- ``tfhub_module.pb``: a ``ModuleDef`` whose ``format`` (field 1) is 3 (``FORMAT_V3``);
-- ``saved_model.pb``: a ``SavedModel`` (its ``meta_graphs``, field 2: the graph and the signatures);
-- ``variables/variables.index`` + ``variables/variables.data-SSSSS-of-NNNNN``: a TF checkpoint (format V2), read by
-  ``tf_checkpoint.TFCheckpoint``;
-- optionally ``assets/`` (not read).
-
-``module_directory(path)`` finds that directory in what a user has: the directory itself, a download folder holding
-one version subfolder (``elmo/3/``), or the ``.tar.gz`` of a compressed download, extracted by ``extracted_module``
-(only the module's own files, regular files with plain relative names) into a temporary directory beside the output
-that is removed however the conversion ends. ``read_signatures(directory)`` decodes the graph's signatures (input
-and output tensor names) and the data inputs of every node, so the converter can tell what an output is computed
-from (``depends_on``), with ``tf_checkpoint``'s hand decoder of the protobuf wire format.
+"""A TF-Hub module in the TF1 Hub format, read without TensorFlow: where it is (``module_directory``: the module,
+a download folder, or a ``.tar.gz`` extracted by ``extracted_module`` beside the output) and what its graph's
+signatures say (``read_module_graph``). The format: docs/design/conversion.md.
 """
 
 from __future__ import annotations
