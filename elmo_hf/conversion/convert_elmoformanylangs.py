@@ -9,7 +9,7 @@ from __future__ import annotations
 import codecs
 import json
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -303,87 +303,83 @@ def _load_unrestricted(path: Path) -> Any:
 # ---- the renaming -----------------------------------------------------------------------------------------------------
 
 
+# A pickle's layout: each package tensor -> (its shape, the model tensors it becomes).
+PackageLayout = dict[str, tuple[tuple[int, ...], Callable[[torch.Tensor], dict[str, torch.Tensor]]]]
+
+
 def padding_row_first(embedding: torch.Tensor) -> torch.Tensor:
     """(rows, dim) -> (1 + rows, dim): the all-zero row of the padding token (id 0) in front (every id was shifted)."""
     return torch.cat([embedding.new_zeros(1, embedding.shape[1]), embedding])
 
 
-def token_layer_state(package: dict[str, torch.Tensor], config: ELMoConfig) -> dict[str, torch.Tensor]:
+def _renamed(name: str) -> Callable[[torch.Tensor], dict[str, torch.Tensor]]:
+    return lambda tensor: {name: tensor}
+
+
+def token_embedder_layout(config: ELMoConfig, num_characters: int, num_words: int) -> PackageLayout:
     """token_embedder.pkl -> ``char_embeddings.*``."""
-    size, word_dim = config.char_cnn_output_dim, config.word_embedding_dim
-    state = {"char_embeddings.embedding.weight": padding_row_first(package["char_emb_layer.embedding.weight"])}
-    if word_dim:
-        state["char_embeddings.word_embedding.weight"] = padding_row_first(package["word_emb_layer.embedding.weight"])
-    for index in range(len(config.char_cnn_filters)):
-        for kind in ("weight", "bias"):  # Conv1d (count, char_dim, width) in both
-            state[f"char_embeddings.convolutions.{index}.{kind}"] = package[f"convolutions.{index}.{kind}"]
+    size, word_dim, char_dim = config.char_cnn_output_dim, config.word_embedding_dim, config.char_embedding_dim
+    embeddings = [("char_emb_layer", num_characters, char_dim, "embedding")] + ([("word_emb_layer", num_words, word_dim, "word_embedding")] if word_dim else [])
+    layout: PackageLayout = {
+        f"{source}.embedding.weight": ((rows, dim), lambda tensor, name=f"char_embeddings.{target}.weight": {name: padding_row_first(tensor)})
+        for source, rows, dim, target in embeddings
+    }
+    for index, (width, count) in enumerate(config.char_cnn_filters):  # Conv1d (count, char_dim, width) in both
+        layout[f"convolutions.{index}.weight"] = ((count, char_dim, width), _renamed(f"char_embeddings.convolutions.{index}.weight"))
+        layout[f"convolutions.{index}.bias"] = ((count,), _renamed(f"char_embeddings.convolutions.{index}.bias"))
     for index in range(config.num_highway_layers):
-        weight, bias = package[f"highways._layers.{index}.weight"], package[f"highways._layers.{index}.bias"]
-        prefix = f"char_embeddings.highways.{index}"
-        state[f"{prefix}.transform.weight"], state[f"{prefix}.transform.bias"] = weight[:size], bias[:size]
-        # AllenNLP's gate multiplies the input (g * x + (1 - g) * f); TF's multiplies f: 1 - sigmoid(z) = sigmoid(-z).
-        state[f"{prefix}.gate.weight"], state[f"{prefix}.gate.bias"] = -weight[size:], -bias[size:]
+        for kind, shape in (("weight", (2 * size, size)), ("bias", (2 * size,))):
+            prefix = f"char_embeddings.highways.{index}"
+            # Stored [A; B]. AllenNLP's gate multiplies the input (g * x + (1 - g) * f); TF's multiplies f:
+            # 1 - sigmoid(z) = sigmoid(-z).
+            layout[f"highways._layers.{index}.{kind}"] = (
+                shape, lambda tensor, p=prefix, k=kind: {f"{p}.transform.{k}": tensor[:size], f"{p}.gate.{k}": -tensor[size:]}
+            )
     # The package projects [word; characters]; elmo-hf concatenates [characters; word].
-    projection = package["projection.weight"]
-    state["char_embeddings.projection.weight"] = torch.cat([projection[:, word_dim:], projection[:, :word_dim]], dim=1)
-    state["char_embeddings.projection.bias"] = package["projection.bias"]
-    return state
+    layout["projection.weight"] = (
+        (config.projection_dim, word_dim + size),
+        lambda tensor: {"char_embeddings.projection.weight": torch.cat([tensor[:, word_dim:], tensor[:, :word_dim]], dim=1)},
+    )
+    layout["projection.bias"] = ((config.projection_dim,), _renamed("char_embeddings.projection.bias"))
+    return layout
 
 
-def encoder_state(package: dict[str, torch.Tensor], config: ELMoConfig) -> dict[str, torch.Tensor]:
+def encoder_layout(config: ELMoConfig) -> PackageLayout:
     """encoder.pkl -> ``encoder.*``: AllenNLP's cell keeps its only bias on the recurrent side, elmo-hf on the input
     side (the sum is the same); gate blocks are (input, forget, candidate, output) in both."""
-    state = {}
+    gates, projection_dim = 4 * config.lstm_cell_size, config.projection_dim
+    layout: PackageLayout = {}
     for layer in range(config.num_lstm_layers):
         for direction in ("forward", "backward"):
             source, target = f"{direction}_layer_{layer}", f"encoder.{direction}_layers.{layer}"
-            state[f"{target}.input_to_gates.weight"] = package[f"{source}.input_linearity.weight"]
-            state[f"{target}.input_to_gates.bias"] = package[f"{source}.state_linearity.bias"]
-            state[f"{target}.state_to_gates.weight"] = package[f"{source}.state_linearity.weight"]
-            state[f"{target}.state_projection.weight"] = package[f"{source}.state_projection.weight"]
-    return state
+            for name, shape, model_name in (
+                ("input_linearity.weight", (gates, projection_dim), "input_to_gates.weight"),
+                ("state_linearity.weight", (gates, projection_dim), "state_to_gates.weight"),
+                ("state_linearity.bias", (gates,), "input_to_gates.bias"),
+                ("state_projection.weight", (projection_dim, config.lstm_cell_size), "state_projection.weight"),
+            ):
+                layout[f"{source}.{name}"] = (shape, _renamed(f"{target}.{model_name}"))
+    return layout
 
 
-def expected_package_shapes(config: ELMoConfig, num_characters: int, num_words: int) -> tuple[dict, dict]:
-    """The shapes the package's modules have for this network: token_embedder.pkl's and encoder.pkl's."""
-    size, word_dim, projection_dim = config.char_cnn_output_dim, config.word_embedding_dim, config.projection_dim
-    token_embedder = {"char_emb_layer.embedding.weight": (num_characters, config.char_embedding_dim)}
-    if word_dim:
-        token_embedder["word_emb_layer.embedding.weight"] = (num_words, word_dim)
-    for index, (width, count) in enumerate(config.char_cnn_filters):
-        token_embedder[f"convolutions.{index}.weight"] = (count, config.char_embedding_dim, width)
-        token_embedder[f"convolutions.{index}.bias"] = (count,)
-    for index in range(config.num_highway_layers):
-        token_embedder[f"highways._layers.{index}.weight"] = (2 * size, size)
-        token_embedder[f"highways._layers.{index}.bias"] = (2 * size,)
-    token_embedder["projection.weight"] = (projection_dim, word_dim + size)
-    token_embedder["projection.bias"] = (projection_dim,)
-    cell = config.lstm_cell_size
-    encoder = {}
-    for layer in range(config.num_lstm_layers):
-        for direction in ("forward", "backward"):
-            prefix = f"{direction}_layer_{layer}"
-            encoder[f"{prefix}.input_linearity.weight"] = (4 * cell, projection_dim)
-            encoder[f"{prefix}.state_linearity.weight"] = (4 * cell, projection_dim)
-            encoder[f"{prefix}.state_linearity.bias"] = (4 * cell,)
-            encoder[f"{prefix}.state_projection.weight"] = (projection_dim, cell)
-    return token_embedder, encoder
-
-
-def check_package_state(state: dict[str, torch.Tensor], expected: dict[str, tuple], path: Path, allow_non_finite: bool) -> None:
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+def model_state_of_package(state: dict[str, torch.Tensor], layout: PackageLayout, path: Path, allow_non_finite: bool) -> dict:
+    """The model tensors of one pickle, after checking it holds exactly the layout's tensors, finite, of their shapes."""
+    missing = sorted(set(layout) - set(state))
+    unexpected = sorted(set(state) - set(layout))
     if missing or unexpected:
         raise ConversionError(
             f"{path} does not match the network configuration: missing {missing}, unexpected {unexpected}."
         )
-    for name, shape in expected.items():
+    model_state = {}
+    for name, (shape, to_model) in layout.items():
         if tuple(state[name].shape) != shape:
             raise ConversionError(
                 f"{path} does not match the network configuration: {name!r} has shape {tuple(state[name].shape)}, "
                 f"expected {shape}."
             )
         check_finite(state[name].numpy(), f"{path}: {name!r}", allow_non_finite)
+        model_state.update(to_model(state[name]))
+    return model_state
 
 
 def read_elmoformanylangs(directory: str | Path, allow_pickle: bool = False, allow_non_finite: bool = False) -> ElmoForManyLangsModel:
@@ -407,12 +403,9 @@ def read_elmoformanylangs(directory: str | Path, allow_pickle: bool = False, all
     vocabulary = character_vocabulary(characters, words, directory)
     num_words = 0 if words is None else len(words)
     config = elmo_config(network, vocabulary, len(characters) + ID_SHIFT, num_words + ID_SHIFT, config_file)
-    token_shapes, encoder_shapes = expected_package_shapes(config, len(characters), num_words)
-    check_package_state(token_embedder, token_shapes, directory / TOKEN_EMBEDDER_FILE, allow_non_finite)
-    check_package_state(encoder, encoder_shapes, directory / ENCODER_FILE, allow_non_finite)
     state = {
-        **token_layer_state(token_embedder, config),
-        **encoder_state(encoder, config),
+        **model_state_of_package(token_embedder, token_embedder_layout(config, len(characters), num_words), directory / TOKEN_EMBEDDER_FILE, allow_non_finite),
+        **model_state_of_package(encoder, encoder_layout(config), directory / ENCODER_FILE, allow_non_finite),
         **{name: torch.from_numpy(array) for name, array in model_state_not_in_hdf5(config).items()},
     }
     return ElmoForManyLangsModel(directory, config_file, network, config, vocabulary, state)

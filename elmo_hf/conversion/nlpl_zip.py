@@ -13,12 +13,12 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..corpus.lines import InvalidRowError, read_lines
 from ..corpus.vocabulary import VOCABULARY_FILE_NAME
-from .convert_allennlp_to_hf import ConversionReport, convert_allennlp_to_hf
+from .convert_allennlp_to_hf import HDF5ConversionReport, convert_allennlp_to_hf
 from .shared import ConversionError
 
 OPTIONS_NAME_SUFFIX = "options.json"
@@ -36,12 +36,11 @@ ELMOFORMANYLANGS_FILES = ("encoder.pkl", "token_embedder.pkl", "char.dic")
 
 @dataclass(frozen=True)
 class ArchiveMembers:
-    """The members of an archive that make the model (names inside the archive), and the ones left out."""
+    """The members of an archive that make the model (names inside the archive)."""
 
     options: str
     weights: str
     vocabulary: str | None
-    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,7 @@ def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
             )
     if len(vocabularies) > 1:
         raise ConversionError(f"{archive} holds {len(vocabularies)} vocabularies {vocabularies}; expected at most one")
-    chosen = {options[0], weights[0], *vocabularies}
-    return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None, [n for n in files if n not in chosen])
+    return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None)
 
 
 def extraction_parent(output_dir: str | Path | None) -> Path:
@@ -199,7 +197,7 @@ def extracted_archive(archive: str | Path, output_dir: str | Path | None = None)
         yield ExtractedArchive(archive, members, options_file, weight_file, vocabulary_file)
 
 
-def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> ConversionReport:
+def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> HDF5ConversionReport:
     """Convert the ELMo in an NLPL ``archive`` to ``output_dir`` (its vocabulary copied as ``vocab.txt``);
     ``options`` are ``convert_allennlp_to_hf``'s (``overwrite``, ``verify_dir``, ``push_to_hub``, ...). Raises
     ``ConversionError`` (nothing written) as ``extracted_archive`` and the converter say."""

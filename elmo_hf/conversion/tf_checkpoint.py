@@ -175,7 +175,6 @@ def protobuf_fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
 class TensorEntry:
     """One variable's ``BundleEntryProto``: where its bytes are and what they hold."""
 
-    name: str
     dtype_code: int  # TF's DataType enum
     shape: tuple[int, ...]
     shard: int
@@ -200,24 +199,18 @@ def parse_tensor_shape(message: bytes) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def parse_bundle_entry(name: str, message: bytes) -> TensorEntry:
+def parse_bundle_entry(message: bytes) -> TensorEntry:
     """``BundleEntryProto``: dtype 1, shape 2, shard_id 3, offset 4, size 5, crc32c 6 (fixed32, masked), slices 7."""
-    fields = {"dtype": 0, "shape": (), "shard": 0, "offset": 0, "size": 0, "crc32c": None, "slices": 0}
+    scalars, shape, num_slices = {1: 0, 3: 0, 4: 0, 5: 0, 6: None}, (), 0
     for number, value in protobuf_fields(message):
-        if number == 1:
-            fields["dtype"] = value
-        elif number == 2:
-            fields["shape"] = parse_tensor_shape(value)
-        elif number in (3, 4, 5):
-            fields[{3: "shard", 4: "offset", 5: "size"}[number]] = value
-        elif number == 6:
-            fields["crc32c"] = unmask_crc32c(value)
+        if number == 2:
+            shape = parse_tensor_shape(value)
         elif number == 7:
-            fields["slices"] += 1
-    return TensorEntry(
-        name, fields["dtype"], fields["shape"], fields["shard"], fields["offset"], fields["size"], fields["crc32c"],
-        fields["slices"],
-    )
+            num_slices += 1
+        elif number in scalars:
+            scalars[number] = value
+    checksum = None if scalars[6] is None else unmask_crc32c(scalars[6])
+    return TensorEntry(scalars[1], shape, scalars[3], scalars[4], scalars[5], checksum, num_slices)
 
 
 # ---- the SSTable of the .index file ----------------------------------------------------------------------------------
@@ -343,8 +336,7 @@ class TFCheckpoint:
                 if key == HEADER_KEY:
                     self._read_header(value)
                 else:
-                    name = key.decode("utf-8")
-                    self.entries[name] = parse_bundle_entry(name, value)
+                    self.entries[key.decode("utf-8")] = parse_bundle_entry(value)
         except (ValueError, struct.error, UnicodeDecodeError) as error:
             if isinstance(error, ConversionError):
                 raise

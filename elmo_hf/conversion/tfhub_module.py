@@ -126,10 +126,10 @@ def extracted_module(archive: str | Path, output_dir: str | Path | None = None) 
 
 @dataclass
 class ModuleGraph:
-    """The signatures of the module's graph (signature -> output key -> node name) and each node's data inputs."""
+    """The outputs of the module's graph's signatures (signature -> output key -> node name) and each node's data
+    inputs."""
 
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
-    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
     node_inputs: dict[str, list[str]] = field(default_factory=dict)
 
     def depends_on(self, node: str, target: str) -> bool:
@@ -178,9 +178,7 @@ def _read_meta_graph(message: bytes, graph: ModuleGraph) -> None:
                 graph.node_inputs[name] = [node_name(source) for source in inputs if not source.startswith("^")]
         elif number == 5:
             key, signature = _map_entries(value)
-            signature_fields = list(protobuf_fields(signature))
-            graph.inputs[key] = _tensor_names([item for number_, item in signature_fields if number_ == 1])
-            graph.outputs[key] = _tensor_names([item for number_, item in signature_fields if number_ == 2])
+            graph.outputs[key] = _tensor_names([item for number_, item in protobuf_fields(signature) if number_ == 2])
 
 
 def read_module_graph(directory: Path) -> ModuleGraph:
