@@ -20,18 +20,6 @@ from .common import EXIT_FAILED_CHECK, EXIT_OK, ModelFilesError, libraries_impor
 CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
 
 
-def input_path(value: str) -> Path:
-    return Path(existing_path(value))
-
-
-def input_directory(value: str) -> Path:
-    return Path(existing_directory(value))
-
-
-def output_path(value: str) -> Path:
-    return Path(output_directory(value))
-
-
 def add_parsers(commands) -> None:
     convert = commands.add_parser(
         "convert",
@@ -40,14 +28,14 @@ def add_parsers(commands) -> None:
         "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
         "--verify included, succeeds.",
     )
-    convert.add_argument("--options", type=input_path, help="the original options.json (with --checkpoint: default the one beside it)")
-    convert.add_argument("--weights", type=input_path, help="the original weights.hdf5")
+    convert.add_argument("--options", type=existing_path, help="the original options.json (with --checkpoint: default the one beside it)")
+    convert.add_argument("--weights", type=existing_path, help="the original weights.hdf5")
     convert.add_argument(
         "--checkpoint", type=Path, metavar="PATH",
         help="instead of --weights: a bilm-tf TensorFlow checkpoint (its save directory, model.ckpt-N, or one of its "
         "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
     )
-    convert.add_argument("--vocab", type=input_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
+    convert.add_argument("--vocab", type=existing_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
     _add_other_sources(convert)
     _add_output_options(convert)
     convert.set_defaults(run=run_convert)
@@ -57,17 +45,17 @@ def add_parsers(commands) -> None:
 def _add_other_sources(convert) -> None:
     """The formats that replace --options and --weights: an NLPL archive, ELMoForManyLangs, a TF-Hub module."""
     convert.add_argument(
-        "--zip", type=input_path, metavar="ZIP",
+        "--zip", type=existing_path, metavar="ZIP",
         help="instead of --options and --weights: an NLPL vector repository archive (options.json + model.hdf5 "
         "[+ vocab.txt]), converted without unzipping; its vocab.txt is kept and pre-fills elmo-hf embed's token cache",
     )
     convert.add_argument(
-        "--elmoformanylangs", type=input_directory, metavar="DIR",
+        "--elmoformanylangs", type=existing_directory, metavar="DIR",
         help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
         "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
     )
     convert.add_argument(
-        "--tfhub", type=input_path, metavar="MODULE",
+        "--tfhub", type=existing_path, metavar="MODULE",
         help="instead of --options and --weights: an ELMo TF-Hub module in the TF1 Hub format (google/elmo 2-3, "
         "DeepPavlov's): its directory, the .tar.gz as downloaded, or a download folder holding one version folder; "
         "--options overrides what the shapes cannot say (clips, activation, skip connections)",
@@ -81,11 +69,11 @@ def _add_other_sources(convert) -> None:
 
 def _add_output_options(convert) -> None:
     """Where the conversion goes, its check against reference outputs and its upload."""
-    convert.add_argument("--output", required=True, type=output_path, help="directory to write (must not exist)")
+    convert.add_argument("--output", required=True, type=output_directory, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
         "--verify",
-        type=input_directory,
+        type=existing_directory,
         metavar="DIR",
         help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt "
         "+ elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
@@ -105,8 +93,8 @@ def _add_export_parser(commands) -> None:
         "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 gives back every dataset bit for bit (names, shapes, "
         "dtypes, bytes); the file's own bytes differ (HDF5 headers).",
     )
-    export.add_argument("--model", required=True, type=input_directory, help="an ELMo Hugging Face directory (config.json + weights)")
-    export.add_argument("--output", required=True, type=output_path, help="directory to write options.json and weights.hdf5 into")
+    export.add_argument("--model", required=True, type=existing_directory, help="an ELMo Hugging Face directory (config.json + weights)")
+    export.add_argument("--output", required=True, type=output_directory, help="directory to write options.json and weights.hdf5 into")
     export.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
     export.set_defaults(run=run_export)
 
@@ -233,7 +221,7 @@ def run_export(args: argparse.Namespace) -> int:
             not_exported = export.convert_hf_to_allennlp(args.model, args.output, args.overwrite)
     except (ELMoHFError, ModelFilesError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
         return report_error(error)
-    print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / export.WEIGHTS_FILE_NAME}")
+    print(f"Wrote {Path(args.output, ALLENNLP_OPTIONS_FILE_NAME)} and {Path(args.output, export.WEIGHTS_FILE_NAME)}")
     for name in not_exported:
         print(f"  not exported (the original format has no place for it): {name}", file=sys.stdout)
     return EXIT_OK
