@@ -5,21 +5,11 @@ here, so that the package imports without h5py; import a converter's module to u
 """
 
 from .shared import (
-    ALLENNLP_OPTIONS_FILE_NAME,
-    CONVERTED_MODEL_OUTPUT,
-    ConversionError,
-    HubPushError,
-    VerificationError,
-    push_directory_to_hub,
-    read_options,
+    ALLENNLP_OPTIONS_FILE_NAME, CONVERTED_MODEL_OUTPUT, ConversionError, HubPushError, VerificationError,
+    push_directory_to_hub, read_options,
 )
 
 __all__ = [
-    "ALLENNLP_OPTIONS_FILE_NAME",
-    "CONVERTED_MODEL_OUTPUT",
-    "ConversionError",
-    "HubPushError",
-    "VerificationError",
-    "push_directory_to_hub",
-    "read_options",
+    "ALLENNLP_OPTIONS_FILE_NAME", "CONVERTED_MODEL_OUTPUT", "ConversionError", "HubPushError", "VerificationError",
+    "push_directory_to_hub", "read_options",
 ]

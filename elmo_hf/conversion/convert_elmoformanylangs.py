@@ -25,14 +25,8 @@ from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import model_state_not_in_hdf5
 from .model_cards import conversion_command, render_model_card
 from .shared import (
-    CONVERTED_MODEL_OUTPUT,
-    ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
-    ConversionError,
-    ConversionReport,
-    check_finite,
-    model_from_state,
-    push_directory_to_hub,
-    write_converted,
+    CONVERTED_MODEL_OUTPUT, ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME, ConversionError, ConversionReport, check_finite,
+    model_from_state, push_directory_to_hub, write_converted,
 )
 
 ELMOFORMANYLANGS_CONFIG_FILE_NAME = "config.json"  # the package's config.json, which names the network configuration
@@ -50,11 +44,7 @@ TOKEN_EMBEDDER_KEYS = {"name", "activation", "filters", "n_highway", "word_dim",
 # char.dic entries the package needs, and the elmo-hf marker each becomes. The package reads its markers swapped:
 # `bow_id, eow_id = char2id['<eow>'], char2id['<bow>']` (frontend.create_one_batch).
 CHARACTER_MARKER_ENTRIES = {
-    "begin_word": "<eow>",
-    "end_word": "<bow>",
-    "padding": "<pad>",
-    "unknown": "<oov>",
-    "begin_sentence": "<bos>",
+    "begin_word": "<eow>", "end_word": "<bow>", "padding": "<pad>", "unknown": "<oov>", "begin_sentence": "<bos>",
     "end_sentence": "<eos>",
 }
 BOUNDARY_WORDS = ("<bos>", "<eos>")  # the words the package puts around every sentence (elmo.read_list)
@@ -420,8 +410,7 @@ def _rows_of(state: dict[str, torch.Tensor], name: str, path: Path) -> int:
 def build_tokenizer(read: ElmoForManyLangsModel) -> ELMoTokenizer:
     """The package takes words already split; text is split at whitespace (set ``word_splitter`` for another)."""
     return ELMoTokenizer(
-        max_characters_per_token=read.config.max_characters_per_token,
-        word_splitter="whitespace",
+        max_characters_per_token=read.config.max_characters_per_token, word_splitter="whitespace",
         character_vocabulary=read.vocabulary,
     )
 
@@ -452,36 +441,23 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
             "hosts the 44 released models).",
         ]
     )
-    return render_model_card(
-        model.config,
-        model.num_parameters(),
-        repo_id or output_dir.name,
-        f"ELMoForManyLangs ({directory.name})",
+    words = read.vocabulary.words
+    description = (
         f"The ELMoForManyLangs model `{directory.name}` converted to Hugging Face format: a character vocabulary of "
         f"{len(read.vocabulary.characters):,} characters"
-        + (
-            f" and a word embedding of {len(read.vocabulary.words):,} words ({read.config.word_embedding_dim} dimensions)"
-            if read.vocabulary.words
-            else ""
-        )
-        + ".",
-        provenance,
-        conversion_command(["--elmoformanylangs", directory.name], output_dir, repo_id),
-        PARITY.format(parity=MEASURED_PARITY),
-        language=None,
-        license="other",
+        + (f" and a word embedding of {len(words):,} words ({read.config.word_embedding_dim} dimensions)" if words else "")
+        + "."
+    )
+    command = conversion_command(["--elmoformanylangs", directory.name], output_dir, repo_id)
+    return render_model_card(
+        model.config, model.num_parameters(), repo_id or output_dir.name, f"ELMoForManyLangs ({directory.name})",
+        description, provenance, command, PARITY.format(parity=MEASURED_PARITY), language=None, license="other",
     )
 
 
 def convert_elmoformanylangs(
-    directory: str | Path,
-    output_dir: str | Path,
-    overwrite: bool = False,
-    allow_pickle: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
+    directory: str | Path, output_dir: str | Path, overwrite: bool = False, allow_pickle: bool = False,
+    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
     token: str | None = None,
 ) -> ElmoForManyLangsReport:
     """Convert the model directory ``directory`` into ``output_dir`` (atomically, under elmo-hf's output policy),
@@ -503,9 +479,6 @@ def convert_elmoformanylangs(
 
 
 __all__ = [
-    "ConversionError",
-    "ElmoForManyLangsModel",
-    "ElmoForManyLangsReport",
-    "convert_elmoformanylangs",
+    "ConversionError", "ElmoForManyLangsModel", "ElmoForManyLangsReport", "convert_elmoformanylangs",
     "read_elmoformanylangs",
 ]

@@ -22,16 +22,8 @@ from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, model_state_not_in_hdf5, weight_mappings
 from .model_cards import conversion_command, render_model_card
 from .shared import (
-    ALLENNLP_OPTIONS_FILE_NAME,
-    CONVERTED_MODEL_OUTPUT,
-    ORIGINAL_OPTIONS_FILE_NAME,
-    ConversionError,
-    ConversionReport,
-    check_finite,
-    model_from_state,
-    push_directory_to_hub,
-    read_options,
-    write_converted,
+    ALLENNLP_OPTIONS_FILE_NAME, CONVERTED_MODEL_OUTPUT, ORIGINAL_OPTIONS_FILE_NAME, ConversionError, ConversionReport,
+    check_finite, model_from_state, push_directory_to_hub, read_options, write_converted,
 )
 from .tf_checkpoint import TFCheckpoint
 
@@ -298,16 +290,9 @@ def checkpoint_card(converted: CheckpointModel, repo_id: str, command: str) -> s
 
 
 def convert_tf_checkpoint(
-    checkpoint: str | Path,
-    vocab_file: str | Path,
-    output_dir: str | Path,
-    options_file: str | Path | None = None,
-    overwrite: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
-    token: str | None = None,
+    checkpoint: str | Path, vocab_file: str | Path, output_dir: str | Path, options_file: str | Path | None = None,
+    overwrite: bool = False, allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False,
+    revision: str | None = None, token: str | None = None,
 ) -> CheckpointConversionReport:
     """Convert a bilm-tf checkpoint into ``output_dir`` (written beside it and renamed into place, under elmo-hf's
     output policy): ``config.json`` + ``model.safetensors`` (``ELMoForPreTraining``), the tokenizer, ``vocab.txt``,
@@ -333,11 +318,6 @@ def convert_tf_checkpoint(
 
 
 __all__ = [
-    "CheckpointConversionReport",
-    "CheckpointModel",
-    "convert_tf_checkpoint",
-    "dump_weights_name",
-    "hdf5_name_of_variable",
-    "load_tf_checkpoint",
-    "read_bilm_tf_vocabulary",
+    "CheckpointConversionReport", "CheckpointModel", "convert_tf_checkpoint", "dump_weights_name",
+    "hdf5_name_of_variable", "load_tf_checkpoint", "read_bilm_tf_vocabulary",
 ]

@@ -22,14 +22,8 @@ from .convert_tf_checkpoint import dump_weights_name, read_variable
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, model_state_not_in_hdf5, weight_mappings
 from .model_cards import conversion_command, render_model_card
 from .shared import (
-    CONVERTED_MODEL_OUTPUT,
-    ORIGINAL_OPTIONS_FILE_NAME,
-    ConversionError,
-    ConversionReport,
-    model_from_state,
-    push_directory_to_hub,
-    read_options,
-    write_converted,
+    CONVERTED_MODEL_OUTPUT, ORIGINAL_OPTIONS_FILE_NAME, ConversionError, ConversionReport, model_from_state,
+    push_directory_to_hub, read_options, write_converted,
 )
 from .tf_checkpoint import TFCheckpoint
 from .tfhub_module import VARIABLES_PREFIX, ModuleGraph, extracted_module, module_directory, read_module_graph
@@ -377,14 +371,8 @@ def module_card(converted: HubModuleModel, source: Path, repo_id: str, command: 
 
 
 def convert_tfhub_module(
-    module: str | Path,
-    output_dir: str | Path,
-    options_file: str | Path | None = None,
-    overwrite: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
+    module: str | Path, output_dir: str | Path, options_file: str | Path | None = None, overwrite: bool = False,
+    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
     token: str | None = None,
 ) -> HubModuleConversionReport:
     """Convert a TF-Hub module (its directory, a download folder holding one version folder, or its ``.tar.gz``)
@@ -411,10 +399,6 @@ def convert_tfhub_module(
 
 
 __all__ = [
-    "HubModuleConversionReport",
-    "HubModuleModel",
-    "convert_tfhub_module",
-    "hdf5_name_of_module_variable",
-    "load_tfhub_module",
-    "tfhub_tokenizer",
+    "HubModuleConversionReport", "HubModuleModel", "convert_tfhub_module", "hdf5_name_of_module_variable",
+    "load_tfhub_module", "tfhub_tokenizer",
 ]

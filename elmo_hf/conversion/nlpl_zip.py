@@ -222,6 +222,6 @@ def _in_archive_terms(message: str, extracted: ExtractedArchive) -> str:
 
 
 __all__ = [
-    "ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_directory", "extraction_parent",
-    "find_members",
+    "ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_directory",
+    "extraction_parent", "find_members",
 ]

@@ -144,18 +144,7 @@ def push_directory_to_hub(
 
 
 __all__ = [
-    "ALLENNLP_OPTIONS_FILE_NAME",
-    "CONVERTED_MODEL_OUTPUT",
-    "ConversionError",
-    "ConversionReport",
-    "HubPushError",
-    "MODEL_CARD_FILE_NAME",
-    "ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME",
-    "ORIGINAL_OPTIONS_FILE_NAME",
-    "VerificationError",
-    "check_finite",
-    "model_from_state",
-    "push_directory_to_hub",
-    "read_options",
-    "write_converted",
+    "ALLENNLP_OPTIONS_FILE_NAME", "CONVERTED_MODEL_OUTPUT", "ConversionError", "ConversionReport", "HubPushError",
+    "MODEL_CARD_FILE_NAME", "ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME", "ORIGINAL_OPTIONS_FILE_NAME",
+    "VerificationError", "check_finite", "model_from_state", "push_directory_to_hub", "read_options", "write_converted",
 ]

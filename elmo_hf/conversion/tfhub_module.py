@@ -197,10 +197,6 @@ def read_module_graph(directory: Path) -> ModuleGraph:
 
 
 __all__ = [
-    "ModuleGraph",
-    "SAVED_MODEL_FILE_NAME",
-    "VARIABLES_PREFIX",
-    "extracted_module",
-    "module_directory",
+    "ModuleGraph", "SAVED_MODEL_FILE_NAME", "VARIABLES_PREFIX", "extracted_module", "module_directory",
     "read_module_graph",
 ]
