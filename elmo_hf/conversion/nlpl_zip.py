@@ -60,7 +60,7 @@ def _file_name(member: str) -> str:
 
 def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
     """Which of the archive's member ``names`` are the options, the weights and the vocabulary
-    (see the module docstring); ``ConversionError`` naming what was found when that is not clear."""
+    (the rules: docs/design/conversion.md); ``ConversionError`` naming what was found when that is not clear."""
     files = [name for name in names if not name.endswith("/") and not name.startswith("__MACOSX/")]
     options = [name for name in files if _file_name(name).endswith(OPTIONS_NAME_SUFFIX)]
     weights = [name for name in files if _file_name(name).endswith(WEIGHTS_NAME_SUFFIX)]
