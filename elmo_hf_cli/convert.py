@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -19,18 +20,6 @@ from .common import EXIT_FAILED_CHECK, EXIT_OK, ModelFilesError, libraries_impor
 CONVERT_EXTRA_HINT = "the converter needs h5py: pip install 'elmo-hf[convert]'"
 
 
-def input_path(value: str) -> Path:
-    return Path(existing_path(value))
-
-
-def input_directory(value: str) -> Path:
-    return Path(existing_directory(value))
-
-
-def output_path(value: str) -> Path:
-    return Path(output_directory(value))
-
-
 def add_parsers(commands) -> None:
     convert = commands.add_parser(
         "convert",
@@ -39,14 +28,14 @@ def add_parsers(commands) -> None:
         "directory (AutoModel, AutoTokenizer, remote code, model card). Nothing is written unless everything, "
         "--verify included, succeeds.",
     )
-    convert.add_argument("--options", type=input_path, help="the original options.json (with --checkpoint: default the one beside it)")
-    convert.add_argument("--weights", type=input_path, help="the original weights.hdf5")
+    convert.add_argument("--options", type=existing_path, help="the original options.json (with --checkpoint: default the one beside it)")
+    convert.add_argument("--weights", type=existing_path, help="the original weights.hdf5")
     convert.add_argument(
         "--checkpoint", type=Path, metavar="PATH",
         help="instead of --weights: a bilm-tf TensorFlow checkpoint (its save directory, model.ckpt-N, or one of its "
         "files), converted with its LM softmax to an ELMoForPreTraining directory; needs --vocab",
     )
-    convert.add_argument("--vocab", type=input_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
+    convert.add_argument("--vocab", type=existing_path, metavar="FILE", help="with --checkpoint: the vocabulary file it was trained with")
     _add_other_sources(convert)
     _add_output_options(convert)
     convert.set_defaults(run=run_convert)
@@ -56,17 +45,17 @@ def add_parsers(commands) -> None:
 def _add_other_sources(convert) -> None:
     """The formats that replace --options and --weights: an NLPL archive, ELMoForManyLangs, a TF-Hub module."""
     convert.add_argument(
-        "--zip", type=input_path, metavar="ZIP",
+        "--zip", type=existing_path, metavar="ZIP",
         help="instead of --options and --weights: an NLPL vector repository archive (options.json + model.hdf5 "
         "[+ vocab.txt]), converted without unzipping; its vocab.txt is kept and pre-fills elmo-hf embed's token cache",
     )
     convert.add_argument(
-        "--elmoformanylangs", type=input_directory, metavar="DIR",
+        "--elmoformanylangs", type=existing_directory, metavar="DIR",
         help="instead of --options and --weights: an ELMoForManyLangs (HIT-SCIR) model directory (config.json, its "
         "network configuration, char.dic, word.dic, token_embedder.pkl, encoder.pkl)",
     )
     convert.add_argument(
-        "--tfhub", type=input_path, metavar="MODULE",
+        "--tfhub", type=existing_path, metavar="MODULE",
         help="instead of --options and --weights: an ELMo TF-Hub module in the TF1 Hub format (google/elmo 2-3, "
         "DeepPavlov's): its directory, the .tar.gz as downloaded, or a download folder holding one version folder; "
         "--options overrides what the shapes cannot say (clips, activation, skip connections)",
@@ -80,11 +69,11 @@ def _add_other_sources(convert) -> None:
 
 def _add_output_options(convert) -> None:
     """Where the conversion goes, its check against reference outputs and its upload."""
-    convert.add_argument("--output", required=True, type=output_path, help="directory to write (must not exist)")
+    convert.add_argument("--output", required=True, type=output_directory, help="directory to write (must not exist)")
     convert.add_argument("--overwrite", action="store_true", help="replace an earlier conversion in --output")
     convert.add_argument(
         "--verify",
-        type=input_directory,
+        type=existing_directory,
         metavar="DIR",
         help="reference outputs of the original code (sentences.json + lm_embeddings_K.hdf5, optionally vocab_test.txt "
         "+ elmo_token_embeddings.hdf5, as in AllenNLP's test fixture); fail unless the converted model matches",
@@ -104,39 +93,88 @@ def _add_export_parser(commands) -> None:
         "original bilm-tf / AllenNLP layout. HDF5 -> HF -> HDF5 gives back every dataset bit for bit (names, shapes, "
         "dtypes, bytes); the file's own bytes differ (HDF5 headers).",
     )
-    export.add_argument("--model", required=True, type=input_directory, help="an ELMo Hugging Face directory (config.json + weights)")
-    export.add_argument("--output", required=True, type=output_path, help="directory to write options.json and weights.hdf5 into")
+    export.add_argument("--model", required=True, type=existing_directory, help="an ELMo Hugging Face directory (config.json + weights)")
+    export.add_argument("--output", required=True, type=output_directory, help="directory to write options.json and weights.hdf5 into")
     export.add_argument("--overwrite", action="store_true", help="replace an earlier export in --output")
     export.set_defaults(run=run_export)
 
 
+@dataclass(frozen=True)
+class Source:
+    """One input format of ``elmo-hf convert``: the argument that selects it, the converter modules it imports (each
+    named when missing), the arguments it refuses or needs (the refusal's ``{given}`` lists those given), and how it
+    converts."""
+
+    selected_by: str | None  # None: the original options.json + weights.hdf5
+    modules: tuple[str, ...]
+    refused: tuple[str, ...]
+    required: tuple[str, ...]
+    refusal: str
+    convert: Callable[[argparse.Namespace, ModuleType], Any]
+
+
+def _hub(args: argparse.Namespace) -> dict:
+    return {"push_to_hub": args.push_to_hub, "private": args.private, "revision": args.revision}
+
+
+SOURCES = (
+    Source(
+        "elmoformanylangs", ("convert_elmoformanylangs",),
+        ("options", "weights", "checkpoint", "vocab", "zip", "tfhub", "verify", "tolerance"), (),
+        "--elmoformanylangs takes the whole model directory: give no {given} with it",
+        lambda args, module: module.convert_elmoformanylangs(
+            args.elmoformanylangs, args.output, overwrite=args.overwrite, allow_pickle=args.allow_pickle,
+            allow_non_finite=args.allow_non_finite, **_hub(args),
+        ),
+    ),
+    Source(
+        "tfhub", ("convert_tfhub_module",), ("weights", "checkpoint", "vocab", "zip", "verify", "tolerance"), (),
+        "--tfhub takes the module (and optionally --options): give no {given} with it",
+        lambda args, module: module.convert_tfhub_module(
+            args.tfhub, args.output, args.options, overwrite=args.overwrite, allow_non_finite=args.allow_non_finite, **_hub(args)
+        ),
+    ),
+    Source(
+        "zip", ("convert_allennlp_to_hf", "nlpl_zip"), ("options", "weights", "checkpoint", "vocab"), (),
+        "--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it",
+        lambda args, module: module.convert_nlpl_zip(
+            args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
+            allow_non_finite=args.allow_non_finite, **_hub(args),
+        ),
+    ),
+    Source(
+        "checkpoint", ("convert_tf_checkpoint",), ("weights", "verify", "tolerance"), ("vocab",),
+        "--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance",
+        lambda args, module: module.convert_tf_checkpoint(
+            args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite, **_hub(args)
+        ),
+    ),
+    Source(
+        None, ("convert_allennlp_to_hf",), ("vocab",), ("options", "weights"),
+        "convert takes --options and --weights (or --checkpoint with --vocab)",
+        lambda args, module: module.convert_allennlp_to_hf(
+            args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance,
+            allow_non_finite=args.allow_non_finite, **_hub(args),
+        ),
+    ),
+)
+
+
 def run_convert(args: argparse.Namespace) -> int:
+    """The source the arguments select, checked, converted; its report printed."""
     if (args.private or args.revision) and not args.push_to_hub:
         return report_error(ValueError("--private and --revision only apply with --push-to-hub"))
-    if args.elmoformanylangs is not None:
-        return run_convert_elmoformanylangs(args)
-    if args.allow_pickle:
+    source = next(source for source in SOURCES if source.selected_by is None or getattr(args, source.selected_by) is not None)
+    if args.allow_pickle and source.selected_by != "elmoformanylangs":
         return report_error(ValueError("--allow-pickle only applies with --elmoformanylangs"))
-    if args.tfhub is not None:
-        return run_convert_tfhub(args)
-    if args.zip is not None:
-        return run_convert_zip(args)
-    if args.checkpoint is not None:
-        return run_convert_checkpoint(args)
-    if args.options is None or args.weights is None or args.vocab is not None:
-        return report_error(ValueError("convert takes --options and --weights (or --checkpoint with --vocab)"))
+    given = [f"--{name}" for name in source.refused if getattr(args, name) is not None]
+    if given or any(getattr(args, name) is None for name in source.required):
+        return report_error(ValueError(source.refusal.format(given=", ".join(given))))
     try:
-        allennlp = converter("convert_allennlp_to_hf")
+        modules = [converter(name) for name in source.modules]
     except ImportError as error:
         return report_error(error)
-    return run_conversion(
-        lambda: allennlp.convert_allennlp_to_hf(
-            args.options, args.weights, args.output, args.overwrite, args.verify, args.tolerance,
-            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
-            allow_non_finite=args.allow_non_finite,
-        ),
-        allennlp.print_report,
-    )
+    return run_conversion(lambda: source.convert(args, modules[-1]))
 
 
 def converter(name: str) -> ModuleType:
@@ -149,7 +187,7 @@ def converter(name: str) -> ModuleType:
         raise ImportError(f"{CONVERT_EXTRA_HINT} ({error})") from error
 
 
-def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], None]) -> int:
+def run_conversion(convert: Callable[[], Any]) -> int:
     """Run a converter (``convert()``, returning its report) as a command. Every converter raises the same errors:
     a ``ConversionError`` (nothing written), a ``HubPushError`` (written, not pushed) or the output-directory
     policy's error, each a message and exit 1; a failed ``--verify`` (``VerificationError``) exits 2. Then the report
@@ -164,90 +202,10 @@ def run_conversion(convert: Callable[[], Any], print_report: Callable[[Any], Non
         return EXIT_FAILED_CHECK
     except ELMoHFError as error:  # ConversionError, HubPushError, OutputDirectoryError
         return report_error(error)
-    print_report(report)
+    print("\n".join(report.describe()))
     if report.pushed_to:
         print(f"  pushed: {report.pushed_to}")
     return EXIT_OK
-
-
-def run_convert_elmoformanylangs(args: argparse.Namespace) -> int:
-    """``--elmoformanylangs``: conversion.convert_elmoformanylangs (a model directory of the HIT-SCIR package)."""
-    others = ("options", "weights", "checkpoint", "vocab", "zip", "tfhub", "verify", "tolerance")
-    given = [f"--{name}" for name in others if getattr(args, name, None) is not None]
-    if given:
-        return report_error(ValueError(f"--elmoformanylangs takes the whole model directory: give no {', '.join(given)} with it"))
-    try:
-        elmoformanylangs = converter("convert_elmoformanylangs")
-    except ImportError as error:
-        return report_error(error)
-    return run_conversion(
-        lambda: elmoformanylangs.convert_elmoformanylangs(
-            args.elmoformanylangs, args.output, overwrite=args.overwrite, allow_pickle=args.allow_pickle,
-            allow_non_finite=args.allow_non_finite, push_to_hub=args.push_to_hub, private=args.private,
-            revision=args.revision,
-        ),
-        elmoformanylangs.print_report,
-    )
-
-
-def run_convert_tfhub(args: argparse.Namespace) -> int:
-    """``--tfhub``: conversion.convert_tfhub_module (a TF-Hub module in the TF1 Hub format, [--options])."""
-    given = [f"--{name}" for name in ("weights", "checkpoint", "vocab", "zip", "verify", "tolerance") if getattr(args, name) is not None]
-    if given:
-        return report_error(ValueError(f"--tfhub takes the module (and optionally --options): give no {', '.join(given)} with it"))
-    try:
-        tfhub = converter("convert_tfhub_module")
-    except ImportError as error:
-        return report_error(error)
-    return run_conversion(
-        lambda: tfhub.convert_tfhub_module(
-            args.tfhub, args.output, args.options, overwrite=args.overwrite, allow_non_finite=args.allow_non_finite,
-            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
-        ),
-        tfhub.print_report,
-    )
-
-
-def run_convert_zip(args: argparse.Namespace) -> int:
-    """``--zip``: conversion.nlpl_zip (an NLPL archive: options.json + model.hdf5 [+ vocab.txt])."""
-    if any(value is not None for value in (args.options, args.weights, args.checkpoint, args.vocab)):
-        return report_error(ValueError("--zip holds the options, weights and vocabulary: give no --options, --weights, --checkpoint or --vocab with it"))
-    try:
-        allennlp, nlpl_zip = converter("convert_allennlp_to_hf"), converter("nlpl_zip")
-    except ImportError as error:
-        return report_error(error)
-
-    def print_zip_report(report) -> None:
-        allennlp.print_report(report)
-        if (args.output / "vocab.txt").is_file():
-            print("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
-
-    return run_conversion(
-        lambda: nlpl_zip.convert_nlpl_zip(
-            args.zip, args.output, overwrite=args.overwrite, verify_dir=args.verify, tolerance=args.tolerance,
-            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision, allow_non_finite=args.allow_non_finite,
-        ),
-        print_zip_report,
-    )
-
-
-def run_convert_checkpoint(args: argparse.Namespace) -> int:
-    """``--checkpoint``: conversion.convert_tf_checkpoint (biLM + softmax + vocabulary)."""
-    if args.weights is not None or args.verify is not None or args.tolerance is not None or args.vocab is None:
-        return report_error(
-            ValueError("--checkpoint takes --vocab (and optionally --options), not --weights, --verify or --tolerance")
-        )
-    try:
-        checkpoint = converter("convert_tf_checkpoint")
-    except ImportError as error:
-        return report_error(error)
-    return run_conversion(
-        lambda: checkpoint.convert_tf_checkpoint(
-            args.checkpoint, args.vocab, args.output, args.options, args.overwrite, args.allow_non_finite,
-            push_to_hub=args.push_to_hub, private=args.private, revision=args.revision,
-        ),
-        checkpoint.print_checkpoint_report,
-    )
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -263,10 +221,10 @@ def run_export(args: argparse.Namespace) -> int:
             not_exported = export.convert_hf_to_allennlp(args.model, args.output, args.overwrite)
     except (ELMoHFError, ModelFilesError, OSError) as error:  # ConversionError, OutputDirectoryError; a model that cannot be read
         return report_error(error)
-    print(f"Wrote {args.output / ALLENNLP_OPTIONS_FILE_NAME} and {args.output / export.WEIGHTS_FILE_NAME}")
+    print(f"Wrote {Path(args.output, ALLENNLP_OPTIONS_FILE_NAME)} and {Path(args.output, export.WEIGHTS_FILE_NAME)}")
     for name in not_exported:
         print(f"  not exported (the original format has no place for it): {name}", file=sys.stdout)
     return EXIT_OK
 
 
-__all__ = ["add_parsers", "run_convert", "run_convert_checkpoint", "run_convert_elmoformanylangs", "run_convert_tfhub", "run_export"]
+__all__ = ["SOURCES", "add_parsers", "run_convert", "run_export"]

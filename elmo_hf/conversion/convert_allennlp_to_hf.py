@@ -1,22 +1,11 @@
-"""Convert an original ELMo (bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``) to a Hugging Face directory.
-
-    elmo-hf convert --options elmo_2x1024_128_2048cnn_1xhighway_options.json \\
-        --weights elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5 \\
-        --output elmo-small [--verify REFERENCE_DIR] [--overwrite] [--push-to-hub REPO_ID [--private] [--revision REV]]
-
-(the script ``python -m conversion.convert_allennlp_to_hf`` takes the same flags.) The output directory holds ``config.json``,
-``model.safetensors``, the tokenizer files, the module files (remote code), a model card (``README.md``) and the
-original options as ``original_options.json``, and loads with ``AutoModel.from_pretrained`` /
-``AutoTokenizer.from_pretrained``. The sha256 of the weight file is checked against the known hashes of the released
-files, and weights that are NaN or infinite are refused unless explicitly allowed. Any problem with the inputs raises
-``ConversionError`` before anything is written; the directory appears only once the conversion (and the optional
-verification) has succeeded, under elmo-hf's output policy (``elmo_hf.storage``: locked while written, replaced by
-``--overwrite`` only if it is an earlier conversion).
+"""Convert an original ELMo (bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``) to a Hugging Face directory
+(``elmo-hf convert --options ... --weights ...``): every dataset checked against the shape ``options.json`` implies,
+the sha256 checked against the released files', the directory written only once everything (``--verify`` included)
+succeeded. The format and what is refused: docs/design/conversion.md.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,13 +23,8 @@ from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, model_state_not_in_hdf5, 
 from .model_cards import check_known_hash, conversion_card, conversion_command
 from .reference_outputs import DEFAULT_TOLERANCE, ReferenceComparison, compare_with_reference_outputs
 from .shared import (
-    CONVERTED_MODEL_OUTPUT,
-    MODEL_CARD_FILE_NAME,
-    ORIGINAL_OPTIONS_FILE_NAME,
-    ConversionError,
-    VerificationError,
-    push_directory_to_hub,
-    read_options,
+    CONVERTED_MODEL_OUTPUT, ORIGINAL_OPTIONS_FILE_NAME, ConversionError, ConversionReport, VerificationError,
+    check_finite, model_from_state, push_directory_to_hub, read_options, write_converted,
 )
 
 try:
@@ -50,15 +34,28 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 
 @dataclass
-class ConversionReport:
-    output_dir: Path
-    config: ELMoConfig
-    num_parameters: int
+class HDF5ConversionReport(ConversionReport):
     unused_datasets: list[str] = field(default_factory=list)
     comparisons: list[ReferenceComparison] = field(default_factory=list)
     weights_hash_message: str = ""
     tolerance: float = DEFAULT_TOLERANCE
-    pushed_to: str | None = None
+    vocabulary_kept: bool = False
+
+    def describe(self) -> list[str]:
+        lines = [f"Converted ELMo: {self.architecture()}; {self.num_parameters:,} parameters -> {self.output_dir}"]
+        lines.append(f"  weights: {self.weights_hash_message}")
+        lines += [f"  unused dataset (not part of the biLM, not converted): {name}" for name in self.unused_datasets]
+        for comparison in self.comparisons:
+            status = "ok" if is_close(comparison.max_abs_difference, self.tolerance) else "FAIL"
+            lines.append(
+                f"  verify {comparison.name}: max |actual - expected| = {comparison.max_abs_difference:.3g} "
+                f"(tolerance {self.tolerance:g}) {status}\n"
+                f"      actual   {np.array2string(comparison.actual_sample, precision=6)}\n"
+                f"      expected {np.array2string(comparison.expected_sample, precision=6)}"
+            )
+        if self.vocabulary_kept:
+            lines.append("  vocab.txt kept from the archive (elmo-hf embed pre-fills its token-layer cache with these words)")
+        return lines
 
 
 def list_datasets(weights: h5py.File) -> list[str]:
@@ -83,12 +80,7 @@ def read_dataset(
     if dataset.dtype != np.float32:
         raise ConversionError(f"{weight_file}: dataset {name!r} has dtype {dataset.dtype}, expected float32.")
     array = dataset[...]
-    non_finite = int(np.count_nonzero(~np.isfinite(array)))
-    if non_finite and not allow_non_finite:
-        raise ConversionError(
-            f"{weight_file}: dataset {name!r} holds {non_finite:,} NaN or infinite value(s) of {array.size:,}: a damaged "
-            "or diverged model. Pass --allow-non-finite to convert it anyway."
-        )
+    check_finite(array, f"{weight_file}: dataset {name!r}", allow_non_finite)
     return array
 
 
@@ -121,12 +113,6 @@ def read_state_dict(
     return {name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in state.items()}, unused
 
 
-def build_model(config: ELMoConfig, state_dict: dict[str, torch.Tensor]) -> ELMoModel:
-    model = ELMoModel(config)
-    model.load_state_dict(state_dict, strict=True)
-    return model.eval()
-
-
 def verified_comparisons(model: ELMoModel, tokenizer: ELMoTokenizer, verify_dir: Path, tolerance: float) -> list:
     """The model's outputs compared with the reference outputs in ``verify_dir``; ``VerificationError`` naming each
     output further than ``tolerance`` from its reference (so nothing is written)."""
@@ -141,20 +127,11 @@ def verified_comparisons(model: ELMoModel, tokenizer: ELMoTokenizer, verify_dir:
 
 
 def convert_allennlp_to_hf(
-    options_file: str | Path,
-    weight_file: str | Path,
-    output_dir: str | Path,
-    overwrite: bool = False,
-    verify_dir: str | Path | None = None,
-    tolerance: float | None = None,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
-    token: str | None = None,
-    allow_non_finite: bool = False,
-    vocabulary_file: str | Path | None = None,
-    archive: str | Path | None = None,
-) -> ConversionReport:
+    options_file: str | Path, weight_file: str | Path, output_dir: str | Path, overwrite: bool = False, verify_dir: str
+    | Path | None = None, tolerance: float | None = None, push_to_hub: str | None = None, private: bool = False,
+    revision: str | None = None, token: str | None = None, allow_non_finite: bool = False, vocabulary_file: str | Path |
+    None = None, archive: str | Path | None = None,
+) -> HDF5ConversionReport:
     """Convert, optionally verify against reference outputs, write ``output_dir`` (atomically), optionally push it
     to the Hub repo ``push_to_hub``. ``vocabulary_file`` (a word list, most frequent first) is copied into the output
     as ``vocab.txt``; ``archive`` names the file the inputs were extracted from (``nlpl_zip``), for the model card
@@ -168,51 +145,24 @@ def convert_allennlp_to_hf(
         config = read_options(options_file)
         state_dict, unused = read_state_dict(weight_file, config, allow_non_finite)
         weights_hash_message = check_known_hash(weight_file, sha256_of_file(weight_file))
-        model = build_model(config, state_dict)
+        model = model_from_state(ELMoModel, config, state_dict)
         tokenizer = ELMoTokenizer(max_characters_per_token=config.max_characters_per_token)
         comparisons = [] if verify_dir is None else verified_comparisons(model, tokenizer, verify_dir, tolerance)
+        sources = ["--zip", archive.name] if archive is not None else ["--options", options_file.name, "--weights", weight_file.name]
         card = conversion_card(
-            config,
-            model.num_parameters(),
-            options_file,
-            weight_file,
-            push_to_hub or output_dir.name,
-            weights_hash_message,
-            comparisons,
-            verify_dir,
-            conversion_command(options_file, weight_file, output_dir, push_to_hub, verify_dir, archive),
+            config, model.num_parameters(), options_file, weight_file, push_to_hub or output_dir.name,
+            weights_hash_message, comparisons, verify_dir, conversion_command(sources, output_dir, push_to_hub, verify_dir),
             archive,
         )
-        model.save_pretrained(staging_dir)
-        tokenizer.save_pretrained(staging_dir)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
-        shutil.copyfile(options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-        if vocabulary_file is not None:
-            shutil.copyfile(vocabulary_file, staging_dir / VOCABULARY_FILE_NAME)
-    report = ConversionReport(output_dir, config, model.num_parameters(), unused, comparisons, weights_hash_message, tolerance)
+        copies = {ORIGINAL_OPTIONS_FILE_NAME: options_file, VOCABULARY_FILE_NAME: vocabulary_file}
+        write_converted(staging_dir, model, tokenizer, card, copies)
+    report = HDF5ConversionReport(
+        output_dir, config, model.num_parameters(), unused_datasets=unused, comparisons=comparisons,
+        weights_hash_message=weights_hash_message, tolerance=tolerance, vocabulary_kept=vocabulary_file is not None,
+    )
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
     return report
 
 
-def print_report(report: ConversionReport) -> None:
-    config, tolerance = report.config, report.tolerance
-    print(
-        f"Converted ELMo: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection "
-        f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
-        f"{config.num_highway_layers} highway; {report.num_parameters:,} parameters -> {report.output_dir}"
-    )
-    print(f"  weights: {report.weights_hash_message}")
-    for name in report.unused_datasets:
-        print(f"  unused dataset (not part of the biLM, not converted): {name}")
-    for comparison in report.comparisons:
-        status = "ok" if is_close(comparison.max_abs_difference, tolerance) else "FAIL"
-        print(
-            f"  verify {comparison.name}: max |actual - expected| = {comparison.max_abs_difference:.3g} "
-            f"(tolerance {tolerance:g}) {status}\n"
-            f"      actual   {np.array2string(comparison.actual_sample, precision=6)}\n"
-            f"      expected {np.array2string(comparison.expected_sample, precision=6)}"
-        )
-
-
-__all__ = ["ConversionReport", "convert_allennlp_to_hf", "print_report", "read_state_dict"]
+__all__ = ["HDF5ConversionReport", "convert_allennlp_to_hf", "read_state_dict"]

@@ -1,39 +1,7 @@
-"""Convert an ELMoForManyLangs model (HIT-SCIR's ELMo for 44 languages, `pip install elmoformanylangs`) to a Hugging
-Face directory.
-
-    elmo-hf convert --elmoformanylangs ko.model --output elmo-ko [--allow-pickle] [--overwrite] [--push-to-hub REPO_ID]
-
-(the script ``python -m conversion.convert_elmoformanylangs`` takes the same flags.) The input is the package's model directory:
-
-    config.json                  the training options (``vars(opt)``); only ``config_path`` is read
-    <config_path>                the network: ``encoder`` and ``token_embedder`` (``classifier`` and ``dropout`` are
-                                 training-only); looked up as the package does: the path, then its file name in the
-                                 directory
-    char.dic, word.dic           ``entry<TAB>id`` lines; word.dic is read when ``token_embedder.word_dim > 0``
-    token_embedder.pkl, encoder.pkl   the pickled torch state dicts
-
-The output is one `ELMoModel` like every other conversion: a config with ``character_vocabulary="unicode_characters"``
-(plus the word embedding and ``tf_forget_gate_bias=False``), and a tokenizer holding the character (and word)
-vocabulary as ``character_vocabulary.json``. What the package does differently, each handled here once:
-
-- ids: every char.dic / word.dic id + 1, so that 0 is the padding token (an all-zero row is put in front of both
-  embeddings), as in elmo-hf's byte scheme;
-- the package swaps the word markers: a row starts with the id of ``<eow>`` and ends with the id of ``<bow>``
-  (``frontend.create_one_batch``), so the vocabulary's ``begin_word`` is char.dic's ``<eow>``;
-- a .dic line is stripped before it is split, and a line left with a bare id means U+3000 (the package's reader: a
-  whitespace character was stripped away);
-- highway: AllenNLP's ``g * x + (1 - g) * relu(A x)`` with ``g = sigmoid(B x + b)``, stored ``[A; B]``; elmo-hf's gate
-  multiplies the non-linear part (TF's form), so its gate weight and bias are ``-B`` and ``-b``;
-- the token projection reads ``[word; characters]``; elmo-hf concatenates the word vector after the characters, so
-  the projection's columns are reordered;
-- LSTM: AllenNLP's cell with projection (``input_linearity`` without bias, ``state_linearity`` with the bias, gates
-  in PyTorch's order), no run-time forget bias, cell and projection clips, skip connections from the second layer
-  on (always).
-
-The pickles are loaded with ``torch.load(weights_only=True)``: tensors only. The released models' pickles are plain
-state dicts, which that reads; a pickle that needs more is refused unless ``allow_pickle`` (``--allow-pickle``) is
-given, because unpickling it runs whatever code it names. Any problem with the inputs raises ``ConversionError``
-naming the file and what was expected, before anything is written.
+"""Convert an ELMoForManyLangs model directory (HIT-SCIR's ELMo for 44 languages) to a Hugging Face directory
+(``elmo-hf convert --elmoformanylangs DIR``): one ``ELMoModel`` with a Unicode character vocabulary (and word
+embedding). What the package does differently (ids + 1, swapped word markers, highway sign, projection order, the
+AllenNLP cell) and why pickles are read tensors-only: docs/design/conversion.md.
 """
 
 from __future__ import annotations
@@ -41,9 +9,7 @@ from __future__ import annotations
 import codecs
 import json
 import pickle
-import shlex
-import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,13 +23,10 @@ from ..storage.files import sha256_of_file
 from ..storage.output_directory import staged_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import model_state_not_in_hdf5
-from .model_cards import render_model_card
+from .model_cards import conversion_command, render_model_card
 from .shared import (
-    CONVERTED_MODEL_OUTPUT,
-    MODEL_CARD_FILE_NAME,
-    ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME,
-    ConversionError,
-    push_directory_to_hub,
+    CONVERTED_MODEL_OUTPUT, ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME, ConversionError, ConversionReport, check_finite,
+    model_from_state, push_directory_to_hub, write_converted,
 )
 
 ELMOFORMANYLANGS_CONFIG_FILE_NAME = "config.json"  # the package's config.json, which names the network configuration
@@ -81,11 +44,7 @@ TOKEN_EMBEDDER_KEYS = {"name", "activation", "filters", "n_highway", "word_dim",
 # char.dic entries the package needs, and the elmo-hf marker each becomes. The package reads its markers swapped:
 # `bow_id, eow_id = char2id['<eow>'], char2id['<bow>']` (frontend.create_one_batch).
 CHARACTER_MARKER_ENTRIES = {
-    "begin_word": "<eow>",
-    "end_word": "<bow>",
-    "padding": "<pad>",
-    "unknown": "<oov>",
-    "begin_sentence": "<bos>",
+    "begin_word": "<eow>", "end_word": "<bow>", "padding": "<pad>", "unknown": "<oov>", "begin_sentence": "<bos>",
     "end_sentence": "<eos>",
 }
 BOUNDARY_WORDS = ("<bos>", "<eos>")  # the words the package puts around every sentence (elmo.read_list)
@@ -114,14 +73,18 @@ class ElmoForManyLangsModel:
 
 
 @dataclass
-class ElmoForManyLangsReport:
-    output_dir: Path
-    config: ELMoConfig
-    num_parameters: int
+class ElmoForManyLangsReport(ConversionReport):
     num_characters: int
     num_words: int
-    pushed_to: str | None = None
     ignored_keys: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        config = self.config
+        words = f", word embedding {config.word_embedding_dim} x {self.num_words:,} words" if config.word_embedding_dim else ""
+        return [
+            f"Converted ELMoForManyLangs: {self.architecture()}, {self.num_characters:,} characters (limit "
+            f"{config.max_characters_per_token - 2} per word){words}; {self.num_parameters:,} parameters -> {self.output_dir}"
+        ] + [f"  training-only section (not part of the biLM, not converted): {key}" for key in self.ignored_keys]
 
 
 # ---- reading the directory --------------------------------------------------------------------------------------------
@@ -330,92 +293,83 @@ def _load_unrestricted(path: Path) -> Any:
 # ---- the renaming -----------------------------------------------------------------------------------------------------
 
 
+# A pickle's layout: each package tensor -> (its shape, the model tensors it becomes).
+PackageLayout = dict[str, tuple[tuple[int, ...], Callable[[torch.Tensor], dict[str, torch.Tensor]]]]
+
+
 def padding_row_first(embedding: torch.Tensor) -> torch.Tensor:
     """(rows, dim) -> (1 + rows, dim): the all-zero row of the padding token (id 0) in front (every id was shifted)."""
     return torch.cat([embedding.new_zeros(1, embedding.shape[1]), embedding])
 
 
-def token_layer_state(package: dict[str, torch.Tensor], config: ELMoConfig) -> dict[str, torch.Tensor]:
+def _renamed(name: str) -> Callable[[torch.Tensor], dict[str, torch.Tensor]]:
+    return lambda tensor: {name: tensor}
+
+
+def token_embedder_layout(config: ELMoConfig, num_characters: int, num_words: int) -> PackageLayout:
     """token_embedder.pkl -> ``char_embeddings.*``."""
-    size, word_dim = config.char_cnn_output_dim, config.word_embedding_dim
-    state = {"char_embeddings.embedding.weight": padding_row_first(package["char_emb_layer.embedding.weight"])}
-    if word_dim:
-        state["char_embeddings.word_embedding.weight"] = padding_row_first(package["word_emb_layer.embedding.weight"])
-    for index in range(len(config.char_cnn_filters)):
-        for kind in ("weight", "bias"):  # Conv1d (count, char_dim, width) in both
-            state[f"char_embeddings.convolutions.{index}.{kind}"] = package[f"convolutions.{index}.{kind}"]
+    size, word_dim, char_dim = config.char_cnn_output_dim, config.word_embedding_dim, config.char_embedding_dim
+    embeddings = [("char_emb_layer", num_characters, char_dim, "embedding")] + ([("word_emb_layer", num_words, word_dim, "word_embedding")] if word_dim else [])
+    layout: PackageLayout = {
+        f"{source}.embedding.weight": ((rows, dim), lambda tensor, name=f"char_embeddings.{target}.weight": {name: padding_row_first(tensor)})
+        for source, rows, dim, target in embeddings
+    }
+    for index, (width, count) in enumerate(config.char_cnn_filters):  # Conv1d (count, char_dim, width) in both
+        layout[f"convolutions.{index}.weight"] = ((count, char_dim, width), _renamed(f"char_embeddings.convolutions.{index}.weight"))
+        layout[f"convolutions.{index}.bias"] = ((count,), _renamed(f"char_embeddings.convolutions.{index}.bias"))
     for index in range(config.num_highway_layers):
-        weight, bias = package[f"highways._layers.{index}.weight"], package[f"highways._layers.{index}.bias"]
-        prefix = f"char_embeddings.highways.{index}"
-        state[f"{prefix}.transform.weight"], state[f"{prefix}.transform.bias"] = weight[:size], bias[:size]
-        # AllenNLP's gate multiplies the input (g * x + (1 - g) * f); TF's multiplies f: 1 - sigmoid(z) = sigmoid(-z).
-        state[f"{prefix}.gate.weight"], state[f"{prefix}.gate.bias"] = -weight[size:], -bias[size:]
+        for kind, shape in (("weight", (2 * size, size)), ("bias", (2 * size,))):
+            prefix = f"char_embeddings.highways.{index}"
+            # Stored [A; B]. AllenNLP's gate multiplies the input (g * x + (1 - g) * f); TF's multiplies f:
+            # 1 - sigmoid(z) = sigmoid(-z).
+            layout[f"highways._layers.{index}.{kind}"] = (
+                shape, lambda tensor, p=prefix, k=kind: {f"{p}.transform.{k}": tensor[:size], f"{p}.gate.{k}": -tensor[size:]}
+            )
     # The package projects [word; characters]; elmo-hf concatenates [characters; word].
-    projection = package["projection.weight"]
-    state["char_embeddings.projection.weight"] = torch.cat([projection[:, word_dim:], projection[:, :word_dim]], dim=1)
-    state["char_embeddings.projection.bias"] = package["projection.bias"]
-    return state
+    layout["projection.weight"] = (
+        (config.projection_dim, word_dim + size),
+        lambda tensor: {"char_embeddings.projection.weight": torch.cat([tensor[:, word_dim:], tensor[:, :word_dim]], dim=1)},
+    )
+    layout["projection.bias"] = ((config.projection_dim,), _renamed("char_embeddings.projection.bias"))
+    return layout
 
 
-def encoder_state(package: dict[str, torch.Tensor], config: ELMoConfig) -> dict[str, torch.Tensor]:
+def encoder_layout(config: ELMoConfig) -> PackageLayout:
     """encoder.pkl -> ``encoder.*``: AllenNLP's cell keeps its only bias on the recurrent side, elmo-hf on the input
     side (the sum is the same); gate blocks are (input, forget, candidate, output) in both."""
-    state = {}
+    gates, projection_dim = 4 * config.lstm_cell_size, config.projection_dim
+    layout: PackageLayout = {}
     for layer in range(config.num_lstm_layers):
         for direction in ("forward", "backward"):
             source, target = f"{direction}_layer_{layer}", f"encoder.{direction}_layers.{layer}"
-            state[f"{target}.input_to_gates.weight"] = package[f"{source}.input_linearity.weight"]
-            state[f"{target}.input_to_gates.bias"] = package[f"{source}.state_linearity.bias"]
-            state[f"{target}.state_to_gates.weight"] = package[f"{source}.state_linearity.weight"]
-            state[f"{target}.state_projection.weight"] = package[f"{source}.state_projection.weight"]
-    return state
+            for name, shape, model_name in (
+                ("input_linearity.weight", (gates, projection_dim), "input_to_gates.weight"),
+                ("state_linearity.weight", (gates, projection_dim), "state_to_gates.weight"),
+                ("state_linearity.bias", (gates,), "input_to_gates.bias"),
+                ("state_projection.weight", (projection_dim, config.lstm_cell_size), "state_projection.weight"),
+            ):
+                layout[f"{source}.{name}"] = (shape, _renamed(f"{target}.{model_name}"))
+    return layout
 
 
-def expected_package_shapes(config: ELMoConfig, num_characters: int, num_words: int) -> tuple[dict, dict]:
-    """The shapes the package's modules have for this network: token_embedder.pkl's and encoder.pkl's."""
-    size, word_dim, projection_dim = config.char_cnn_output_dim, config.word_embedding_dim, config.projection_dim
-    token_embedder = {"char_emb_layer.embedding.weight": (num_characters, config.char_embedding_dim)}
-    if word_dim:
-        token_embedder["word_emb_layer.embedding.weight"] = (num_words, word_dim)
-    for index, (width, count) in enumerate(config.char_cnn_filters):
-        token_embedder[f"convolutions.{index}.weight"] = (count, config.char_embedding_dim, width)
-        token_embedder[f"convolutions.{index}.bias"] = (count,)
-    for index in range(config.num_highway_layers):
-        token_embedder[f"highways._layers.{index}.weight"] = (2 * size, size)
-        token_embedder[f"highways._layers.{index}.bias"] = (2 * size,)
-    token_embedder["projection.weight"] = (projection_dim, word_dim + size)
-    token_embedder["projection.bias"] = (projection_dim,)
-    cell = config.lstm_cell_size
-    encoder = {}
-    for layer in range(config.num_lstm_layers):
-        for direction in ("forward", "backward"):
-            prefix = f"{direction}_layer_{layer}"
-            encoder[f"{prefix}.input_linearity.weight"] = (4 * cell, projection_dim)
-            encoder[f"{prefix}.state_linearity.weight"] = (4 * cell, projection_dim)
-            encoder[f"{prefix}.state_linearity.bias"] = (4 * cell,)
-            encoder[f"{prefix}.state_projection.weight"] = (projection_dim, cell)
-    return token_embedder, encoder
-
-
-def check_package_state(state: dict[str, torch.Tensor], expected: dict[str, tuple], path: Path, allow_non_finite: bool) -> None:
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+def model_state_of_package(state: dict[str, torch.Tensor], layout: PackageLayout, path: Path, allow_non_finite: bool) -> dict:
+    """The model tensors of one pickle, after checking it holds exactly the layout's tensors, finite, of their shapes."""
+    missing = sorted(set(layout) - set(state))
+    unexpected = sorted(set(state) - set(layout))
     if missing or unexpected:
         raise ConversionError(
             f"{path} does not match the network configuration: missing {missing}, unexpected {unexpected}."
         )
-    for name, shape in expected.items():
+    model_state = {}
+    for name, (shape, to_model) in layout.items():
         if tuple(state[name].shape) != shape:
             raise ConversionError(
                 f"{path} does not match the network configuration: {name!r} has shape {tuple(state[name].shape)}, "
                 f"expected {shape}."
             )
-        non_finite = int((~torch.isfinite(state[name])).sum())
-        if non_finite and not allow_non_finite:
-            raise ConversionError(
-                f"{path}: {name!r} holds {non_finite:,} NaN or infinite value(s) of {state[name].numel():,}: a damaged "
-                "or diverged model. Pass --allow-non-finite to convert it anyway."
-            )
+        check_finite(state[name].numpy(), f"{path}: {name!r}", allow_non_finite)
+        model_state.update(to_model(state[name]))
+    return model_state
 
 
 def read_elmoformanylangs(directory: str | Path, allow_pickle: bool = False, allow_non_finite: bool = False) -> ElmoForManyLangsModel:
@@ -439,12 +393,9 @@ def read_elmoformanylangs(directory: str | Path, allow_pickle: bool = False, all
     vocabulary = character_vocabulary(characters, words, directory)
     num_words = 0 if words is None else len(words)
     config = elmo_config(network, vocabulary, len(characters) + ID_SHIFT, num_words + ID_SHIFT, config_file)
-    token_shapes, encoder_shapes = expected_package_shapes(config, len(characters), num_words)
-    check_package_state(token_embedder, token_shapes, directory / TOKEN_EMBEDDER_FILE, allow_non_finite)
-    check_package_state(encoder, encoder_shapes, directory / ENCODER_FILE, allow_non_finite)
     state = {
-        **token_layer_state(token_embedder, config),
-        **encoder_state(encoder, config),
+        **model_state_of_package(token_embedder, token_embedder_layout(config, len(characters), num_words), directory / TOKEN_EMBEDDER_FILE, allow_non_finite),
+        **model_state_of_package(encoder, encoder_layout(config), directory / ENCODER_FILE, allow_non_finite),
         **{name: torch.from_numpy(array) for name, array in model_state_not_in_hdf5(config).items()},
     }
     return ElmoForManyLangsModel(directory, config_file, network, config, vocabulary, state)
@@ -456,28 +407,15 @@ def _rows_of(state: dict[str, torch.Tensor], name: str, path: Path) -> int:
     return state[name].shape[0]
 
 
-def build_model(read: ElmoForManyLangsModel) -> ELMoModel:
-    model = ELMoModel(read.config)
-    model.load_state_dict(read.state_dict, strict=True)
-    return model.eval()
-
-
 def build_tokenizer(read: ElmoForManyLangsModel) -> ELMoTokenizer:
     """The package takes words already split; text is split at whitespace (set ``word_splitter`` for another)."""
     return ELMoTokenizer(
-        max_characters_per_token=read.config.max_characters_per_token,
-        word_splitter="whitespace",
+        max_characters_per_token=read.config.max_characters_per_token, word_splitter="whitespace",
         character_vocabulary=read.vocabulary,
     )
 
 
 # ---- writing the output -----------------------------------------------------------------------------------------------
-
-
-def conversion_command(directory: Path, output_dir: Path, repo_id: str | None) -> str:
-    """The command for the model card: names only, no local paths."""
-    arguments = ["elmo-hf", "convert", "--elmoformanylangs", directory.name, "--output", output_dir.name]
-    return shlex.join(arguments + (["--push-to-hub", repo_id] if repo_id else []))
 
 
 def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, repo_id: str | None) -> str:
@@ -503,36 +441,23 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
             "hosts the 44 released models).",
         ]
     )
-    return render_model_card(
-        model.config,
-        model.num_parameters(),
-        repo_id or output_dir.name,
-        f"ELMoForManyLangs ({directory.name})",
+    words = read.vocabulary.words
+    description = (
         f"The ELMoForManyLangs model `{directory.name}` converted to Hugging Face format: a character vocabulary of "
         f"{len(read.vocabulary.characters):,} characters"
-        + (
-            f" and a word embedding of {len(read.vocabulary.words):,} words ({read.config.word_embedding_dim} dimensions)"
-            if read.vocabulary.words
-            else ""
-        )
-        + ".",
-        provenance,
-        conversion_command(directory, output_dir, repo_id),
-        PARITY.format(parity=MEASURED_PARITY),
-        language=None,
-        license="other",
+        + (f" and a word embedding of {len(words):,} words ({read.config.word_embedding_dim} dimensions)" if words else "")
+        + "."
+    )
+    command = conversion_command(["--elmoformanylangs", directory.name], output_dir, repo_id)
+    return render_model_card(
+        model.config, model.num_parameters(), repo_id or output_dir.name, f"ELMoForManyLangs ({directory.name})",
+        description, provenance, command, PARITY.format(parity=MEASURED_PARITY), language=None, license="other",
     )
 
 
 def convert_elmoformanylangs(
-    directory: str | Path,
-    output_dir: str | Path,
-    overwrite: bool = False,
-    allow_pickle: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
+    directory: str | Path, output_dir: str | Path, overwrite: bool = False, allow_pickle: bool = False,
+    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
     token: str | None = None,
 ) -> ElmoForManyLangsReport:
     """Convert the model directory ``directory`` into ``output_dir`` (atomically, under elmo-hf's output policy),
@@ -541,18 +466,11 @@ def convert_elmoformanylangs(
     directory, output_dir = Path(directory), Path(output_dir)
     with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=[directory]) as staging_dir:
         read = read_elmoformanylangs(directory, allow_pickle, allow_non_finite)
-        model = build_model(read)
+        model = model_from_state(ELMoModel, read.config, read.state_dict)
         card = model_card(read, model, output_dir, push_to_hub)
-        model.save_pretrained(staging_dir)
-        build_tokenizer(read).save_pretrained(staging_dir)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
-        shutil.copyfile(read.network_config_file, staging_dir / ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME)
+        write_converted(staging_dir, model, build_tokenizer(read), card, {ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME: read.network_config_file})
     report = ElmoForManyLangsReport(
-        output_dir,
-        read.config,
-        model.num_parameters(),
-        len(read.vocabulary.characters),
-        len(read.vocabulary.words or ()),
+        output_dir, read.config, model.num_parameters(), len(read.vocabulary.characters), len(read.vocabulary.words or ()),
         ignored_keys=sorted(set(read.network) & TRAINING_ONLY_SECTIONS),
     )
     if push_to_hub is not None:
@@ -560,25 +478,7 @@ def convert_elmoformanylangs(
     return report
 
 
-def print_report(report: ElmoForManyLangsReport) -> None:
-    config = report.config
-    words = f", word embedding {config.word_embedding_dim} x {report.num_words:,} words" if config.word_embedding_dim else ""
-    print(
-        f"Converted ELMoForManyLangs: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection "
-        f"{config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
-        f"{config.num_highway_layers} highway, {report.num_characters:,} characters "
-        f"(limit {config.max_characters_per_token - 2} per word){words}; {report.num_parameters:,} parameters -> "
-        f"{report.output_dir}"
-    )
-    for key in report.ignored_keys:
-        print(f"  training-only section (not part of the biLM, not converted): {key}")
-
-
 __all__ = [
-    "ConversionError",
-    "ElmoForManyLangsModel",
-    "ElmoForManyLangsReport",
-    "convert_elmoformanylangs",
-    "print_report",
+    "ConversionError", "ElmoForManyLangsModel", "ElmoForManyLangsReport", "convert_elmoformanylangs",
     "read_elmoformanylangs",
 ]

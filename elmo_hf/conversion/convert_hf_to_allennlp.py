@@ -1,12 +1,6 @@
-"""Export an ELMo Hugging Face directory back to the original layout (``options.json`` + ``weights.hdf5``, and the
-word vocabulary ``vocab.txt`` when the directory has one), usable by bilm-tf and AllenNLP.
-
-    elmo-hf export --model elmo-small --output elmo-small-original [--overwrite]
-
-(the script ``python -m conversion.convert_hf_to_allennlp`` takes the same flags.) HDF5 -> HF -> HDF5 gives back
-every dataset bit for bit (same names, shapes, dtypes and bytes); the .hdf5 file's own bytes differ (HDF5's headers
-and layout). State the original format cannot hold (a stored warm initial LSTM state, trained scalar-mix weights, a
-pre-training model's softmax) is reported, not written.
+"""Export an ELMo Hugging Face directory back to the original layout (``options.json`` + ``weights.hdf5``, and
+``vocab.txt`` when the directory has one): every dataset bit for bit (``elmo-hf export``). State the original format
+cannot hold is reported, not written (docs/design/conversion.md).
 """
 
 from __future__ import annotations

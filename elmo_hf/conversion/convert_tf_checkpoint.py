@@ -1,42 +1,18 @@
 """Convert a bilm-tf TensorFlow checkpoint (``model.ckpt-N`` + ``options.json`` + the vocabulary) to an
-``ELMoForPreTraining`` directory: the biLM and its word softmax, so the model can score text
-(``ELMoLanguageModelScorer``) and go on pre-training (``elmo-hf pretrain --init-from``).
-
-    elmo-hf convert --checkpoint SAVE_DIR_OR_PREFIX --vocab vocab.txt [--options options.json] --output DIR
-
-The released ``weights.hdf5`` files are bilm-tf's ``dump_weights`` of such a checkpoint without the softmax. This
-module maps each checkpoint variable onto the HDF5 dump's name with bilm-tf's renaming rule
-(``hdf5_name_of_variable``) and from there onto the model with ``hdf5_layout.weight_mappings``, the one layout
-table: converting a checkpoint and converting its dump give the same biLM. The softmax (``lm/softmax/W`` (V, P) and
-``lm/softmax/b`` (V,)) becomes ``softmax.weight`` / ``softmax.bias`` as it is (``nn.Linear`` keeps (out, in)).
-
-Read, not converted: optimizer slots (``.../Adagrad``: a variable named after another variable), and bilm-tf's
-bookkeeping outside the ``lm/`` scope (``global_step``, ``train_perplexity``). No TensorFlow is needed
-(``conversion.tf_checkpoint`` reads the checkpoint format).
-
-The vocabulary file is read as bilm-tf reads it (line order is id order, lines stripped, ``!!!MAXTERMID`` skipped).
-elmo-hf's vocabulary has ``<S>``, ``</S>``, ``<UNK>`` at ids 0, 1, 2 (``ELMoWordVocabulary``); a file with them
-elsewhere (the released ``vocab-2016-09-10.txt`` starts ``</S>``, ``<S>``) is reordered, and the softmax rows with it,
-which changes no probability.
-
-Refused, with a ``ConversionError`` naming the input (nothing is written): a missing or damaged checkpoint; an
-``options.json`` that is not a bidirectional character-input biLM (bilm-tf's ``bidirectional: false`` or its
-word-input model); a missing variable or one whose shape differs from what ``options.json`` implies; biLM
-variables that ``options.json`` does not describe (an extra layer); ``n_tokens_vocab`` or a vocabulary file whose
-size differs from the softmax's rows; a vocabulary without the three special tokens or with a word twice; NaN or
-infinite weights (unless ``allow_non_finite``).
+``ELMoForPreTraining`` directory, the biLM and its word softmax (``elmo-hf convert --checkpoint DIR --vocab FILE``).
+Each variable is renamed to its ``dump_weights`` HDF5 name (``hdf5_name_of_variable``) and mapped with the one layout
+table, so a checkpoint and its dump give the same biLM. What is read, reordered and refused:
+docs/design/conversion.md.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..configuration_elmo import ELMoConfig, pretraining_fields_from_options
 from ..corpus.vocabulary import SPECIAL_WORDS, ELMoWordVocabulary, vocabulary_file_words
@@ -44,15 +20,10 @@ from ..modeling_elmo_pretraining import ELMoForPreTraining
 from ..storage.output_directory import staged_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, model_state_not_in_hdf5, weight_mappings
-from .model_cards import render_model_card
+from .model_cards import conversion_command, render_model_card
 from .shared import (
-    ALLENNLP_OPTIONS_FILE_NAME,
-    CONVERTED_MODEL_OUTPUT,
-    MODEL_CARD_FILE_NAME,
-    ORIGINAL_OPTIONS_FILE_NAME,
-    ConversionError,
-    push_directory_to_hub,
-    read_options,
+    ALLENNLP_OPTIONS_FILE_NAME, CONVERTED_MODEL_OUTPUT, ORIGINAL_OPTIONS_FILE_NAME, ConversionError, ConversionReport,
+    check_finite, model_from_state, push_directory_to_hub, read_options, write_converted,
 )
 from .tf_checkpoint import TFCheckpoint
 
@@ -181,12 +152,7 @@ def read_variable(checkpoint: TFCheckpoint, name: str, shape: tuple[int, ...], w
     if entry.dtype != np.float32:
         raise ConversionError(f"checkpoint {checkpoint.prefix}: variable {name!r} has dtype {entry.dtype}, expected float32.")
     array = checkpoint.read(name)
-    non_finite = int(np.count_nonzero(~np.isfinite(array)))
-    if non_finite and not allow_non_finite:
-        raise ConversionError(
-            f"checkpoint {checkpoint.prefix}: variable {name!r} holds {non_finite:,} NaN or infinite value(s) of "
-            f"{array.size:,}: a damaged or diverged model. Pass --allow-non-finite to convert it anyway."
-        )
+    check_finite(array, f"checkpoint {checkpoint.prefix}: variable {name!r}", allow_non_finite)
     return array
 
 
@@ -247,10 +213,8 @@ def load_tf_checkpoint(
 
     model_state = {f"elmo.{name}": array for name, array in state.items()}
     model_state["softmax.weight"], model_state["softmax.bias"] = weight[bilm_tf_ids], bias[bilm_tf_ids]
-    model = ELMoForPreTraining(config)
-    model.load_state_dict({name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in model_state.items()}, strict=True)
     return CheckpointModel(
-        model.eval(), vocabulary, reader.prefix, options_file, Path(vocab_file), bilm_tf_ids[:3] != [0, 1, 2],
+        model_from_state(ELMoForPreTraining, config, model_state), vocabulary, reader.prefix, options_file, Path(vocab_file), bilm_tf_ids[:3] != [0, 1, 2],
         slots, bookkeeping, unused,
     )
 
@@ -277,17 +241,26 @@ def check_vocabulary_size(
 
 
 @dataclass
-class CheckpointConversionReport:
-    output_dir: Path
-    config: ELMoConfig
-    num_parameters: int
+class CheckpointConversionReport(ConversionReport):
     vocabulary_size: int
     reordered_special_tokens: bool
     checkpoint_prefix: Path
     optimizer_slots: list[str]
     bookkeeping: list[str]
     unused_variables: list[str]
-    pushed_to: str | None = None
+
+    def describe(self) -> list[str]:
+        config = self.config
+        lines = [
+            f"Converted bilm-tf checkpoint {self.checkpoint_prefix.name}: {config.num_lstm_layers} layers, cell "
+            f"{config.lstm_cell_size}, projection {config.projection_dim}, softmax over {self.vocabulary_size:,} words; "
+            f"{self.num_parameters:,} parameters -> {self.output_dir}"
+        ]
+        if self.reordered_special_tokens:
+            lines.append("  vocabulary: <S>, </S>, <UNK> moved to ids 0, 1, 2 (softmax rows reordered the same way)")
+        if self.optimizer_slots:
+            lines.append(f"  not converted: {len(self.optimizer_slots)} optimizer slot(s) (e.g. {self.optimizer_slots[0]})")
+        return lines + [f"  not converted (not part of the biLM or its softmax): {name}" for name in self.bookkeeping + self.unused_variables]
 
 
 def checkpoint_card(converted: CheckpointModel, repo_id: str, command: str) -> str:
@@ -317,16 +290,9 @@ def checkpoint_card(converted: CheckpointModel, repo_id: str, command: str) -> s
 
 
 def convert_tf_checkpoint(
-    checkpoint: str | Path,
-    vocab_file: str | Path,
-    output_dir: str | Path,
-    options_file: str | Path | None = None,
-    overwrite: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
-    token: str | None = None,
+    checkpoint: str | Path, vocab_file: str | Path, output_dir: str | Path, options_file: str | Path | None = None,
+    overwrite: bool = False, allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False,
+    revision: str | None = None, token: str | None = None,
 ) -> CheckpointConversionReport:
     """Convert a bilm-tf checkpoint into ``output_dir`` (written beside it and renamed into place, under elmo-hf's
     output policy): ``config.json`` + ``model.safetensors`` (``ELMoForPreTraining``), the tokenizer, ``vocab.txt``,
@@ -336,44 +302,22 @@ def convert_tf_checkpoint(
     inputs = [Path(checkpoint), Path(vocab_file)] + ([Path(options_file)] if options_file is not None else [])
     with staged_output_directory(output_dir, CONVERTED_MODEL_OUTPUT, overwrite=overwrite, inputs=inputs) as staging_dir:
         converted = load_tf_checkpoint(checkpoint, vocab_file, options_file, allow_non_finite)
-        command = f"elmo-hf convert --checkpoint {converted.checkpoint_prefix.name} --vocab {converted.vocab_file.name} --output {output_dir.name}"
-        converted.model.save_pretrained(staging_dir)
-        ELMoTokenizer(max_characters_per_token=converted.model.config.max_characters_per_token).save_pretrained(staging_dir)
+        model = converted.model
+        sources = ["--checkpoint", converted.checkpoint_prefix.name, "--vocab", converted.vocab_file.name]
+        card = checkpoint_card(converted, push_to_hub or output_dir.name, conversion_command(sources, output_dir, push_to_hub))
+        tokenizer = ELMoTokenizer(max_characters_per_token=model.config.max_characters_per_token)
+        write_converted(staging_dir, model, tokenizer, card, {ORIGINAL_OPTIONS_FILE_NAME: converted.options_file})
         converted.vocabulary.save(staging_dir)
-        shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(checkpoint_card(converted, push_to_hub or output_dir.name, command), encoding="utf-8")
     report = CheckpointConversionReport(
-        output_dir, converted.model.config, converted.model.num_parameters(), len(converted.vocabulary),
-        converted.reordered_special_tokens, converted.checkpoint_prefix, converted.optimizer_slots,
-        converted.bookkeeping, converted.unused_variables,
+        output_dir, model.config, model.num_parameters(), len(converted.vocabulary), converted.reordered_special_tokens,
+        converted.checkpoint_prefix, converted.optimizer_slots, converted.bookkeeping, converted.unused_variables,
     )
     if push_to_hub is not None:
         report.pushed_to = push_directory_to_hub(output_dir, push_to_hub, private, revision, token)
     return report
 
 
-def print_checkpoint_report(report: CheckpointConversionReport) -> None:
-    config = report.config
-    print(
-        f"Converted bilm-tf checkpoint {report.checkpoint_prefix.name}: {config.num_lstm_layers} layers, cell "
-        f"{config.lstm_cell_size}, projection {config.projection_dim}, softmax over {report.vocabulary_size:,} words; "
-        f"{report.num_parameters:,} parameters -> {report.output_dir}"
-    )
-    if report.reordered_special_tokens:
-        print("  vocabulary: <S>, </S>, <UNK> moved to ids 0, 1, 2 (softmax rows reordered the same way)")
-    if report.optimizer_slots:
-        print(f"  not converted: {len(report.optimizer_slots)} optimizer slot(s) (e.g. {report.optimizer_slots[0]})")
-    for name in report.bookkeeping + report.unused_variables:
-        print(f"  not converted (not part of the biLM or its softmax): {name}")
-
-
 __all__ = [
-    "CheckpointConversionReport",
-    "CheckpointModel",
-    "convert_tf_checkpoint",
-    "dump_weights_name",
-    "hdf5_name_of_variable",
-    "load_tf_checkpoint",
-    "print_checkpoint_report",
-    "read_bilm_tf_vocabulary",
+    "CheckpointConversionReport", "CheckpointModel", "convert_tf_checkpoint", "dump_weights_name",
+    "hdf5_name_of_variable", "load_tf_checkpoint", "read_bilm_tf_vocabulary",
 ]

@@ -1,50 +1,18 @@
-"""Convert an ELMo TF-Hub module in the TF1 Hub format (google/elmo 2-3, DeepPavlov's ELMo downloads, a bilm-tf
-model exported "for Hub") to a Hugging Face directory, without TensorFlow.
-
-    elmo-hf convert --tfhub MODULE --output DIR [--options options.json] [--overwrite] [--push-to-hub REPO_ID]
-
-``MODULE`` is the module directory, the ``.tar.gz`` as downloaded, or a download folder holding one version
-subfolder (``tfhub_module.module_directory``, ``extracted_module``). The variables are read from ``variables/`` with
-``tf_checkpoint.TFCheckpoint`` (every tensor's crc32c checked); ``saved_model.pb`` is decoded for what the graph's
-``default`` output pools.
-
-What a module holds, and where each variable goes (every one is accounted for):
-
-- bilm-tf's inference graph (``BidirectionalLanguageModel``) under ``bilm/``: ``char_embed`` (262 rows, the padding
-  token's row 0 all zeros as bilm-tf's loader inserts it, or 261 rows), ``CNN/``, ``CNN_high_k/``, ``CNN_proj/`` and
-  ``RNN_d/RNN/MultiRNNCell/Celll/rnn/lstm_cell/{kernel, bias, projection/kernel}``. Each is renamed to its
-  ``weights.hdf5`` name (bilm-tf's own loader's map: ``.../rnn/lstm_cell/kernel`` is ``.../LSTMCell/W_0``, through
-  ``convert_tf_checkpoint.dump_weights_name``) and goes through the one layout table, ``hdf5_layout.weight_mappings``;
-- the trained scalar mix under ``aggregation/``: google/elmo's ``weights`` (L + 1,) and ``scaling`` (() or (1,)), or
-  bilm-tf's ``weight_layers`` names (``*_ELMo_W``, ``*_ELMo_gamma``, under ``aggregation/`` as DeepPavlov's exporter
-  writes them, or at the root). It becomes the
-  model's scalar mix 0, so ``elmo_representations[0]`` is the module's ``elmo`` output;
-- bilm-tf's LSTM state buffers ``bilm/Variable``, ``bilm/Variable_1``, ... (one set per signature: ``bilm_1/...``),
-  (max batch size, cell) and (max batch size, projection) for each direction and layer: checked, not converted. The
-  module's LSTMs carry their state from call to call (starting from these buffers, zeros in an exported module); the
-  converted model starts every sentence from zeros, which is the module's first call.
-
-There is no ``options.json``: the sizes come from the shapes, and what shapes cannot say (cell and projection clip,
-activation, skip connections, 50 characters per token) is the original ELMo's, ``ELMoConfig``'s defaults; ``--options``
-gives them (and the sizes, then checked against the shapes) instead. The tokenizer splits raw text on spaces only
-(``word_splitter="space"``), as the ``default`` signature does.
-
-Refused with a ``ConversionError`` naming the module and the variables (nothing is written): an unknown variable, a
-missing one, shapes that disagree with each other or with ``--options``, a damaged checkpoint (crc32c, truncated or
-missing shards), a ``tfhub_module.pb`` of another format, a ``saved_model.pb`` that cannot be decoded, NaN or infinite
-weights (unless ``allow_non_finite``).
+"""Convert an ELMo TF-Hub module in the TF1 Hub format (google/elmo 2-3, DeepPavlov's, a bilm-tf model exported
+"for Hub") to a Hugging Face directory, without TensorFlow (``elmo-hf convert --tfhub MODULE``). Every variable is
+accounted for: the biLM (renamed to its ``weights.hdf5`` name and mapped with the one layout table), the trained
+scalar mix (the model's mix 0), bilm-tf's LSTM state buffers (checked, not converted). The sizes come from the shapes
+unless ``--options`` is given. Where each variable goes and what is refused: docs/design/conversion.md.
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..configuration_elmo import ELMoConfig
 from ..modeling_elmo import ELMoModel
@@ -52,14 +20,10 @@ from ..storage.output_directory import staged_output_directory
 from ..tokenization_elmo import ELMoTokenizer
 from .convert_tf_checkpoint import dump_weights_name, read_variable
 from .hdf5_layout import ARCHITECTURE_DATASET_PATTERN, model_state_not_in_hdf5, weight_mappings
-from .model_cards import render_model_card
+from .model_cards import conversion_command, render_model_card
 from .shared import (
-    CONVERTED_MODEL_OUTPUT,
-    MODEL_CARD_FILE_NAME,
-    ORIGINAL_OPTIONS_FILE_NAME,
-    ConversionError,
-    push_directory_to_hub,
-    read_options,
+    CONVERTED_MODEL_OUTPUT, ORIGINAL_OPTIONS_FILE_NAME, ConversionError, ConversionReport, model_from_state,
+    push_directory_to_hub, read_options, write_converted,
 )
 from .tf_checkpoint import TFCheckpoint
 from .tfhub_module import VARIABLES_PREFIX, ModuleGraph, extracted_module, module_directory, read_module_graph
@@ -295,10 +259,8 @@ def load_tfhub_module(module: str | Path, options_file: str | Path | None = None
     weights, scaling = read_mix(checkpoint, variables, config, allow_non_finite)
     state.update(model_state_not_in_hdf5(config))
     state["scalar_mixes.0.scalar_weights"], state["scalar_mixes.0.gamma"] = weights, scaling
-    model = ELMoModel(config)
-    model.load_state_dict({name: torch.from_numpy(np.ascontiguousarray(array)) for name, array in state.items()}, strict=True)
     return HubModuleModel(
-        model.eval(), directory, Path(options_file) if options_file is not None else None, variables,
+        model_from_state(ELMoModel, config, state), directory, Path(options_file) if options_file is not None else None, variables,
         default_pooling(graph, variables), non_zero, checkpoint.num_shards,
     )
 
@@ -312,10 +274,7 @@ def tfhub_tokenizer(config: ELMoConfig) -> ELMoTokenizer:
 
 
 @dataclass
-class HubModuleConversionReport:
-    output_dir: Path
-    config: ELMoConfig
-    num_parameters: int
+class HubModuleConversionReport(ConversionReport):
     source: Path
     mix_weights: list[float]
     mix_scaling: float
@@ -323,7 +282,24 @@ class HubModuleConversionReport:
     num_state_buffers: int
     non_zero_state_buffers: list[str]
     options_given: bool
-    pushed_to: str | None = None
+
+    def describe(self) -> list[str]:
+        sizes = "from --options" if self.options_given else "sizes from the shapes, clips / relu / skip connections the original's"
+        lines = [
+            f"Converted TF-Hub module {self.source.name}: {self.architecture()} ({sizes}); "
+            f"{self.num_parameters:,} parameters -> {self.output_dir}",
+            f"  scalar mix: weights {[round(value, 6) for value in self.mix_weights]}, scaling {self.mix_scaling:.6g} "
+            "(the module's elmo output)",
+            f"  the module's default output: the mean of {self.default_pooling}",
+            f"  not converted: {self.num_state_buffers} LSTM state buffer(s) (the converted model starts from zeros: "
+            "the module's first call)",
+        ]
+        if self.non_zero_state_buffers:
+            lines.append(
+                f"  note: {len(self.non_zero_state_buffers)} state buffer(s) are not zero (e.g. {self.non_zero_state_buffers[0]}): "
+                "this module's first call does not start from zeros, the converted model does"
+            )
+        return lines
 
 
 def trained_mix(model: ELMoModel) -> tuple[list[float], float]:
@@ -394,22 +370,9 @@ def module_card(converted: HubModuleModel, source: Path, repo_id: str, command: 
     )
 
 
-def conversion_command(source: Path, output_dir: Path, options_file: Path | None, repo_id: str | None) -> str:
-    """The command for the card: file names only (no local paths in a published card)."""
-    options = f" --options {options_file.name}" if options_file is not None else ""
-    push = f" --push-to-hub {repo_id}" if repo_id else ""
-    return f"elmo-hf convert --tfhub {source.name}{options} --output {output_dir.name}{push}"
-
-
 def convert_tfhub_module(
-    module: str | Path,
-    output_dir: str | Path,
-    options_file: str | Path | None = None,
-    overwrite: bool = False,
-    allow_non_finite: bool = False,
-    push_to_hub: str | None = None,
-    private: bool = False,
-    revision: str | None = None,
+    module: str | Path, output_dir: str | Path, options_file: str | Path | None = None, overwrite: bool = False,
+    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
     token: str | None = None,
 ) -> HubModuleConversionReport:
     """Convert a TF-Hub module (its directory, a download folder holding one version folder, or its ``.tar.gz``)
@@ -423,13 +386,9 @@ def convert_tfhub_module(
         with extracted_module(source, output_dir) if source.is_file() else nullcontext(source) as directory:
             converted = load_tfhub_module(directory, options_file, allow_non_finite)
         model = converted.model
-        command = conversion_command(source, output_dir, converted.options_file, push_to_hub)
-        model.save_pretrained(staging_dir)
-        tfhub_tokenizer(model.config).save_pretrained(staging_dir)
-        card = module_card(converted, source, push_to_hub or output_dir.name, command)
-        (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
-        if converted.options_file is not None:
-            shutil.copyfile(converted.options_file, staging_dir / ORIGINAL_OPTIONS_FILE_NAME)
+        sources = ["--tfhub", source.name] + (["--options", converted.options_file.name] if converted.options_file else [])
+        card = module_card(converted, source, push_to_hub or output_dir.name, conversion_command(sources, output_dir, push_to_hub))
+        write_converted(staging_dir, model, tfhub_tokenizer(model.config), card, {ORIGINAL_OPTIONS_FILE_NAME: converted.options_file})
     report = HubModuleConversionReport(
         output_dir, model.config, model.num_parameters(), source, *trained_mix(model), converted.default_pooling,
         len(converted.variables.state_buffers), converted.non_zero_state_buffers, converted.options_file is not None,
@@ -439,34 +398,7 @@ def convert_tfhub_module(
     return report
 
 
-def print_report(report: HubModuleConversionReport) -> None:
-    config = report.config
-    sizes = "from --options" if report.options_given else "sizes from the shapes, clips / relu / skip connections the original's"
-    print(
-        f"Converted TF-Hub module {report.source.name}: {config.num_lstm_layers} layers, cell {config.lstm_cell_size}, "
-        f"projection {config.projection_dim}, {len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), "
-        f"{config.num_highway_layers} highway ({sizes}); {report.num_parameters:,} parameters -> {report.output_dir}"
-    )
-    weights = [round(value, 6) for value in report.mix_weights]
-    print(f"  scalar mix: weights {weights}, scaling {report.mix_scaling:.6g} (the module's elmo output)")
-    print(f"  the module's default output: the mean of {report.default_pooling}")
-    print(
-        f"  not converted: {report.num_state_buffers} LSTM state buffer(s) (the converted model starts from zeros: "
-        "the module's first call)"
-    )
-    if report.non_zero_state_buffers:
-        print(
-            f"  note: {len(report.non_zero_state_buffers)} state buffer(s) are not zero (e.g. {report.non_zero_state_buffers[0]}): "
-            "this module's first call does not start from zeros, the converted model does"
-        )
-
-
 __all__ = [
-    "HubModuleConversionReport",
-    "HubModuleModel",
-    "convert_tfhub_module",
-    "hdf5_name_of_module_variable",
-    "load_tfhub_module",
-    "print_report",
-    "tfhub_tokenizer",
+    "HubModuleConversionReport", "HubModuleModel", "convert_tfhub_module", "hdf5_name_of_module_variable",
+    "load_tfhub_module", "tfhub_tokenizer",
 ]

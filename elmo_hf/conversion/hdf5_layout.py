@@ -1,16 +1,7 @@
-"""The original ELMo weight file (bilm-tf / AllenNLP ``weights.hdf5``) and how each dataset maps onto ``ELMoModel``.
-
-This module is the only place that knows the HDF5 layout and TF's conventions. ``weight_mappings(config)`` is the
-renaming table as data: one ``WeightMapping`` per HDF5 dataset, with the expected shape, the model parameter(s) it
-fills and the two transforms (to the model, back to HDF5). Every transform is a transpose, a row insertion/removal or
+"""The original ELMo weight file (bilm-tf / AllenNLP ``weights.hdf5``) and how each dataset maps onto ``ELMoModel``:
+the only place that knows the HDF5 layout and TF's conventions (listed in docs/design/conversion.md).
+``weight_mappings(config)`` is the renaming table as data; every transform is a transpose, a row insertion/removal or
 a permutation of gate blocks, so HDF5 -> HF -> HDF5 is bit-exact.
-
-TF conventions handled here:
-- dense kernels are stored (in, out); ``nn.Linear`` wants (out, in);
-- conv kernels are (1, width, in, out); ``nn.Conv1d`` wants (out, in, width);
-- ``char_embed`` has no row for the padding token (id 0 after the +1 character shift);
-- ``LSTMCell/W_0`` multiplies ``[input, previous projected output]`` at once, with gate blocks ordered
-  (input, candidate, forget, output); the model keeps two matrices and PyTorch's (input, forget, candidate, output).
 """
 
 from __future__ import annotations
@@ -115,6 +106,19 @@ def lstm_bias_to_hdf5(bias: np.ndarray) -> np.ndarray:
 
 # ---- the table ------------------------------------------------------------------------------------------------------
 
+# Each kind of dataset: its (to the model, back to HDF5) transforms.
+TRANSFORMS = {
+    "as is": (unchanged_to_model, unchanged_to_hdf5),
+    "dense": (dense_kernel_to_model, dense_kernel_to_hdf5),
+    "conv": (conv_kernel_to_model, conv_kernel_to_hdf5),
+    "char embedding": (char_embedding_to_model, char_embedding_to_hdf5),
+    "lstm bias": (lstm_bias_to_model, lstm_bias_to_hdf5),
+}
+
+
+def _mapping(kind: str, hdf5_name: str, hdf5_shape: tuple[int, ...], *parameter_names: str) -> WeightMapping:
+    return WeightMapping(hdf5_name, hdf5_shape, parameter_names, *TRANSFORMS[kind])
+
 
 def lstm_cell_prefix(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
@@ -128,49 +132,24 @@ def weight_mappings(config: ELMoConfig) -> list[WeightMapping]:
 def _token_layer_mappings(config: ELMoConfig) -> list[WeightMapping]:
     """The character embedding, the CNN's filters, the highway layers and the projection, in file order."""
     embedding_dim, cnn_width, projection_dim = config.char_embedding_dim, config.char_cnn_output_dim, config.projection_dim
-    mappings = [
-        WeightMapping(
-            "char_embed",
-            (config.num_characters - 1, embedding_dim),
-            ("char_embeddings.embedding.weight",),
-            char_embedding_to_model,
-            char_embedding_to_hdf5,
-        )
-    ]
+    mappings = [_mapping("char embedding", "char_embed", (config.num_characters - 1, embedding_dim), "char_embeddings.embedding.weight")]
     for index, (width, count) in enumerate(config.char_cnn_filters):
+        convolution = f"char_embeddings.convolutions.{index}"
         mappings += [
-            WeightMapping(
-                f"CNN/W_cnn_{index}",
-                (1, width, embedding_dim, count),
-                (f"char_embeddings.convolutions.{index}.weight",),
-                conv_kernel_to_model,
-                conv_kernel_to_hdf5,
-            ),
-            WeightMapping(
-                f"CNN/b_cnn_{index}", (count,), (f"char_embeddings.convolutions.{index}.bias",), unchanged_to_model, unchanged_to_hdf5
-            ),
+            _mapping("conv", f"CNN/W_cnn_{index}", (1, width, embedding_dim, count), f"{convolution}.weight"),
+            _mapping("as is", f"CNN/b_cnn_{index}", (count,), f"{convolution}.bias"),
         ]
     for index in range(config.num_highway_layers):
         for tf_name, module_name in (("transform", "transform"), ("carry", "gate")):
             prefix = f"char_embeddings.highways.{index}.{module_name}"
             mappings += [
-                WeightMapping(
-                    f"CNN_high_{index}/W_{tf_name}", (cnn_width, cnn_width), (f"{prefix}.weight",), dense_kernel_to_model, dense_kernel_to_hdf5
-                ),
-                WeightMapping(
-                    f"CNN_high_{index}/b_{tf_name}", (cnn_width,), (f"{prefix}.bias",), unchanged_to_model, unchanged_to_hdf5
-                ),
+                _mapping("dense", f"CNN_high_{index}/W_{tf_name}", (cnn_width, cnn_width), f"{prefix}.weight"),
+                _mapping("as is", f"CNN_high_{index}/b_{tf_name}", (cnn_width,), f"{prefix}.bias"),
             ]
     if cnn_width != projection_dim:
         mappings += [
-            WeightMapping(
-                "CNN_proj/W_proj",
-                (cnn_width, projection_dim),
-                ("char_embeddings.projection.weight",),
-                dense_kernel_to_model,
-                dense_kernel_to_hdf5,
-            ),
-            WeightMapping("CNN_proj/b_proj", (projection_dim,), ("char_embeddings.projection.bias",), unchanged_to_model, unchanged_to_hdf5),
+            _mapping("dense", "CNN_proj/W_proj", (cnn_width, projection_dim), "char_embeddings.projection.weight"),
+            _mapping("as is", "CNN_proj/b_proj", (projection_dim,), "char_embeddings.projection.bias"),
         ]
     return mappings
 
@@ -182,27 +161,18 @@ def _lstm_mappings(config: ELMoConfig) -> list[WeightMapping]:
     for direction, direction_name in enumerate(DIRECTION_NAMES):
         for layer in range(config.num_lstm_layers):
             prefix, module = lstm_cell_prefix(direction, layer), f"encoder.{direction_name}_layers.{layer}"
-            input_size = projection_dim
             mappings += [
                 WeightMapping(
                     f"{prefix}/W_0",
-                    (input_size + projection_dim, 4 * cell_size),
+                    (projection_dim + projection_dim, 4 * cell_size),  # rows: the input (P), then the state (P)
                     (f"{module}.input_to_gates.weight", f"{module}.state_to_gates.weight"),
-                    lambda kernel, input_size=input_size: lstm_kernel_to_model(kernel, input_size),
+                    lambda kernel, input_size=projection_dim: lstm_kernel_to_model(kernel, input_size),
                     lstm_kernel_to_hdf5,
                 ),
-                WeightMapping(f"{prefix}/B", (4 * cell_size,), (f"{module}.input_to_gates.bias",), lstm_bias_to_model, lstm_bias_to_hdf5),
+                _mapping("lstm bias", f"{prefix}/B", (4 * cell_size,), f"{module}.input_to_gates.bias"),
             ]
             if projection_dim < cell_size:
-                mappings.append(
-                    WeightMapping(
-                        f"{prefix}/W_P_0",
-                        (cell_size, projection_dim),
-                        (f"{module}.state_projection.weight",),
-                        dense_kernel_to_model,
-                        dense_kernel_to_hdf5,
-                    )
-                )
+                mappings.append(_mapping("dense", f"{prefix}/W_P_0", (cell_size, projection_dim), f"{module}.state_projection.weight"))
     return mappings
 
 

@@ -105,48 +105,24 @@ def count_parameters(config: ELMoConfig) -> int:
 
 
 def render_model_card(
-    config: ELMoConfig,
-    num_parameters: int,
-    repo_id: str,
-    title: str,
-    description: str,
-    provenance: str,
-    conversion_command: str,
-    parity: str,
-    datasets: tuple[str, ...] = (),
-    initial_state: str = "zeros, the original's cold start",
-    language: str | None = "en",
-    license: str = "apache-2.0",
-    mix_description: str = "average of the layers (scalar mix, w = 0, gamma = 1)",
+    config: ELMoConfig, num_parameters: int, repo_id: str, title: str, description: str, provenance: str,
+    conversion_command: str, parity: str, datasets: tuple[str, ...] = (), language: str | None = "en",
+    license: str = "apache-2.0", mix_description: str = "average of the layers (scalar mix, w = 0, gamma = 1)",
 ) -> str:
     """The card from the template; ``language=None`` leaves the language out (a converted model of unknown language),
     ``license`` is the Hub's licence identifier (``"other"`` when the card's text explains it), ``mix_description``
-    says what scalar mix 0 is (a trained one, for a TF-Hub module)."""
+    says what scalar mix 0 is (a trained one, for a TF-Hub module). A converted model starts from the zero state."""
     card_data = ModelCardData(
-        language=language,
-        license=license,
-        library_name="transformers",
-        pipeline_tag="feature-extraction",
+        language=language, license=license, library_name="transformers", pipeline_tag="feature-extraction",
         tags=["elmo", "elmo-hf", "contextual-embeddings", "character-level", "bilm", "feature-extraction"],
         datasets=list(datasets) or None,
     )
     card = ModelCard.from_template(
-        card_data,
-        template_path=str(TEMPLATE_FILE),
-        title=title,
-        description=description,
-        repo_id=repo_id,
-        num_lstm_layers=config.num_lstm_layers,
-        lstm_cell_size=config.lstm_cell_size,
-        projection_dim=config.projection_dim,
-        parameters=f"{num_parameters / 1e6:.1f}M",
-        num_layers=config.num_representation_layers,
-        output_dim=config.output_dim,
-        provenance=provenance,
-        conversion_command=conversion_command,
-        parity=parity,
-        initial_state=initial_state,
-        mix_description=mix_description,
+        card_data, template_path=str(TEMPLATE_FILE), title=title, description=description, repo_id=repo_id,
+        num_lstm_layers=config.num_lstm_layers, lstm_cell_size=config.lstm_cell_size, projection_dim=config.projection_dim,
+        parameters=f"{num_parameters / 1e6:.1f}M", num_layers=config.num_representation_layers,
+        output_dim=config.output_dim, provenance=provenance, conversion_command=conversion_command, parity=parity,
+        initial_state="zeros, the original's cold start", mix_description=mix_description,
     )
     return str(card)
 
@@ -155,8 +131,7 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
     """The card of a released model, from its options file (``*.DERIVED.json``: rebuilt from the published table)."""
     config = ELMoConfig.from_options_dict(json.loads(options_file.read_text(encoding="utf-8")))
     hash_line = (
-        f"sha256 `{release.weights_sha256}`, {release.weights_size:,} bytes"
-        if release.weights_sha256
+        f"sha256 `{release.weights_sha256}`, {release.weights_size:,} bytes" if release.weights_sha256
         else "sha256 not recorded here; the converter prints it"
     )
     provenance = "\n".join(
@@ -169,41 +144,25 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
             "",
             f"The original `options.json` is uploaded next to the weights as `{ORIGINAL_OPTIONS_FILE_NAME}`.",
         ]
-        + (
-            [
-                "",
-                "The architecture on this card was rebuilt from the published table of ELMo models (its parameter count "
-                "matches); the released options file was not available when the card was generated.",
-            ]
-            if options_file.name.endswith(".DERIVED.json")
-            else []
-        )
+        + ([
+            "",
+            "The architecture on this card was rebuilt from the published table of ELMo models (its parameter count "
+            "matches); the released options file was not available when the card was generated.",
+        ] if options_file.name.endswith(".DERIVED.json") else [])
     )
-    command = conversion_command(Path(release.options_file_name), Path(release.weights_file_name), Path(f"elmo-{release.key}"), release.repo_id)
+    sources = ["--options", release.options_file_name, "--weights", release.weights_file_name]
+    command = conversion_command(sources, Path(f"elmo-{release.key}"), release.repo_id)
     return render_model_card(
-        config,
-        count_parameters(config),
-        release.repo_id,
-        release.title,
-        f"The `{release.name}` ELMo released by AllenNLP, converted to Hugging Face format.",
-        provenance,
-        command,
+        config, count_parameters(config), release.repo_id, release.title,
+        f"The `{release.name}` ELMo released by AllenNLP, converted to Hugging Face format.", provenance, command,
         FIXTURE_PARITY + " Run the conversion with `--verify` on reference outputs of these weights to measure them.",
         release.datasets,
     )
 
 
 def conversion_card(
-    config: ELMoConfig,
-    num_parameters: int,
-    options_file: Path,
-    weight_file: Path,
-    repo_id: str,
-    weights_hash_message: str,
-    comparisons: Sequence[ReferenceComparison],
-    verify_dir: Path | None,
-    command: str,
-    archive: Path | None = None,
+    config: ELMoConfig, num_parameters: int, options_file: Path, weight_file: Path, repo_id: str, weights_hash_message: str,
+    comparisons: Sequence[ReferenceComparison], verify_dir: Path | None, command: str, archive: Path | None = None,
 ) -> str:
     """The card of one conversion: its inputs and their sha256 (and the archive they came from), the command, and
     the parity measured (if any)."""
@@ -226,30 +185,18 @@ def conversion_card(
     else:
         parity = FIXTURE_PARITY + " This conversion was not run with `--verify`."
     return render_model_card(
-        config,
-        num_parameters,
-        repo_id,
-        release.title if release else f"ELMo ({repo_id})",
-        f"An ELMo converted from the original `{weight_file.name}` to Hugging Face format.",
-        provenance,
-        command,
-        parity,
+        config, num_parameters, repo_id, release.title if release else f"ELMo ({repo_id})",
+        f"An ELMo converted from the original `{weight_file.name}` to Hugging Face format.", provenance, command, parity,
         release.datasets if release else (),
     )
 
 
 def conversion_command(
-    options_file: Path,
-    weight_file: Path,
-    output_dir: Path,
-    repo_id: str | None = None,
-    verify_dir: Path | None = None,
-    archive: Path | None = None,
+    sources: list[str], output_dir: Path, repo_id: str | None = None, verify_dir: Path | None = None
 ) -> str:
-    """The command that made a conversion, for its card. File names only: the card is published, and local paths
-    (user names, directory layouts) do not belong in it."""
-    inputs = ["--zip", archive.name] if archive is not None else ["--options", options_file.name, "--weights", weight_file.name]
-    arguments = ["elmo-hf", "convert", *inputs, "--output", output_dir.name]
+    """The command that made a conversion, for its card: ``sources`` are the arguments naming its inputs
+    (``["--zip", NAME]``). File names only: the card is published, and local paths do not belong in it."""
+    arguments = ["elmo-hf", "convert", *sources, "--output", output_dir.name]
     if verify_dir is not None:
         arguments += ["--verify", verify_dir.name]
     if repo_id:
@@ -271,4 +218,7 @@ def write_released_model_cards(options_dir: Path, output_dir: Path) -> list[Path
     return written
 
 
-__all__ = ["RELEASED_MODELS", "check_known_hash", "conversion_card", "render_model_card", "write_released_model_cards"]
+__all__ = [
+    "RELEASED_MODELS", "check_known_hash", "conversion_card", "conversion_command", "render_model_card",
+    "write_released_model_cards",
+]

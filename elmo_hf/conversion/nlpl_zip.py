@@ -1,30 +1,7 @@
-"""ELMo archives of the NLPL vector repository (http://vectors.nlpl.eu/repository/), converted without unzipping.
-
-    elmo-hf convert --zip 223.zip --output elmo-nlpl-223
-
-An NLPL ELMo entry is one ``.zip`` holding the original files: ``options.json``, the weights as ``model.hdf5`` and
-usually the training vocabulary ``vocab.txt`` (most frequent words first), next to a ``README`` or ``meta.json``.
-``extracted_archive`` picks those members, extracts them into a temporary directory that is always removed (also on
-an error or Ctrl-C) and hands their paths to ``convert_allennlp_to_hf``; ``convert_nlpl_zip`` does both. The
-temporary directory (``.elmo-hf-zip-*``) is made beside the output directory, in its parent or, when that does not
-exist yet, in its nearest existing ancestor (nothing new is created): the weights are hundreds of MB and the system's
-temporary folder is often a small tmpfs. The members' declared sizes are checked against the free space there first. The
-vocabulary is copied into the converted directory as ``vocab.txt``, where ``ELMoEmbedder.from_pretrained`` (and so
-``elmo-hf embed``) pre-fills the token-layer cache with its words.
-
-Members are recognised by their file names, wherever they are in the archive (at its root or in one folder):
-
-- the options: ``options.json``, or a name ending in ``options.json`` (``elmo_..._options.json``);
-- the weights: a name ending in ``.hdf5`` (``model.hdf5`` in the repository, ``*_weights.hdf5`` elsewhere);
-- the vocabulary (optional): ``vocab.txt``, or gzip-compressed ``vocab.txt.gz``;
-- anything else (``meta.json``, ``README``, licences) is left out.
-
-Refused with a ``ConversionError`` naming the archive and what it holds (nothing is written): a file that is not a
-zip archive or is damaged; no options file or no weight file (the repository's ELMoForManyLangs entries are named as
-such: they convert, unzipped, with ``--elmoformanylangs``); two options files, two weight files or two vocabularies
-(an archive of several models: which one is meant cannot be guessed); an encrypted member; a member compressed with
-a method Python's zipfile cannot read (deflate64, ...); members larger than the free space where they would be
-extracted; a member name that is not a plain file name; a vocabulary that is not UTF-8 text. Errors of the conversion itself name ``ARCHIVE:member``.
+"""ELMo archives of the NLPL vector repository (``elmo-hf convert --zip 223.zip``), converted without unzipping: the
+options, weights and vocabulary members are recognised by name, extracted into a temporary directory beside the output
+(always removed) and handed to ``convert_allennlp_to_hf``. The member rules, what is refused and why the extraction
+sits beside the output: docs/design/conversion.md.
 """
 
 from __future__ import annotations
@@ -36,12 +13,12 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..corpus.lines import InvalidRowError, read_lines
 from ..corpus.vocabulary import VOCABULARY_FILE_NAME
-from .convert_allennlp_to_hf import ConversionReport, convert_allennlp_to_hf
+from .convert_allennlp_to_hf import HDF5ConversionReport, convert_allennlp_to_hf
 from .shared import ConversionError
 
 OPTIONS_NAME_SUFFIX = "options.json"
@@ -59,12 +36,11 @@ ELMOFORMANYLANGS_FILES = ("encoder.pkl", "token_embedder.pkl", "char.dic")
 
 @dataclass(frozen=True)
 class ArchiveMembers:
-    """The members of an archive that make the model (names inside the archive), and the ones left out."""
+    """The members of an archive that make the model (names inside the archive)."""
 
     options: str
     weights: str
     vocabulary: str | None
-    left_out: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,7 +60,7 @@ def _file_name(member: str) -> str:
 
 def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
     """Which of the archive's member ``names`` are the options, the weights and the vocabulary
-    (see the module docstring); ``ConversionError`` naming what was found when that is not clear."""
+    (the rules: docs/design/conversion.md); ``ConversionError`` naming what was found when that is not clear."""
     files = [name for name in names if not name.endswith("/") and not name.startswith("__MACOSX/")]
     options = [name for name in files if _file_name(name).endswith(OPTIONS_NAME_SUFFIX)]
     weights = [name for name in files if _file_name(name).endswith(WEIGHTS_NAME_SUFFIX)]
@@ -106,8 +82,7 @@ def find_members(archive: Path, names: list[str]) -> ArchiveMembers:
             )
     if len(vocabularies) > 1:
         raise ConversionError(f"{archive} holds {len(vocabularies)} vocabularies {vocabularies}; expected at most one")
-    chosen = {options[0], weights[0], *vocabularies}
-    return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None, [n for n in files if n not in chosen])
+    return ArchiveMembers(options[0], weights[0], vocabularies[0] if vocabularies else None)
 
 
 def extraction_parent(output_dir: str | Path | None) -> Path:
@@ -222,7 +197,7 @@ def extracted_archive(archive: str | Path, output_dir: str | Path | None = None)
         yield ExtractedArchive(archive, members, options_file, weight_file, vocabulary_file)
 
 
-def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> ConversionReport:
+def convert_nlpl_zip(archive: str | Path, output_dir: str | Path, **options) -> HDF5ConversionReport:
     """Convert the ELMo in an NLPL ``archive`` to ``output_dir`` (its vocabulary copied as ``vocab.txt``);
     ``options`` are ``convert_allennlp_to_hf``'s (``overwrite``, ``verify_dir``, ``push_to_hub``, ...). Raises
     ``ConversionError`` (nothing written) as ``extracted_archive`` and the converter say."""
@@ -247,6 +222,6 @@ def _in_archive_terms(message: str, extracted: ExtractedArchive) -> str:
 
 
 __all__ = [
-    "ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_directory", "extraction_parent",
-    "find_members",
+    "ArchiveMembers", "ExtractedArchive", "convert_nlpl_zip", "extracted_archive", "extraction_directory",
+    "extraction_parent", "find_members",
 ]

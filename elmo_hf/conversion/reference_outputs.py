@@ -1,15 +1,6 @@
-"""Compare a converted model with outputs computed by the original code (the layout of AllenNLP's ELMo test fixture).
-
-A reference directory holds:
-- ``sentences.json``: K lists of N whitespace-tokenised sentences;
-- ``lm_embeddings_{k}.hdf5``: dataset ``"i"`` = top layer of sentence ``sentences[k][i]``, shape (2, words, P), [0] the
-  forward half and [1] the backward half, boundaries removed;
-- optionally ``vocab_test.txt`` (one word per line) and ``elmo_token_embeddings.hdf5`` (dataset ``embedding``,
-  (words, P)): the context-free token layer of each word.
-
-The original produced ``lm_embeddings`` statefully: batch i = ``[sentences[0][i], ..., sentences[K-1][i]]``, run for
-i = 0, 1, ... through one model whose LSTM state carried over between batches (per batch row, from zeros). The
-comparison does exactly that, threading ``lstm_state`` from one call to the next.
+"""Compare a converted model with outputs computed by the original code (``--verify``), laid out as AllenNLP's ELMo
+test fixture and produced statefully: the comparison threads ``lstm_state`` from one batch to the next as the original
+did. The layout: docs/design/conversion.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,16 @@
 """What every converter shares: its errors, the names of the files it writes, the kind of output directory it
-writes, reading ``options.json`` and pushing a converted directory to the Hub."""
+writes, reading ``options.json``, the checks every weight goes through, writing the converted directory, its report
+and pushing it to the Hub. The steps of a conversion and its sources: docs/design/conversion.md."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+import torch
 
 from ..configuration_elmo import ELMoConfig
 from ..corpus.vocabulary import VOCABULARY_FILE_NAME
@@ -60,6 +66,62 @@ def read_options(options_file: Path) -> ELMoConfig:
         raise ConversionError(f"{options_file}: {error}") from error
 
 
+def check_finite(array: np.ndarray, where: str, allow_non_finite: bool) -> None:
+    """``ConversionError`` naming ``where`` (the file and the array in it) when ``array`` holds NaN or infinite
+    values, unless ``allow_non_finite``."""
+    non_finite = int(np.count_nonzero(~np.isfinite(array)))
+    if non_finite and not allow_non_finite:
+        raise ConversionError(
+            f"{where} holds {non_finite:,} NaN or infinite value(s) of {array.size:,}: a damaged or diverged model. "
+            "Pass --allow-non-finite to convert it anyway."
+        )
+
+
+def model_from_state(model_class, config: ELMoConfig, state: dict) -> torch.nn.Module:
+    """``model_class(config)`` holding ``state`` (NumPy arrays or tensors, every parameter: loaded strictly), in eval
+    mode."""
+    model = model_class(config)
+    tensors = {
+        name: value if isinstance(value, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(value))
+        for name, value in state.items()
+    }
+    model.load_state_dict(tensors, strict=True)
+    return model.eval()
+
+
+def write_converted(staging_dir: Path, model, tokenizer, card: str, copies: dict[str, Path | None] | None = None) -> None:
+    """The converted directory: the model, its tokenizer, the model card, and each input of ``copies`` (output name ->
+    input file, skipped when None) copied as it is."""
+    model.save_pretrained(staging_dir)
+    tokenizer.save_pretrained(staging_dir)
+    (staging_dir / MODEL_CARD_FILE_NAME).write_text(card, encoding="utf-8")
+    for name, source in (copies or {}).items():
+        if source is not None:
+            shutil.copyfile(source, staging_dir / name)
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion wrote and found; each source adds its findings and says them in ``describe()``, which
+    ``elmo-hf convert`` prints."""
+
+    output_dir: Path
+    config: ELMoConfig
+    num_parameters: int
+    pushed_to: str | None = field(default=None, kw_only=True)
+
+    def describe(self) -> list[str]:
+        raise NotImplementedError
+
+    def architecture(self) -> str:
+        """The network in one phrase: layers, cell, projection, filters, highway."""
+        config = self.config
+        return (
+            f"{config.num_lstm_layers} layers, cell {config.lstm_cell_size}, projection {config.projection_dim}, "
+            f"{len(config.char_cnn_filters)} filters ({config.char_cnn_output_dim}), {config.num_highway_layers} highway"
+        )
+
+
 def push_directory_to_hub(
     directory: Path, repo_id: str, private: bool = False, revision: str | None = None, token: str | None = None
 ) -> str:
@@ -82,14 +144,7 @@ def push_directory_to_hub(
 
 
 __all__ = [
-    "ALLENNLP_OPTIONS_FILE_NAME",
-    "CONVERTED_MODEL_OUTPUT",
-    "ConversionError",
-    "HubPushError",
-    "MODEL_CARD_FILE_NAME",
-    "ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME",
-    "ORIGINAL_OPTIONS_FILE_NAME",
-    "VerificationError",
-    "push_directory_to_hub",
-    "read_options",
+    "ALLENNLP_OPTIONS_FILE_NAME", "CONVERTED_MODEL_OUTPUT", "ConversionError", "ConversionReport", "HubPushError",
+    "MODEL_CARD_FILE_NAME", "ORIGINAL_ELMOFORMANYLANGS_CONFIG_FILE_NAME", "ORIGINAL_OPTIONS_FILE_NAME",
+    "VerificationError", "check_finite", "model_from_state", "push_directory_to_hub", "read_options", "write_converted",
 ]

@@ -1,20 +1,7 @@
-"""Read a TensorFlow checkpoint (``model.ckpt-N``) without TensorFlow.
-
-A TF checkpoint (format V2, "tensor bundle", what ``tf.train.Saver`` writes since TF 1.0) is
-
-- ``PREFIX.index``: an SSTable (LevelDB's table format, uncompressed) mapping each variable name to a
-  ``BundleEntryProto`` (dtype, shape, shard, offset, size, crc32c); the empty key holds a ``BundleHeaderProto``
-  (number of shards, endianness);
-- ``PREFIX.data-SSSSS-of-NNNNN``: the tensors' raw bytes, one file per shard;
-- ``PREFIX.meta``: the graph, not needed to read values.
-
-``TFCheckpoint(prefix)`` parses the index (every block's checksum verified) and reads one variable at a time as a
-NumPy array, checking its size and its crc32c. ``checkpoint_prefix(path)`` accepts a training directory (its
-``checkpoint`` file names the latest ``model.ckpt-N``), a prefix, or one of the checkpoint's files.
-
-The two protobuf messages are decoded by hand (wire format: varints and length-delimited fields), so neither
-TensorFlow nor protobuf is needed. Tensors split into slices (partitioned variables) and string tensors are refused:
-bilm-tf writes neither.
+"""Read a TensorFlow checkpoint (format V2: ``PREFIX.index``, ``PREFIX.data-SSSSS-of-NNNNN``) without TensorFlow or
+protobuf: ``TFCheckpoint(prefix)`` parses the index (every block's checksum verified) and reads one variable at a time
+as a NumPy array, its size and crc32c checked; ``checkpoint_prefix(path)`` accepts a training directory, a prefix or
+one of its files. The format: docs/design/conversion.md.
 """
 
 from __future__ import annotations
@@ -188,7 +175,6 @@ def protobuf_fields(message: bytes) -> Iterator[tuple[int, int | bytes]]:
 class TensorEntry:
     """One variable's ``BundleEntryProto``: where its bytes are and what they hold."""
 
-    name: str
     dtype_code: int  # TF's DataType enum
     shape: tuple[int, ...]
     shard: int
@@ -213,24 +199,18 @@ def parse_tensor_shape(message: bytes) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def parse_bundle_entry(name: str, message: bytes) -> TensorEntry:
+def parse_bundle_entry(message: bytes) -> TensorEntry:
     """``BundleEntryProto``: dtype 1, shape 2, shard_id 3, offset 4, size 5, crc32c 6 (fixed32, masked), slices 7."""
-    fields = {"dtype": 0, "shape": (), "shard": 0, "offset": 0, "size": 0, "crc32c": None, "slices": 0}
+    scalars, shape, num_slices = {1: 0, 3: 0, 4: 0, 5: 0, 6: None}, (), 0
     for number, value in protobuf_fields(message):
-        if number == 1:
-            fields["dtype"] = value
-        elif number == 2:
-            fields["shape"] = parse_tensor_shape(value)
-        elif number in (3, 4, 5):
-            fields[{3: "shard", 4: "offset", 5: "size"}[number]] = value
-        elif number == 6:
-            fields["crc32c"] = unmask_crc32c(value)
+        if number == 2:
+            shape = parse_tensor_shape(value)
         elif number == 7:
-            fields["slices"] += 1
-    return TensorEntry(
-        name, fields["dtype"], fields["shape"], fields["shard"], fields["offset"], fields["size"], fields["crc32c"],
-        fields["slices"],
-    )
+            num_slices += 1
+        elif number in scalars:
+            scalars[number] = value
+    checksum = None if scalars[6] is None else unmask_crc32c(scalars[6])
+    return TensorEntry(scalars[1], shape, scalars[3], scalars[4], scalars[5], checksum, num_slices)
 
 
 # ---- the SSTable of the .index file ----------------------------------------------------------------------------------
@@ -356,8 +336,7 @@ class TFCheckpoint:
                 if key == HEADER_KEY:
                     self._read_header(value)
                 else:
-                    name = key.decode("utf-8")
-                    self.entries[name] = parse_bundle_entry(name, value)
+                    self.entries[key.decode("utf-8")] = parse_bundle_entry(value)
         except (ValueError, struct.error, UnicodeDecodeError) as error:
             if isinstance(error, ConversionError):
                 raise

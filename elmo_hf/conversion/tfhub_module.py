@@ -1,20 +1,6 @@
-"""A TF-Hub module in the TF1 Hub format, read without TensorFlow: where it is, and what its graph says.
-
-A module (what ``hub.create_module_spec`` + ``Module.export`` of tensorflow-hub <= 0.12 write, and what google/elmo
-2-3 and DeepPavlov's ELMo downloads are) is a directory holding
-
-- ``tfhub_module.pb``: a ``ModuleDef`` whose ``format`` (field 1) is 3 (``FORMAT_V3``);
-- ``saved_model.pb``: a ``SavedModel`` (its ``meta_graphs``, field 2: the graph and the signatures);
-- ``variables/variables.index`` + ``variables/variables.data-SSSSS-of-NNNNN``: a TF checkpoint (format V2), read by
-  ``tf_checkpoint.TFCheckpoint``;
-- optionally ``assets/`` (not read).
-
-``module_directory(path)`` finds that directory in what a user has: the directory itself, a download folder holding
-one version subfolder (``elmo/3/``), or the ``.tar.gz`` of a compressed download, extracted by ``extracted_module``
-(only the module's own files, regular files with plain relative names) into a temporary directory beside the output
-that is removed however the conversion ends. ``read_signatures(directory)`` decodes the graph's signatures (input
-and output tensor names) and the data inputs of every node, so the converter can tell what an output is computed
-from (``depends_on``), with ``tf_checkpoint``'s hand decoder of the protobuf wire format.
+"""A TF-Hub module in the TF1 Hub format, read without TensorFlow: where it is (``module_directory``: the module,
+a download folder, or a ``.tar.gz`` extracted by ``extracted_module`` beside the output) and what its graph's
+signatures say (``read_module_graph``). The format: docs/design/conversion.md.
 """
 
 from __future__ import annotations
@@ -140,10 +126,10 @@ def extracted_module(archive: str | Path, output_dir: str | Path | None = None) 
 
 @dataclass
 class ModuleGraph:
-    """The signatures of the module's graph (signature -> output key -> node name) and each node's data inputs."""
+    """The outputs of the module's graph's signatures (signature -> output key -> node name) and each node's data
+    inputs."""
 
     outputs: dict[str, dict[str, str]] = field(default_factory=dict)
-    inputs: dict[str, dict[str, str]] = field(default_factory=dict)
     node_inputs: dict[str, list[str]] = field(default_factory=dict)
 
     def depends_on(self, node: str, target: str) -> bool:
@@ -192,9 +178,7 @@ def _read_meta_graph(message: bytes, graph: ModuleGraph) -> None:
                 graph.node_inputs[name] = [node_name(source) for source in inputs if not source.startswith("^")]
         elif number == 5:
             key, signature = _map_entries(value)
-            signature_fields = list(protobuf_fields(signature))
-            graph.inputs[key] = _tensor_names([item for number_, item in signature_fields if number_ == 1])
-            graph.outputs[key] = _tensor_names([item for number_, item in signature_fields if number_ == 2])
+            graph.outputs[key] = _tensor_names([item for number_, item in protobuf_fields(signature) if number_ == 2])
 
 
 def read_module_graph(directory: Path) -> ModuleGraph:
@@ -213,10 +197,6 @@ def read_module_graph(directory: Path) -> ModuleGraph:
 
 
 __all__ = [
-    "ModuleGraph",
-    "SAVED_MODEL_FILE_NAME",
-    "VARIABLES_PREFIX",
-    "extracted_module",
-    "module_directory",
+    "ModuleGraph", "SAVED_MODEL_FILE_NAME", "VARIABLES_PREFIX", "extracted_module", "module_directory",
     "read_module_graph",
 ]
