@@ -1,28 +1,16 @@
 """Contextual nearest neighbours (the paper's Table 4, over your own corpus): the word occurrences of an indexed corpus
-whose ELMo vectors are nearest to a word in a query sentence, and the token layer's context-independent neighbours
-for contrast.
+whose ELMo vectors are nearest to a word in a query sentence, and the token layer's context-independent neighbours.
 
-    index = ContextualIndex.load("play-index")                           # built by build_index / neighbours build
-    result = index.query("We went to see the play last night .", "play", k=5, static_k=5)
-    print(result.describe())                                             # or result.neighbours, result.to_json()
-
-A query sentence is embedded exactly as the corpus was: the model the embed run recorded (its weights must have the
-recorded fingerprint), the same representation (scalar mix, layer, ...), storage dtype, windows and word splitter,
-all read from the index record. So a sentence of the corpus finds itself first, with cosine 1 (distance 0, up to
-float rounding). Scores are cosine similarities (``1 - score`` is the cosine distance); with an ``ivfpq`` index they
-are approximate.
-
-Static neighbours are the vocabulary words whose token-layer vectors (the character CNN and highway layers, no
-biLSTM: ``ELMoModel.token_layer``) are nearest to the word's; the vocabulary is the indexed corpus's distinct words by
-default. The paper shows GloVe neighbours in that column; a character model's token layer ranks by spelling and
-morphology.
+A query sentence is embedded exactly as the corpus was (model, representation, dtype, windows, word splitter: all
+read from the index record), so a sentence of the corpus finds itself first with cosine 1. Scores are cosines
+(approximate for ``ivfpq``). Usage and what a query means: docs/guide/neighbours.md.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import json
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,13 +35,10 @@ from .index import (
     read_index_record,
 )
 
-# Shards whose sentences a loaded index keeps in memory (those its recent answers came from).
-CACHED_SHARDS = 32
-# Words around the query word shown when a sentence is printed (describe); the whole sentence is in the result.
-CONTEXT_WORDS = 12
-# The most frequent corpus words whose token-layer vectors static neighbours are chosen among.
-DEFAULT_STATIC_VOCABULARY = 50_000
-STATIC_BATCH_WORDS = 4096  # one-word sentences: larger batches ran 5x faster than 256 on CPU
+CACHED_SHARDS = 32  # shards whose sentences a loaded index keeps in memory (those its recent answers came from)
+CONTEXT_WORDS = 12  # words shown on each side of the query word when a sentence is printed (describe)
+DEFAULT_STATIC_VOCABULARY = 50_000  # the most frequent corpus words static neighbours are chosen among
+STATIC_BATCH_WORDS = 4096  # one-word sentences a token-layer call; why so many: docs/results/measurements.md
 
 
 class QueryError(ELMoHFError):
@@ -240,7 +225,7 @@ class ContextualIndex:
         self._model_argument = model
         self._device = device
         self._embedder = None
-        self._shard_rows: OrderedDict[tuple[int, int], dict[str, list]] = OrderedDict()
+        self._rows_of_shard = functools.lru_cache(maxsize=CACHED_SHARDS)(self._read_rows_of_shard)
         self._static_vectors: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
 
     @classmethod
@@ -294,8 +279,6 @@ class ContextualIndex:
             raise IndexInputError(f"the files of index {index_dir} do not agree with its {index_dir / 'index.json'}: build it again")
         return cls(index_dir, record, faiss_index, sources, sentence_starts, word_ids, vocabulary["words"], vocabulary["counts"], model=model, device=device)
 
-    # ------------------------------------------------------------------ what it holds
-
     @property
     def dim(self) -> int:
         return self.record["vectors"]["dim"]
@@ -315,8 +298,6 @@ class ContextualIndex:
             f"{plural(totals['sentences'], 'sentence')} from {plural(len(self.sources), 'embed output')}; {self.representation} "
             f"of {self.record['model']['name']} ({vectors['dim']} dimensions, stored as {vectors['dtype']})"
         )
-
-    # ------------------------------------------------------------------ the model, as the embed run had it
 
     @property
     def embedder(self):
@@ -373,8 +354,6 @@ class ContextualIndex:
             max_window_words=vectors["max_window_words"], window_context=vectors["window_context"],
             allow_tf32=vectors["allow_tf32"], compute_dtype=vectors.get("compute_dtype"), device=self._device,
         )
-
-    # ------------------------------------------------------------------ queries
 
     def query(
         self,
@@ -436,13 +415,11 @@ class ContextualIndex:
             return []
         selector = faiss.IDSelectorBatch(np.ascontiguousarray(only_ids, dtype=np.int64)) if only_ids is not None else None
         if self.kind == "flat":
-            parameters = faiss.SearchParameters(sel=selector) if selector is not None else None
+            parameters = faiss.SearchParameters(sel=selector)
         else:
             nprobe = check_int("nprobe", nprobe, 1, allow_none=True) or self.record["index"]["nprobe"]
-            if selector is not None:
-                # The selector filters inside the clusters scanned: scan them all, or occurrences elsewhere are missed.
-                nprobe = self.faiss_index.nlist
-            parameters = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe) if selector is not None else faiss.SearchParametersIVF(nprobe=nprobe)
+            # A selector filters inside the clusters scanned: scan them all, or occurrences elsewhere are missed.
+            parameters = faiss.SearchParametersIVF(sel=selector, nprobe=self.faiss_index.nlist if selector is not None else nprobe)
         scores, ids = self.faiss_index.search(normalised(vector[None]), min(k, self.faiss_index.ntotal), params=parameters)
         return [self.occurrence(int(index_id), float(score)) for index_id, score in zip(ids[0], scores[0]) if index_id >= 0]
 
@@ -473,25 +450,16 @@ class ContextualIndex:
             row, input_row, index_id,
         )
 
-    def _rows_of_shard(self, source_number: int, shard: int) -> dict[str, list]:
-        key = (source_number, shard)
-        if key in self._shard_rows:
-            self._shard_rows.move_to_end(key)
-            return self._shard_rows[key]
+    def _read_rows_of_shard(self, source_number: int, shard: int) -> dict[str, list]:
+        """The words, input rows and texts of one shard's rows (``_rows_of_shard`` keeps the last ``CACHED_SHARDS``)."""
         source = self.sources[source_number]
         columns = [source.words_column, INPUT_ROW_COLUMN] + ([source.text_column] if source.text_column else [])
         table = pq.read_table(source.shard_path(shard), columns=columns)
-        rows = {
+        return {
             "words": table.column(source.words_column).to_pylist(),
             "input_row": table.column(INPUT_ROW_COLUMN).to_pylist(),
             "text": table.column(source.text_column).to_pylist() if source.text_column else None,
         }
-        self._shard_rows[key] = rows
-        if len(self._shard_rows) > CACHED_SHARDS:
-            self._shard_rows.popitem(last=False)
-        return rows
-
-    # ------------------------------------------------------------------ static neighbours
 
     def static_neighbours(
         self, word: str, k: int = 10, *, min_count: int = 1, max_words: int = DEFAULT_STATIC_VOCABULARY
@@ -511,14 +479,6 @@ class ContextualIndex:
 
 
 __all__ = [
-    "ContextualIndex",
-    "Neighbour",
-    "QueryError",
-    "QueryResult",
-    "StaticNeighbour",
-    "describe_representation",
-    "highlighted",
-    "resolve_position",
-    "static_neighbours",
-    "token_vectors",
+    "ContextualIndex", "Neighbour", "QueryError", "QueryResult", "StaticNeighbour", "describe_representation", "highlighted",
+    "resolve_position", "static_neighbours", "token_vectors",
 ]
