@@ -243,10 +243,7 @@ class IndexParameters:
         return f"IVF{self.nlist},PQ{self.pq_subquantizers}x{self.pq_bits}np"
 
     @classmethod
-    def choose(
-        cls, kind: str, words: int, dim: int, *, nlist: int | None, nprobe: int | None, pq_subquantizers: int | None,
-        pq_bits: int | None, train_size: int | None,
-    ) -> "IndexParameters":
+    def choose(cls, kind: str, words: int, dim: int, *, nlist, nprobe, pq_subquantizers, pq_bits, train_size) -> "IndexParameters":
         """Check the options of ``kind`` for ``words`` vectors of ``dim`` dimensions and fill in the defaults: nlist
         about 4 sqrt(W), nprobe nlist / 16, m = D / 4 sub-quantizers of 8 bits, train_size min(W, max(100,000, 39 nlist))."""
         check_choice("index kind", kind, INDEX_KINDS)
@@ -315,32 +312,15 @@ def _training_sample(sources: Sequence[IndexedSource], vector_shape, layer, word
 
 
 def build_index(
-    embed_dirs: str | Path | Sequence[str | Path],
-    index_dir: str | Path,
-    *,
-    kind: str = "flat",
-    layer: int | None = None,
-    nlist: int | None = None,
-    nprobe: int | None = None,
-    pq_subquantizers: int | None = None,
-    pq_bits: int | None = None,
-    train_size: int | None = None,
-    seed: int = 0,
-    overwrite: bool = False,
-    progress: bool = True,
+    embed_dirs: str | Path | Sequence[str | Path], index_dir: str | Path, *, kind: str = "flat", layer: int | None = None,
+    nlist: int | None = None, nprobe: int | None = None, pq_subquantizers: int | None = None, pq_bits: int | None = None,
+    train_size: int | None = None, seed: int = 0, overwrite: bool = False, progress: bool = True,
 ) -> IndexBuildSummary:
-    """
-    Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
-    options, each checked as ``elmo-hf embed --verify`` does) into ``index_dir`` (see the module docstring).
-
-    Args:
-        kind: ``"flat"`` (exact, 4 D bytes a word), ``"ivf"`` (``nlist`` clusters, ``nprobe`` of them scanned per
-            query, exact scores) or ``"ivfpq"`` (IVF with ``pq_subquantizers`` x ``pq_bits`` bits a word; approximate
-            scores). Defaults for the others are in ``IndexParameters.choose``.
-        layer: for an output of ``--representation all``, which layer to index (0 = token layer); required there.
-        train_size, seed: IVF kinds are trained on ``train_size`` vectors sampled with ``seed``.
-        overwrite: replace an existing index at ``index_dir`` (only an elmo-hf neighbours index is replaced).
-    """
+    """Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
+    options, each verified as ``elmo-hf embed --verify`` does) into ``index_dir``. ``kind``: ``"flat"`` (exact),
+    ``"ivf"`` or ``"ivfpq"`` (approximate scores), sized by the options ``IndexParameters.choose`` defaults; IVF
+    kinds train on ``train_size`` vectors sampled with ``seed``. ``layer``: the layer of a ``--representation all``
+    output (required there). ``overwrite`` replaces only an earlier neighbours index."""
     faiss = import_faiss()
     started = time.perf_counter()
     paths, index_dir = _checked_build_arguments(embed_dirs, index_dir, kind, overwrite, progress, seed)

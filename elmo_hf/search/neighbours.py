@@ -224,32 +224,18 @@ class ContextualIndex:
         self.word_numbers = {word: number for number, word in enumerate(vocabulary)}
         self._model_argument = model
         self._device = device
-        self._embedder = None
         self._rows_of_shard = functools.lru_cache(maxsize=CACHED_SHARDS)(self._read_rows_of_shard)
         self._static_vectors: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
 
     @classmethod
     def load(
-        cls,
-        index_dir: str | Path,
-        *,
-        embeddings: str | Path | Sequence[str | Path] | None = None,
-        model=None,
-        device=None,
+        cls, index_dir: str | Path, *, embeddings: str | Path | Sequence[str | Path] | None = None, model=None, device=None,
         verify: bool = False,
     ) -> "ContextualIndex":
-        """
-        Open the index at ``index_dir``.
-
-        Args:
-            embeddings: where the embed outputs are now, in the order they were indexed, if they moved (default: the
-                paths recorded at build time). Each must be unchanged since (its manifest's sha256 is checked, and
-                the size of every shard).
-            model: an `ELMoModel` or a directory / Hub repo id, if the recorded model name does not load here
-                (e.g. a relative path); it must have the recorded weights.
-            device: where the model runs for queries (default: CPU).
-            verify: also re-hash every shard of the embed outputs (``elmo-hf embed --verify``).
-        """
+        """Open the index at ``index_dir``. ``embeddings``: where the embed outputs are now, in the indexed order, if
+        they moved (each must be unchanged: its manifest's sha256 and every shard's size are checked); ``model``: an
+        `ELMoModel`, directory or Hub repo id with the recorded weights, if the recorded name does not load here;
+        ``device``: where queries run (default: CPU); ``verify``: also re-hash every shard."""
         faiss = import_faiss()
         check_bool("verify", verify)
         index_dir = Path(index_dir)
@@ -299,14 +285,9 @@ class ContextualIndex:
             f"of {self.record['model']['name']} ({vectors['dim']} dimensions, stored as {vectors['dtype']})"
         )
 
-    @property
+    @functools.cached_property
     def embedder(self):
         """The `ELMoEmbedder` that embeds queries exactly as the corpus was embedded (loaded and checked once)."""
-        if self._embedder is None:
-            self._embedder = self._load_embedder()
-        return self._embedder
-
-    def _load_embedder(self):
         from ..embedding.embedder import ELMoEmbedder
         from ..embedding.manifest import model_fingerprint
         from ..modeling_elmo import ELMoModel
@@ -333,21 +314,14 @@ class ContextualIndex:
                 f"the model has other weights than {recorded['name']}, which embedded the corpus of index "
                 f"{self.index_dir} (sha256 {recorded['sha256'][:12]}...): its vectors are not comparable; pass that model"
             )
-        # The model's own tokenizer (a character vocabulary of its own, boundary rows), splitting as the embed run did.
-        tokenizer_source = model.name_or_path or recorded["name"]
+        # The model's own tokenizer (a character vocabulary of its own, boundary rows), splitting as the embed run did;
+        # ELMoEmbedder refuses one that does not fit the model.
+        tokenizer_source = str(model.name_or_path or recorded["name"])
         try:
-            tokenizer = ELMoTokenizer.from_pretrained(
-                str(tokenizer_source),
-                word_splitter=vectors["tokenizer"]["word_splitter"],
-                unicode_errors=vectors["tokenizer"]["unicode_errors"],
-            )
+            splitting = {name: vectors["tokenizer"][name] for name in ("word_splitter", "unicode_errors")}
+            tokenizer = ELMoTokenizer.from_pretrained(tokenizer_source, **splitting)
         except (OSError, ValueError) as error:
-            raise IndexInputError(
-                f"cannot load the tokenizer of {tokenizer_source!r} for index {self.index_dir}: {error}"
-            ) from None
-        mismatch = tokenizer.mismatch_with(model.config)
-        if mismatch is not None:
-            raise IndexInputError(f"the tokenizer of {tokenizer_source!r} does not fit its model ({mismatch}): pass that model")
+            raise IndexInputError(f"cannot load the tokenizer of {tokenizer_source!r} for index {self.index_dir}: {error}") from None
         representation = vectors["layer"] if vectors["representation"] == "all" else vectors["representation"]
         return ELMoEmbedder(
             model, tokenizer, representation=representation, mix_index=vectors["mix_index"], dtype=vectors["dtype"],
@@ -356,15 +330,8 @@ class ContextualIndex:
         )
 
     def query(
-        self,
-        sentence: str | Sequence[str],
-        word: str | None = None,
-        *,
-        position: int | None = None,
-        k: int = 10,
-        same_word: bool = False,
-        nprobe: int | None = None,
-        static_k: int = 0,
+        self, sentence: str | Sequence[str], word: str | None = None, *, position: int | None = None, k: int = 10,
+        same_word: bool = False, nprobe: int | None = None, static_k: int = 0,
     ) -> QueryResult:
         """
         The ``k`` word occurrences of the corpus nearest to ``word`` (or the word at ``position``) in ``sentence``.
