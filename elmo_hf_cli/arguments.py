@@ -55,6 +55,12 @@ class SuggestingArgumentParser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, f"{error.message}; did you mean {match!r}?") from None
 
 
+def given_options(args: argparse.Namespace, names: Iterable[str]) -> dict:
+    """The options among ``names`` that were given (a parser of ``argument_default=argparse.SUPPRESS`` leaves the
+    others out): the library's defaults are the only defaults."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
+
 def representation_argument(value: str) -> str | int:
     """A representation name (``choices_elmo.REPRESENTATIONS``), or a layer index (checked against the model by the
     library)."""
@@ -169,6 +175,7 @@ __all__ = [
     "closest",
     "existing_directory",
     "existing_path",
+    "given_options",
     "looks_like_local_path",
     "model_argument",
     "output_directory",

@@ -154,15 +154,8 @@ class ELMoLanguageModelScorer:
     layers of `model.elmo(..., keep_sentence_boundaries=True)` through `model.softmax`, as
     `ELMoForPreTraining.forward` computes them in eval mode.
 
-    Args:
-        model ([`ELMoForPreTraining`]): a model with its word softmax (`model.softmax`, `config.word_vocab_size`
-            classes).
-        tokenizer ([`ELMoTokenizer`]): the character tokenizer the model was trained with (its `word_splitter`
-            splits `str` inputs).
-        vocabulary ([`ELMoWordVocabulary`]): the softmax's words; `len(vocabulary)` must equal
-            `config.word_vocab_size`.
-
-    Example:
+    Args: the model with its word softmax, the tokenizer it was trained with, and the softmax's words
+    (`len(vocabulary) == config.word_vocab_size`).
 
     ```python
     scorer = ELMoLanguageModelScorer.from_pretrained("models/my-elmo")  # as the pretraining CLI saves
@@ -287,18 +280,9 @@ class ELMoLanguageModelScorer:
         return torch.cat(pieces) if pieces else hidden.new_zeros(0)
 
     def score(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32) -> CorpusScore:
-        """
-        Forward, backward and joint perplexity of every sentence, and of all of them together.
-
-        Args:
-            sentences (`list`): each a `str` (split into words by the tokenizer) or a list of words. At least one
-                sentence, every sentence at least one word.
-            batch_size (`int`, *optional*, defaults to 32): sentences per model call. Sentences are grouped by
-                length (less padding); the scores do not depend on the grouping.
-
-        Returns:
-            [`CorpusScore`]: per-sentence [`SentenceScore`]s in input order, and exact totals.
-        """
+        """[`CorpusScore`]: forward, backward and joint perplexity of every sentence (a `str` or a list of words, at
+        least one word) in input order, and exact totals. Sentences are grouped by length, ``batch_size`` a model
+        call; the scores do not depend on the grouping."""
         if isinstance(sentences, str) or not isinstance(sentences, Sequence):
             raise TypeError(
                 "sentences must be a list of sentences (each a str or a list of words), got "
@@ -351,19 +335,11 @@ class ELMoLanguageModelScorer:
         scores = []
         for row, words in enumerate(sentences):
             forward_nlls, backward_nlls = nlls["forward"][row], nlls["backward"][row]
-            scores.append(
-                SentenceScore(
-                    words=tuple(words),
-                    forward_negative_log_likelihood=float(forward_nlls.sum()),
-                    backward_negative_log_likelihood=float(backward_nlls.sum()),
-                    num_predictions=counts[row],
-                    forward_prediction_nlls=tuple(forward_nlls.tolist()),
-                    backward_prediction_nlls=tuple(backward_nlls.tolist()),
-                    unknown_word_positions=tuple(
-                        position for position, word_id in enumerate(word_ids[row]) if word_id == UNK_WORD_ID
-                    ),
-                )
-            )
+            unknown = tuple(position for position, word_id in enumerate(word_ids[row]) if word_id == UNK_WORD_ID)
+            scores.append(SentenceScore(
+                tuple(words), float(forward_nlls.sum()), float(backward_nlls.sum()), counts[row],
+                tuple(forward_nlls.tolist()), tuple(backward_nlls.tolist()), unknown,
+            ))
         return scores
 
     def next_words(
@@ -421,18 +397,9 @@ class ELMoLanguageModelScorer:
         The forward LM has read `<S> w1 .. w(i-1)` and the backward LM `</S> wn .. w(i+1)`; neither reads the word
         at `position`, so it does not influence the result. Their distributions are combined as a product of
         experts, log p(w) = log p_fwd(w) + log p_bwd(w) - log Z, normalised over the vocabulary's words (every id
-        but `<S>` and `</S>`, which cannot fill a word position; `<UNK>` included).
-
-        Args:
-            sentence (`str` or list of words): the sentence.
-            position (`int`): 0-based index of the word to replace, in [0, number of words).
-            k (`int`, *optional*, defaults to 10): how many substitutes.
-            exclude_original (`bool`, *optional*, defaults to `True`): leave out the word at `position` (its id;
-                `<UNK>` for an unknown word).
-            exclude_unknown (`bool`, *optional*, defaults to `True`): leave out `<UNK>`.
-
-        Returns:
-            `list[LexicalSubstitute]`, most probable first (probabilities not renormalised after exclusions).
+        but `<S>` and `</S>`, which cannot fill a word position; `<UNK>` included). `position` is 0-based;
+        `exclude_original` leaves out the word there (its id: `<UNK>` for an unknown word), `exclude_unknown` `<UNK>`.
+        The k most probable first (probabilities not renormalised after exclusions).
         """
         check_int("k", k, 1, hint="how many words to return")
         words = self._words(sentence, "sentence")
