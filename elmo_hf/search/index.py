@@ -10,7 +10,6 @@ FAISS is an optional dependency: ``pip install 'elmo-hf[search]'`` (faiss-cpu).
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -28,8 +27,6 @@ from ..embedding.parquet import per_word_vectors_of_column
 from ..storage.files import sha256_of_file
 from ..storage.output_directory import MARKER_NAME, OutputKind, read_marker, staged_output_directory
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int
-
-logger = logging.getLogger(__name__)
 
 INDEX_FORMAT = "elmo-hf-neighbours-index"
 INDEX_VERSION = 1
@@ -68,8 +65,6 @@ def import_faiss():
     except ImportError as error:
         raise ImportError(f"nearest-neighbour search needs FAISS: {SEARCH_EXTRA_HINT} (faiss-cpu)") from error
     return faiss
-
-
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
@@ -111,20 +106,15 @@ class IndexedSource:
             listed = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
             raise IndexInputError(f"embed output {path} cannot be trusted: {listed} (see `elmo-hf embed --verify {path}`)")
         manifest = Manifest.read(path / MANIFEST_NAME)
-        source = cls(path, manifest, sha256_of_file(path / MANIFEST_NAME))
-        source.check_per_word_vectors()
-        return source
-
-    def check_per_word_vectors(self) -> None:
-        options = self.manifest.options
-        if not self.manifest.complete:
-            raise IndexInputError(f"embed output {self.path} is not complete: finish it with elmo-hf embed --resume first")
-        if options.get("pooling") != "none":
+        if not manifest.complete:
+            raise IndexInputError(f"embed output {path} is not complete: finish it with elmo-hf embed --resume first")
+        if manifest.options.get("pooling") != "none":
             raise IndexInputError(
-                f"embed output {self.path} holds one pooled vector per sentence (it was embedded with --pooling "
-                f"{options.get('pooling')}), not per-word vectors: embed the corpus again without --pooling to search "
-                "words in context"
+                f"embed output {path} holds one pooled vector per sentence (it was embedded with --pooling "
+                f"{manifest.options.get('pooling')}), not per-word vectors: embed the corpus again without --pooling to "
+                "search words in context"
             )
+        return cls(path, manifest, sha256_of_file(path / MANIFEST_NAME))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -216,8 +206,6 @@ def vector_shape_of(source: IndexedSource) -> tuple[int, ...]:
             f"column of per-word vectors (type {schema.field(source.vectors_column).type})"
         )
     return tuple(shape[1:])
-
-
 
 
 @dataclass(frozen=True)
@@ -445,8 +433,6 @@ def _check_batch(
         raise IndexInputError(f"embed output {source.path}: a shard's vectors, num_words and words do not agree")
     if not np.isfinite(vectors).all():
         raise IndexInputError(f"embed output {source.path} holds NaN or infinite vectors (embedded with --allow-non-finite): they cannot be searched")
-
-
 
 
 def read_index_record(index_dir: Path) -> dict[str, Any]:
