@@ -227,7 +227,7 @@ class IndexParameters:
             return "Flat"
         if self.kind == "ivf":
             return f"IVF{self.nlist},Flat"
-        # "np": no polysemous training (Hamming-distance filtering this index never uses; it took 30 s on 336 vectors).
+        # "np": no polysemous training, which this search never uses (docs/guide/neighbours.md, "Design notes").
         return f"IVF{self.nlist},PQ{self.pq_subquantizers}x{self.pq_bits}np"
 
     @classmethod
