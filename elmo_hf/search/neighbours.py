@@ -225,7 +225,7 @@ class ContextualIndex:
         self._model_argument = model
         self._device = device
         self._rows_of_shard = functools.lru_cache(maxsize=CACHED_SHARDS)(self._read_rows_of_shard)
-        self._static_vectors: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+        self._static_vocabulary = functools.lru_cache(maxsize=None)(self._static_vocabulary_vectors)
 
     @classmethod
     def load(
@@ -433,16 +433,14 @@ class ContextualIndex:
     ) -> list[StaticNeighbour]:
         """The ``k`` corpus words nearest to ``word`` in the token layer, among the ``max_words`` most frequent words
         seen at least ``min_count`` times (their vectors are computed once per index and kept)."""
-        check_int("min_count", min_count, 1)
-        check_int("max_words", max_words, 1)
-        key = (min_count, max_words)
-        if key not in self._static_vectors:
-            order = sorted(range(len(self.vocabulary)), key=lambda number: -self.counts[number])  # stable: ties in corpus order
-            chosen = [self.vocabulary[number] for number in order if self.counts[number] >= min_count][:max_words]
-            embedder = self.embedder
-            self._static_vectors[key] = (chosen, token_vectors(embedder.model, embedder.tokenizer, chosen))
-        vocabulary, vectors = self._static_vectors[key]
+        vocabulary, vectors = self._static_vocabulary(check_int("min_count", min_count, 1), check_int("max_words", max_words, 1))
         return static_neighbours(self.embedder.model, self.embedder.tokenizer, word, vocabulary, k, vocabulary_vectors=vectors)
+
+    def _static_vocabulary_vectors(self, min_count: int, max_words: int) -> tuple[list[str], np.ndarray]:
+        """The static vocabulary and its token-layer vectors (``_static_vocabulary`` keeps them per index)."""
+        order = sorted(range(len(self.vocabulary)), key=lambda number: -self.counts[number])  # stable: ties in corpus order
+        chosen = [self.vocabulary[number] for number in order if self.counts[number] >= min_count][:max_words]
+        return chosen, token_vectors(self.embedder.model, self.embedder.tokenizer, chosen)
 
 
 __all__ = [
