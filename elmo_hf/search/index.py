@@ -231,7 +231,10 @@ class IndexParameters:
         return f"IVF{self.nlist},PQ{self.pq_subquantizers}x{self.pq_bits}np"
 
     @classmethod
-    def choose(cls, kind: str, words: int, dim: int, *, nlist, nprobe, pq_subquantizers, pq_bits, train_size) -> "IndexParameters":
+    def choose(
+        cls, kind: str, words: int, dim: int, *, nlist: int | None, nprobe: int | None, pq_subquantizers: int | None,
+        pq_bits: int | None, train_size: int | None,
+    ) -> "IndexParameters":
         """Check the options of ``kind`` for ``words`` vectors of ``dim`` dimensions and fill in the defaults: nlist
         about 4 sqrt(W), nprobe nlist / 16, m = D / 4 sub-quantizers of 8 bits, train_size min(W, max(100,000, 39 nlist))."""
         check_choice("index kind", kind, INDEX_KINDS)
@@ -306,8 +309,8 @@ def build_index(
 ) -> IndexBuildSummary:
     """Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
     options, each verified as ``elmo-hf embed --verify`` does) into ``index_dir``. ``kind``: ``"flat"`` (exact),
-    ``"ivf"`` or ``"ivfpq"`` (approximate scores), sized by the options ``IndexParameters.choose`` defaults; IVF
-    kinds train on ``train_size`` vectors sampled with ``seed``. ``layer``: the layer of a ``--representation all``
+    ``"ivf"`` (exact scores in the clusters scanned) or ``"ivfpq"`` (approximate), sized by the options
+    ``IndexParameters.choose`` defaults; IVF kinds train on ``train_size`` vectors sampled with ``seed``. ``layer``: the layer of a ``--representation all``
     output (required there). ``overwrite`` replaces only an earlier neighbours index."""
     faiss = import_faiss()
     started = time.perf_counter()
