@@ -166,13 +166,10 @@ class IndexedSource:
                 yield vectors, num_words, batch.column(self.words_column).to_pylist()
 
     def record(self) -> dict[str, Any]:
+        """What ``index.json`` records of this source (``open_recorded_source`` checks it)."""
         return {
-            "path": str(self.path.resolve()),
-            "manifest_sha256": self.manifest_sha256,
-            "input": self.manifest.input,
-            "sentences": self.sentences,
-            "words": self.words,
-            "first_sentence": self.first_sentence,
+            "path": str(self.path.resolve()), "manifest_sha256": self.manifest_sha256, "input": self.manifest.input,
+            "sentences": self.sentences, "words": self.words, "first_sentence": self.first_sentence,
         }
 
 

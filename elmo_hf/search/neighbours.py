@@ -199,15 +199,9 @@ def static_neighbours(
 
 
 class ContextualIndex:
-    """
-    A neighbours index (``build_index``) opened for queries, with the embed outputs it was built from.
-
-    Use ``ContextualIndex.load(index_dir)``. The model is loaded at the first query (``model`` given to ``load``,
-    else the one the embed run recorded) and checked: its vectors must have the indexed size and its weights the
-    recorded fingerprint. Sentences of the answers are read from the embed outputs' shards; the last
-    ``CACHED_SHARDS`` shards read are kept in memory, and so are the token-layer vectors of the static vocabulary
-    once computed.
-    """
+    """A neighbours index (``build_index``) opened for queries (``ContextualIndex.load``), with the embed outputs it
+    was built from. The model is loaded and checked (indexed size, recorded fingerprint) at the first query; answers'
+    sentences are read from the embed outputs' shards (the last ``CACHED_SHARDS`` kept in memory)."""
 
     def __init__(
         self, index_dir: Path, record: dict[str, Any], faiss_index, sources: list[IndexedSource], sentence_starts: np.ndarray,
@@ -333,16 +327,10 @@ class ContextualIndex:
         self, sentence: str | Sequence[str], word: str | None = None, *, position: int | None = None, k: int = 10,
         same_word: bool = False, nprobe: int | None = None, static_k: int = 0,
     ) -> QueryResult:
-        """
-        The ``k`` word occurrences of the corpus nearest to ``word`` (or the word at ``position``) in ``sentence``.
-
-        Args:
-            sentence: raw text (split into words as the embed run split its text) or a list of words.
-            word, position: the query word: its first occurrence, or the word at ``position`` (0-based).
-            same_word: only occurrences of the same word (exact match), as in the paper's Table 4.
-            nprobe: clusters scanned by an IVF index (default: the one recorded at build time).
-            static_k: also the ``static_k`` nearest vocabulary words in the token layer (``static_neighbours``).
-        """
+        """The ``k`` word occurrences of the corpus nearest to ``word`` (its first occurrence) or the word at
+        ``position`` (0-based) in ``sentence`` (raw text, split as the embed run split its text, or a list of words).
+        ``same_word``: only occurrences of that word (the paper's Table 4); ``nprobe``: clusters an IVF index scans
+        (default: the recorded one); ``static_k``: also that many nearest words in the token layer."""
         check_int("k", k, 1)
         check_int("static_k", static_k, 0)
         check_bool("same_word", same_word)
