@@ -11,22 +11,12 @@
     elmo-hf neighbours query vectors-index/ --sentence "We saw the play ." --word play [--same-word] [--static 10]
     elmo-hf probe MODEL --corpus train.conllu [--test test.conllu] [--column upos] [--output probe/]
 
-This package lives beside ``elmo_hf``, the library it calls (the wheel holds both). ``--help`` of every command
-answers without torch: ``elmo_hf`` is lazy (its ``__init__`` imports nothing), so the command line reads the
-library's torch-free modules (``choices_elmo``, ``runtime``, ``storage``, ...) as they are, and each command imports
-the rest only when it runs; the values the library accepts (representations, poolings,
-optimizers, ...) are checked by the library itself, which names the allowed ones in its error.
+This package lives beside ``elmo_hf``, the library it calls; ``--help`` of every command answers without torch
+(docs/design/architecture.md, "Start-up"), and the library checks the values and holds the defaults.
 
 Exit codes: 0 success, 2 a problem with the input, the options or the output directory (the message says which),
-130 interrupted (Ctrl-C), 143 terminated (SIGTERM: handled as Ctrl-C is, ``common.sigterm_as_ctrl_c``), 1 a verification that found problems or an embedding worker process that died.
-
-Threads and processes: the library's one policy (``elmo_hf.runtime.parallelism``). ``main`` sets
-``OMP_WAIT_POLICY=PASSIVE`` (unless the environment sets it) before any command imports torch
-(``parallelism.wait_passively``); the CPU-heavy commands take ``--threads``.
-
-Process: ``elmo-hf`` and ``python -m elmo_hf_cli`` run ``command_line``, which is ``main`` in a process tuned as a
-short-lived one (``elmo_hf.runtime.process_tuning.tuned_command_process``: the garbage collector's thresholds and a
-frozen exit, glibc malloc thresholds under which freed tensors' memory is reused, also in the processes it spawns).
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM, handled as Ctrl-C is), 1 a verification that found problems or
+an embedding worker process that died.
 """
 
 from __future__ import annotations
@@ -82,11 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command_line() -> NoReturn:
     """The ``elmo-hf`` executable and ``python -m elmo_hf_cli``: ``main`` in a process of its own, tuned as a
-    short-lived process (``elmo_hf.runtime.process_tuning.tuned_command_process``: it collects garbage less often,
-    reuses freed memory, in the processes it spawns too, and exits without the interpreter's final search for cycles),
-    which ends by SIGINT at once on a Ctrl-C once the command has returned (``common.ctrl_c_ends_the_exit``). Call
-    ``main`` to run a command inside a program of your own: it changes none of them. SIGTERM is handled as Ctrl-C is
-    and exits 143 (``common.sigterm_as_ctrl_c``)."""
+    short-lived one (``tuned_command_process``), SIGTERM handled as Ctrl-C is, and a Ctrl-C in the exit ending it by
+    SIGINT. Call ``main`` to run a command inside a program of your own: it changes none of these."""
     sigterm_as_ctrl_c()
     with tuned_command_process():
         code = main()

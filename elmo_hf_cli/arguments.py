@@ -1,25 +1,9 @@
-"""Checks of the command line's arguments that answer before torch is imported (argparse ``type=`` functions).
-
-A wrong value fails at once, naming the argument, instead of after the seconds that importing torch and transformers
-takes. What is checked here, and the rule for each:
-
-- a **choice** (``--pooling``, ``--representation``, ``--dtype``, ...): one of the library's own list of values,
-  ``elmo_hf/choices_elmo.py``, which imports nothing (``elmo_hf`` is lazy: its ``__init__`` imports no module);
-- an **input** (a corpus, an index, ``--options``, ...): it must exist ("no such file or directory"), unless it is a
-  URL (``s3://...``, for ``--engine ray``);
-- a **model** (``--model``): an existing directory; else, a name that looks like a local path fails with "no such
-  directory" and the Hub is never asked; else (a name of the Hub's ``name`` or ``namespace/name`` form) the Hub is
-  asked whether that repo exists, or with ``HF_HUB_OFFLINE=1`` only the local Hub cache is (see ``model_argument``);
-- an **output directory** (``--output``): what the library's output policy (``elmo_hf/storage/output_directory.py``)
-  refuses in every mode, new, ``--resume`` or ``--overwrite``: a path that is not a directory, and a non-empty
-  directory without an elmo-hf ownership marker (``--output .`` in a folder of one's own files). Everything else the
-  policy decides when the command runs.
-
-Values the library checks against the model (a layer index, ``--mix-index``) or that need its code are left to it.
-
-A typo gets a suggestion (``SuggestingArgumentParser``, the class of every (sub)command's parser): an unknown option is
-reported by the command it was given to, with that command's usage and the closest of its options (``--modle``: did
-you mean ``--model``?), and a value outside the choices (a command, ``--pooling``) with the closest choice.
+"""Checks of the command line's arguments that answer before torch is imported (argparse ``type=`` functions): a
+wrong value fails at once, naming the argument. A **choice** is one of ``elmo_hf/choices_elmo.py``'s lists; an
+**input** must exist (a URL is left to the reader); a **model** follows ``model_argument``'s rule; an **output
+directory** is refused where the output policy would refuse it in every mode (a file, or a non-empty directory
+without an elmo-hf ownership marker). Values checked against the model (a layer, ``--mix-index``) are left to the
+library. A typo gets the closest option or choice (``SuggestingArgumentParser``, every (sub)command's parser class).
 """
 
 from __future__ import annotations
@@ -39,15 +23,9 @@ def closest(value: str, candidates: Iterable[str]) -> str | None:
 
 
 class SuggestingArgumentParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors about a typo name the closest option or choice (``closest``); Python 3.11's
-    argparse has no ``suggest_on_error``. ``add_subparsers`` makes subparsers of the parser's own class, so every
-    command and nested command of ``elmo-hf`` is one.
-
-    - An argument a (sub)command does not know is reported by that command, with its own usage (argparse would hand
-      it up to ``elmo-hf`` itself, whose usage lists only the commands): ``parse_known_args`` refuses what is left
-      over, so it never returns any.
-    - A value outside an argument's choices (a command name, ``--pooling``) gets "did you mean" after argparse's
-      "invalid choice: ... (choose from ...)"."""
+    """An ``ArgumentParser`` whose errors about a typo name the closest option or choice (Python 3.11's argparse has
+    no ``suggest_on_error``); its subparsers are of its class. An argument a (sub)command does not know is reported by
+    that command, with its own usage (argparse would hand it up to ``elmo-hf``, whose usage lists only the commands)."""
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, unknown = super().parse_known_args(args, namespace)
@@ -75,6 +53,12 @@ class SuggestingArgumentParser(argparse.ArgumentParser):
             if match is None:
                 raise
             raise argparse.ArgumentError(action, f"{error.message}; did you mean {match!r}?") from None
+
+
+def given_options(args: argparse.Namespace, names: Iterable[str]) -> dict:
+    """The options among ``names`` that were given (a parser of ``argument_default=argparse.SUPPRESS`` leaves the
+    others out): the library's defaults are the only defaults."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def representation_argument(value: str) -> str | int:
@@ -130,16 +114,9 @@ def looks_like_local_path(value: str) -> bool:
 
 
 def model_argument(value: str) -> str:
-    """``--model``: an ELMo directory here, or a Hub repo id. The rule, in order:
-
-    1. an existing directory is the model (``~`` expanded);
-    2. a name that looks like a local path (``looks_like_local_path``) fails: "no such directory", the Hub not asked;
-    3. otherwise the name has the Hub's form: with ``HF_HUB_OFFLINE=1`` (huggingface_hub's ``constants``) it must be
-       in the local Hub cache, and nothing is sent; online the Hub is asked once whether the repo exists, and a
-       Hub that cannot be reached is no error for a repo in the cache (transformers then loads the cached copy, as it
-       did before this check). The message names both places: no local directory, and no such repo (or the Hub
-       could not be reached).
-    """
+    """``--model``: an existing directory (``~`` expanded); else a name that looks like a local path fails without
+    asking the Hub; else a Hub repo id, looked up in the local Hub cache only under ``HF_HUB_OFFLINE=1``, or asked for
+    once online (an unreachable Hub is no error for a cached repo)."""
     path = os.path.expanduser(value)
     if os.path.isdir(path):
         return path
@@ -198,6 +175,7 @@ __all__ = [
     "closest",
     "existing_directory",
     "existing_path",
+    "given_options",
     "looks_like_local_path",
     "model_argument",
     "output_directory",

@@ -14,16 +14,13 @@ import json
 from elmo_hf import choices_elmo
 from elmo_hf.runtime.parallelism import set_torch_threads
 
-from .arguments import existing_directory, model_argument, output_directory
+from .arguments import existing_directory, given_options, model_argument, output_directory
 from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
-# Command-line option -> keyword of build_index / ContextualIndex.query (passed only when given).
-BUILD_OPTIONS = {
-    "index": "kind", "layer": "layer", "nlist": "nlist", "nprobe": "nprobe", "pq_subquantizers": "pq_subquantizers",
-    "pq_bits": "pq_bits", "train_size": "train_size", "seed": "seed",
-}
-QUERY_OPTIONS = {"k": "k", "position": "position", "nprobe": "nprobe"}
-LOAD_OPTIONS = {"model": "model", "device": "device", "embeddings": "embeddings"}
+# The keywords of build_index, ContextualIndex.load and .query that options set (passed only when given).
+BUILD_OPTIONS = ("kind", "layer", "nlist", "nprobe", "pq_subquantizers", "pq_bits", "train_size", "seed", "overwrite")
+LOAD_OPTIONS = ("model", "device", "embeddings", "verify")
+QUERY_OPTIONS = ("k", "position", "nprobe", "same_word", "static_k")
 
 
 def add_parsers(commands) -> None:
@@ -43,7 +40,7 @@ def add_parsers(commands) -> None:
     build.add_argument("embed_dirs", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="an elmo-hf embed output (several are indexed together, in order)")
     build.add_argument("--output", required=True, metavar="INDEX_DIR", type=output_directory, help="the index directory to write")
     build.add_argument(
-        "--index", choices=choices_elmo.INDEX_KINDS, help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
+        "--index", dest="kind", choices=choices_elmo.INDEX_KINDS, help="flat: exact, 4 bytes x dimensions a word (default); ivf: clusters, --nprobe of them searched; "
         "ivfpq: clusters and compressed vectors (--pq-subquantizers bytes a word), approximate scores",
     )
     build.add_argument("--layer", type=int, help="for an output of --representation all: the layer to index (0 = token layer)")
@@ -68,7 +65,7 @@ def add_parsers(commands) -> None:
     query.add_argument("--position", type=int, help="the query word's 0-based position among the sentence's words")
     query.add_argument("-k", type=int, help="number of neighbours (default 10)")
     query.add_argument("--same-word", action="store_true", help="only occurrences of the same word (as the paper's Table 4)")
-    query.add_argument("--static", type=int, metavar="K", help="also the K nearest corpus words in the token layer (no context)")
+    query.add_argument("--static", dest="static_k", type=int, metavar="K", help="also the K nearest corpus words in the token layer (no context)")
     query.add_argument("--nprobe", type=int, help="ivf/ivfpq: clusters searched (default: the index's)")
     query.add_argument("--model", type=model_argument, help="the model that embedded the corpus, if its recorded name does not load here (same weights)")
     query.add_argument("--embeddings", nargs="+", metavar="EMBED_DIR", type=existing_directory, help="where the indexed embed outputs are now, if they moved (in order)")
@@ -79,10 +76,6 @@ def add_parsers(commands) -> None:
     query.set_defaults(run=run_query)
 
 
-def given(args: argparse.Namespace, names: dict[str, str]) -> dict:
-    return {keyword: getattr(args, name) for name, keyword in names.items() if hasattr(args, name)}
-
-
 def run_build(args: argparse.Namespace) -> int:
     progress = not getattr(args, "no_progress", False)
     with libraries_imported_whole():
@@ -91,9 +84,7 @@ def run_build(args: argparse.Namespace) -> int:
         from elmo_hf.search import build_index
 
     try:
-        summary = build_index(
-            args.embed_dirs, args.output, overwrite=getattr(args, "overwrite", False), progress=progress, **given(args, BUILD_OPTIONS)
-        )
+        summary = build_index(args.embed_dirs, args.output, progress=progress, **given_options(args, BUILD_OPTIONS))
     except (ValueError, ImportError, OSError) as error:  # ValueError: every ELMoHFError (IndexInputError, OutputDirectoryError, ...)
         return report_error(error)
     print(summary.describe())
@@ -109,15 +100,10 @@ def run_query(args: argparse.Namespace) -> int:
         return report_error(ValueError("name the query word: --word WORD (its first occurrence) or --position N (0-based)"))
     try:
         set_torch_threads(getattr(args, "threads", None), "--threads")
-        index = ContextualIndex.load(args.index_dir, verify=getattr(args, "verify", False), **given(args, LOAD_OPTIONS))
+        index = ContextualIndex.load(args.index_dir, **given_options(args, LOAD_OPTIONS))
         with model_files_named(str(getattr(args, "model", None) or index.record["model"]["name"])):  # loaded at the first query
-            results = [
-                index.query(
-                    sentence, getattr(args, "word", None), same_word=getattr(args, "same_word", False),
-                    static_k=getattr(args, "static", 0), **given(args, QUERY_OPTIONS),
-                )
-                for sentence in args.sentence
-            ]
+            options = given_options(args, QUERY_OPTIONS)
+            results = [index.query(sentence, getattr(args, "word", None), **options) for sentence in args.sentence]
     except (ValueError, ImportError, OSError) as error:
         return report_error(error)
     if getattr(args, "json", False):

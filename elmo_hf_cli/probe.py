@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import existing_path, model_argument, output_directory
 from elmo_hf.runtime.parallelism import set_torch_threads
 
+from .arguments import existing_path, given_options, model_argument, output_directory
 from .common import EXIT_OK, libraries_imported_whole, model_files_named, quiet_progress_bars, report_error
 
-# Command-line option -> field of ProbeOptions (passed only when given).
-PROBE_OPTIONS = {"seed": "seed", "epochs": "epochs", "batch_size": "batch_size", "learning_rate": "learning_rate"}
+# The fields of ProbeOptions and the keywords of run_probe that options set (passed only when given).
+PROBE_OPTIONS = ("seed", "epochs", "batch_size", "learning_rate")
+RUN_OPTIONS = ("test", "test_fraction", "tag_column", "words_column", "input_format", "limit", "output", "overwrite")
 
 
 def add_parsers(commands) -> None:
@@ -71,9 +72,8 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{position} mix: softmax(w) = {weights}; gamma = {mix['gamma']:.3f}")
                 print(f"wrote {args.output}")
                 return EXIT_OK
-            options = ProbeOptions(**{field: given[option] for option, field in PROBE_OPTIONS.items() if option in given})
-            passed = ("test", "test_fraction", "tag_column", "words_column", "input_format", "limit", "output", "overwrite")
-            report = run_probe(args.model, args.corpus, options=options, progress=progress, **{name: given[name] for name in passed if name in given})
+            options = ProbeOptions(**given_options(args, PROBE_OPTIONS))
+            report = run_probe(args.model, args.corpus, options=options, progress=progress, **given_options(args, RUN_OPTIONS))
     except (ValueError, ImportError, OSError) as error:  # ValueError: every ELMoHFError (ProbeInputError, OutputDirectoryError, ...)
         return report_error(error)
     print(report.table())

@@ -1,23 +1,10 @@
 """The one home of elmo-hf's thread and process policy: how many cores a job has, how many embedding workers it
-starts, how they start, and how many torch threads each process runs. The command line (``elmo_hf_cli``), the
-embedding workers and shards (``embedding/workers.py``, ``embedding/driver.py``, ``embedding/engine.py``), the Ray engine and pre-training
-call these functions; none decides threads or processes itself (docs/design/architecture.md, "Where to change ...").
+starts, how they start, and how many torch threads each process runs. The command line, the embedding workers and
+driver, the Ray engine and pre-training call these functions; none decides threads or processes itself. The rules and
+the measurements behind them: docs/design/architecture.md ("Where to change the thread policy"),
+docs/design/embedding.md ("Threads and worker processes"), docs/results/embed-throughput.md ("Workers and threads").
 
-The rules and the measurements behind them:
-
-- **Passive waits** (``wait_passively``): idle OpenMP threads sleep instead of spinning, for the ``elmo-hf`` command
-  (docs/design/embedding.md, "Threads and worker processes"; docs/results/embed-throughput.md);
-- **workers** (``default_workers``): one one-thread process per usable core (``usable_cores``), at most one per shard,
-  one for a model off the CPU (docs/results/embed-throughput.md, "Workers and threads");
-- **start method** (``start_method``): fork at one thread, spawn at more (docs/design/embedding.md, "Fork at one
-  thread, spawn at more");
-- **torch threads**: torch's own default unless a caller gives a count (``set_torch_threads``, ``torch_threads``);
-  a worker sets its count before torch loads OpenMP (``set_worker_threads``); ``elmo-hf embed --threads`` alone
-  means one process at that many threads (``command_line_embedding``); a Ray actor runs at its CPUs
-  (``ray_actor_threads``).
-
-torch is imported only inside the functions that set its threads: the command line reads this module before it
-imports torch.
+torch is imported only inside the functions that set its threads: the command line reads this module before torch.
 """
 
 from __future__ import annotations
@@ -47,16 +34,9 @@ def default_workers(
     characters: int | None = None,
     shard_characters: int = 0,
 ) -> int:
-    """How many worker processes ``embed_corpus`` (and so ``elmo-hf embed``) uses when none is given: one per usable
-    core (``usable_cores``), at most one per shard of the input (a shard is what one worker embeds; ``rows`` None: not
-    known cheaply, no limit), and 1 for a model off the CPU (one process drives a GPU best). The shards are counted
-    by ``shard_size`` rows and, where ``characters`` (the input's characters, or at least ``cores x
-    shard_characters`` of them: ``CorpusSource.num_characters(at_most=...)``) is known, by ``shard_characters`` (0:
-    no limit) too: a few long rows make more shards than their number says.
-
-    Chosen by measurement (docs/results/embed-throughput.md, "Workers and threads"): one-thread workers beat one
-    process at as many threads, idle and beside busy processes, and they start quickly; a one-shard input has
-    nothing to share."""
+    """How many one-thread worker processes ``embed_corpus`` uses when none is given: one per usable core, at most one
+    per shard of the input (counted by ``shard_size`` rows and, where ``characters`` is known, ``shard_characters``;
+    ``rows`` None: no limit), and 1 for a model off the CPU (one process drives a GPU best)."""
     import torch
 
     if torch.device("cpu" if device is None else device).type != "cpu":
@@ -72,8 +52,7 @@ def default_workers(
 
 def start_method(threads: int) -> str:
     """How an embedding worker of ``threads`` torch threads starts: ``fork`` for one thread where the platform has it
-    (up at once, sharing the loaded model; a forked child of a process whose OpenMP pool has run may hang in its
-    first parallel region with more than one thread), else ``spawn`` (a fresh interpreter)."""
+    (up at once, sharing the loaded model; a forked multi-threaded OpenMP child may hang), else ``spawn``."""
     import multiprocessing  # here: the command line reads this module before --help answers
 
     return "fork" if threads == 1 and "fork" in multiprocessing.get_all_start_methods() else "spawn"
@@ -81,9 +60,7 @@ def start_method(threads: int) -> str:
 
 def wait_passively() -> None:
     """Idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``) unless the environment chose
-    otherwise. Only for the ``elmo-hf`` command (a library that changed its caller's environment on import would
-    surprise it), and before torch is first imported: OpenMP reads it once, when torch loads it. Why:
-    docs/design/embedding.md, "Threads and worker processes"."""
+    otherwise: for the ``elmo-hf`` command only, before torch loads OpenMP (docs/design/embedding.md)."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -101,8 +78,7 @@ def set_torch_threads(threads: int | None, name: str = "threads") -> None:
 
 @contextlib.contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
-    """A block run at ``threads`` torch threads (None: the count it has), the process's previous count restored
-    after it whatever happened (``pretrain``; an embedding shard run in the main process at its workers' count)."""
+    """A block run at ``threads`` torch threads (None: the count it has), the previous count restored after it."""
     import torch
 
     previous = torch.get_num_threads()
@@ -129,9 +105,8 @@ def ray_actor_threads(cpus_per_worker: float) -> int:
 
 
 class EmbeddingProcesses(NamedTuple):
-    """What ``elmo-hf embed --workers W --threads T`` runs: ``workers`` (None: ``default_workers`` decides),
-    ``worker_threads`` (each worker's torch threads, None: ``embed_corpus``'s default, 1) and ``process_threads``
-    (this process's torch threads, None: torch's count)."""
+    """What ``elmo-hf embed --workers W --threads T`` runs: ``workers``, each worker's torch threads and this
+    process's (None: the library's defaults)."""
 
     workers: int | None
     worker_threads: int | None

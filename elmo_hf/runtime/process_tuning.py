@@ -1,7 +1,7 @@
 """What the ``elmo-hf`` command sets in its own process, behind one function (``tuned_command_process``): the
 garbage collector's thresholds and a frozen exit, and glibc malloc's thresholds, here and in the processes it spawns.
-Each piece is kept for a measured gain (the links below); none applies to a program that calls the library, whose
-process is its own (it can set the same malloc thresholds with ``COMMAND_MALLOC_TUNABLES``: docs/guide/embedding.md).
+Each piece is kept for a measured gain (docs/results/embed-throughput.md); none applies to a program that calls the
+library (it can set the same malloc thresholds with ``COMMAND_MALLOC_TUNABLES``: docs/guide/embedding.md).
 """
 
 from __future__ import annotations
@@ -28,11 +28,9 @@ COMMAND_MALLOC_TUNABLES = (
 
 @contextlib.contextmanager
 def tuned_command_process() -> Iterator[None]:
-    """The block that runs a command in the ``elmo-hf`` process (``elmo_hf_cli.command_line``), tuned as a
-    short-lived process: the collector's thresholds are ``COMMAND_GC_THRESHOLDS``, glibc's malloc reuses freed blocks
-    (``reuse_freed_memory``, and in the processes the command spawns: ``thresholds_for_started_processes``), and when
-    the block ends every object alive is frozen out of the collector's sight, so that the interpreter's exit does not
-    search them for cycles (a frozen object is never collected: only for the end of a process)."""
+    """The block that runs a command in the ``elmo-hf`` process, tuned as a short-lived one: the collector's
+    thresholds, glibc's malloc reusing freed blocks (here and in spawned processes), and at the end every object alive
+    frozen out of the collector's sight, so the interpreter's exit does not search them for cycles."""
     collect_garbage_as_a_short_lived_process()
     if reuse_freed_memory():
         thresholds_for_started_processes()
@@ -46,9 +44,8 @@ def collect_garbage_as_a_short_lived_process() -> None:
 
 
 def user_set_malloc_options() -> bool:
-    """Whether the environment sets either threshold already (``glibc.malloc.mmap_threshold`` or
-    ``glibc.malloc.trim_threshold`` in ``GLIBC_TUNABLES``, or ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``):
-    then the command leaves malloc as the user set it."""
+    """Whether the environment sets either malloc threshold already (in ``GLIBC_TUNABLES`` or as
+    ``MALLOC_*_THRESHOLD_``): then the command leaves malloc as the user set it."""
     tunables = os.environ.get("GLIBC_TUNABLES", "")
     return any(f"glibc.malloc.{name}_threshold=" in tunables for name in ("mmap", "trim")) or any(
         f"MALLOC_{name}_THRESHOLD_" in os.environ for name in ("MMAP", "TRIM")
@@ -56,10 +53,9 @@ def user_set_malloc_options() -> bool:
 
 
 def reuse_freed_memory() -> bool:
-    """Have glibc's malloc keep freed blocks of up to ``COMMAND_MALLOC_MMAP_THRESHOLD`` for reuse in this process (its
-    forked embedding workers inherit it). Both thresholds or neither: either one alone switches glibc's adaptive
-    threshold off and is slower than none. Returns whether it was set: not where the C library is not glibc, or where
-    the user set a threshold already (``user_set_malloc_options``)."""
+    """Have glibc's malloc keep freed blocks of up to ``COMMAND_MALLOC_MMAP_THRESHOLD`` for reuse in this process and
+    its forked workers; both thresholds or neither (one alone is slower than none). Whether it was set: not off glibc,
+    nor where the user set a threshold."""
     import ctypes
     import platform
 
@@ -73,10 +69,8 @@ def reuse_freed_memory() -> bool:
 
 
 def thresholds_for_started_processes() -> None:
-    """Add ``COMMAND_MALLOC_TUNABLES`` to this process's ``GLIBC_TUNABLES`` (after what the user set there), which
-    glibc reads as a spawned process starts: spawned embedding workers (``--workers N --threads M``) and a local Ray's
-    workers reuse freed memory as the command's process does
-    (docs/results/embed-throughput.md#page-faults-2026-11-27, spawned workers)."""
+    """Add ``COMMAND_MALLOC_TUNABLES`` to ``GLIBC_TUNABLES`` (after the user's), which glibc reads as a spawned process
+    (an embedding worker, a local Ray's worker) starts."""
     os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), COMMAND_MALLOC_TUNABLES]))
 
 

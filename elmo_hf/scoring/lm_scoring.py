@@ -1,21 +1,9 @@
 """Scoring text with a pre-trained ELMo biLM: sentence perplexity, next / previous words, in-context substitutes.
 
 ``ELMoLanguageModelScorer`` wraps an [`ELMoForPreTraining`] (its shared word softmax), its [`ELMoTokenizer`] and its
-[`ELMoWordVocabulary`]. Every sentence is read as the per-sentence regime reads it (``<S> w1 ... wn </S>``, from the
-model's initial LSTM state), in eval mode (no dropout) under ``torch.inference_mode()``. Positions follow
-``ELMoModel(..., keep_sentence_boundaries=True)``: position 0 is ``<S>``, position i is word i (1-based), position
-n + 1 is ``</S>``. The forward LM at position j has read ``<S> w1 .. wj`` and predicts the word at j + 1; the
-backward LM at position j has read ``</S> wn .. wj`` and predicts the word at j - 1.
-
-- **Sentence perplexity** (``score``, ``score_sentence``): bilm-tf's n + 1 predictions per direction, forward
-  ``<S> -> w1, ..., wn -> </S>``, backward ``</S> -> wn, ..., w1 -> <S>`` (the ``label_boundary_positions=True``
-  layout of ``DataCollatorForBiLM``), with corpus totals that are exact (summed NLL / summed count).
-- **Next / previous words** (``next_words``, ``previous_words``): the forward LM after ``<S> context``, the backward
-  LM after ``</S> reversed context``.
-- **In-context substitutes** (``substitutes``): the word at position i predicted from both sides, the forward LM
-  at i - 1 and the backward LM at i + 1, combined as a product of experts; the word at i itself is never read.
-
-Design and worked examples: docs/guide/pretraining.md, section "LM scoring".
+[`ELMoWordVocabulary`]. Every sentence is read as ``<S> w1 ... wn </S>`` from the initial LSTM state, at the positions
+of ``ELMoModel(..., keep_sentence_boundaries=True)`` (0 = ``<S>``, i = word i, n + 1 = ``</S>``), in eval mode under
+``torch.inference_mode()``. What each score means, with worked examples: docs/guide/pretraining.md, "LM scoring".
 """
 
 from __future__ import annotations
@@ -44,16 +32,12 @@ from ..corpus.vocabulary import (
     sentence_bilm_labels,
 )
 
-# Largest (rows x vocabulary) block of logits materialised at once when scoring: 2**24 float32 values = 64 MiB.
-# bilm-tf's 1B Word Benchmark vocabulary has 793,471 words; batch x positions x vocabulary logits would not fit.
+# Largest (rows x vocabulary) block of logits made at once: a large vocabulary never needs batch x positions x V.
 SOFTMAX_BLOCK_ELEMENTS = 2**24
 # Read in place of an empty context: the forward LM at <S> and the backward LM at </S> never read it.
 _PLACEHOLDER_WORD = "."
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------------------------------------------
 class _PerplexitiesFromTotals:
     """The perplexities of a result holding summed `forward_negative_log_likelihood`,
     `backward_negative_log_likelihood` and `num_predictions` (per direction)."""
@@ -87,10 +71,8 @@ class SentenceScore(_PerplexitiesFromTotals):
     Language-model scores of one sentence of n words (natural logarithms).
 
     Each direction makes n + 1 predictions: forward ``<S> -> w1, ..., wn -> </S>``, backward
-    ``</S> -> wn, ..., w1 -> <S>``. Words outside the vocabulary are scored as ``<UNK>``: the model only has to
-    predict "some rare word" there, so the perplexity of a sentence with unknown words is optimistic (lower than
-    the word's real surprisal would give) and not comparable with one of a sentence without them; check
-    ``num_unknown_words``.
+    ``</S> -> wn, ..., w1 -> <S>``. Words outside the vocabulary are scored as ``<UNK>``, which makes the perplexity
+    optimistic: check ``num_unknown_words``.
 
     Args:
         words (`tuple[str, ...]`): the sentence's words, as read by the model.
@@ -163,38 +145,17 @@ class LexicalSubstitute:
     backward_probability: float
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The scorer
-# ----------------------------------------------------------------------------------------------------------------
-def _check_k(k: Any) -> None:
-    check_int("k", k, 1, hint="how many words to return")
-
-
-def _check_batch_size(batch_size: Any) -> None:
-    check_int("batch_size", batch_size, 1, hint="sentences per model call")
-
-
 class ELMoLanguageModelScorer:
     r"""
     Scores text with the forward and backward language models of an [`ELMoForPreTraining`].
 
-    Sentences and contexts are a `str` (split into words by the tokenizer's `word_splitter`) or a list of words
-    (used as they are). The model is switched to eval mode for each call and back to its previous mode afterwards;
-    everything runs under `torch.inference_mode()` on the model's device.
+    Sentences and contexts are a `str` (split by the tokenizer's `word_splitter`) or a list of words. Each call runs
+    in eval mode (the previous mode restored after it) under `torch.inference_mode()` on the model's device: the top
+    layers of `model.elmo(..., keep_sentence_boundaries=True)` through `model.softmax`, as
+    `ELMoForPreTraining.forward` computes them in eval mode.
 
-    The top layers come from `model.elmo(..., keep_sentence_boundaries=True)` and go through `model.softmax`,
-    which is what `ELMoForPreTraining.forward` computes in eval mode (its output dropout is off); the logits are
-    made `SOFTMAX_BLOCK_ELEMENTS` at a time, so a large vocabulary needs no batch x positions x vocabulary tensor.
-
-    Args:
-        model ([`ELMoForPreTraining`]): a model with its word softmax (`model.softmax`, `config.word_vocab_size`
-            classes).
-        tokenizer ([`ELMoTokenizer`]): the character tokenizer the model was trained with (its `word_splitter`
-            splits `str` inputs).
-        vocabulary ([`ELMoWordVocabulary`]): the softmax's words; `len(vocabulary)` must equal
-            `config.word_vocab_size`.
-
-    Example:
+    Args: the model with its word softmax, the tokenizer it was trained with, and the softmax's words
+    (`len(vocabulary) == config.word_vocab_size`).
 
     ```python
     scorer = ELMoLanguageModelScorer.from_pretrained("models/my-elmo")  # as the pretraining CLI saves
@@ -221,11 +182,9 @@ class ELMoLanguageModelScorer:
             )
         if not isinstance(tokenizer, ELMoTokenizer):
             raise TypeError(f"tokenizer must be an ELMoTokenizer, got {type(tokenizer).__name__}")
-        if tokenizer.max_characters_per_token != config.max_characters_per_token:
-            raise ValueError(
-                f"tokenizer.max_characters_per_token ({tokenizer.max_characters_per_token}) must equal the model's "
-                f"config.max_characters_per_token ({config.max_characters_per_token})."
-            )
+        mismatch = tokenizer.mismatch_with(config)  # its characters per word, character scheme and boundary rows
+        if mismatch is not None:
+            raise ValueError(f"the tokenizer does not fit the model: {mismatch}")
         if not isinstance(vocabulary, ELMoWordVocabulary):
             raise TypeError(f"vocabulary must be an ELMoWordVocabulary, got {type(vocabulary).__name__}")
         if len(vocabulary) != vocab_size:
@@ -238,21 +197,10 @@ class ELMoLanguageModelScorer:
         self.vocabulary = vocabulary
 
     @classmethod
-    def from_pretrained(
-        cls, directory: str | Path, device: str | torch.device | None = None
-    ) -> "ELMoLanguageModelScorer":
-        """
-        Load the model, tokenizer and vocabulary from one directory, written by `model.save_pretrained(directory)`,
-        `tokenizer.save_pretrained(directory)` and `vocabulary.save(directory)` (as the pretraining CLI saves).
-
-        Args:
-            directory (`str` or `Path`): the directory.
-            device (`str` or `torch.device`, *optional*): where the model runs (default: CPU).
-
-        Raises:
-            `FileNotFoundError` naming the directory and the missing files; `ValueError` when the checkpoint has no
-            trained softmax (e.g. one saved from `ELMoModel`).
-        """
+    def from_pretrained(cls, directory: str | Path, device: str | torch.device | None = None) -> "ELMoLanguageModelScorer":
+        """Load the model, tokenizer and vocabulary from one directory (as the pretraining CLI saves them) onto
+        ``device`` (default: CPU). ``FileNotFoundError`` names the missing files; a checkpoint without a trained
+        softmax (saved from `ELMoModel`) is a ``ValueError``."""
         directory = Path(directory)
         if not directory.is_dir():
             raise FileNotFoundError(
@@ -281,7 +229,6 @@ class ELMoLanguageModelScorer:
             model = model.to(device)
         return cls(model, ELMoTokenizer.from_pretrained(directory), ELMoWordVocabulary.load(directory))
 
-    # ---- inputs ----
     def _words(self, sentence: Any, where: str, allow_empty: bool = False) -> list[str]:
         """The words of a `str` (split by the tokenizer) or a list of words, checked; `where` names the input."""
         if isinstance(sentence, str):
@@ -306,7 +253,6 @@ class ELMoLanguageModelScorer:
             for module, training in modes:
                 module.training = training
 
-    # ---- the model ----
     def _top_layers(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Top forward and backward layers, (B, T + 2, P) each, at positions `<S> w1 .. wn </S>` (then padding)."""
         encoding = self.tokenizer(list(sentences), is_split_into_words=True, padding=True, return_tensors="pt")
@@ -333,20 +279,10 @@ class ELMoLanguageModelScorer:
             pieces.append(log_probabilities.gather(1, targets[start : start + rows_per_block, None]).squeeze(1))
         return torch.cat(pieces) if pieces else hidden.new_zeros(0)
 
-    # ---- 1. sentence perplexity ----
     def score(self, sentences: Sequence[str | Sequence[str]], batch_size: int = 32) -> CorpusScore:
-        """
-        Forward, backward and joint perplexity of every sentence, and of all of them together.
-
-        Args:
-            sentences (`list`): each a `str` (split into words by the tokenizer) or a list of words. At least one
-                sentence, every sentence at least one word.
-            batch_size (`int`, *optional*, defaults to 32): sentences per model call. Sentences are grouped by
-                length (less padding); the scores do not depend on the grouping.
-
-        Returns:
-            [`CorpusScore`]: per-sentence [`SentenceScore`]s in input order, and exact totals.
-        """
+        """[`CorpusScore`]: forward, backward and joint perplexity of every sentence (a `str` or a list of words, at
+        least one word) in input order, and exact totals. Sentences are grouped by length, ``batch_size`` a model
+        call; the scores do not depend on the grouping."""
         if isinstance(sentences, str) or not isinstance(sentences, Sequence):
             raise TypeError(
                 "sentences must be a list of sentences (each a str or a list of words), got "
@@ -354,7 +290,7 @@ class ELMoLanguageModelScorer:
             )
         if not sentences:
             raise ValueError("sentences is empty: give at least one sentence to score")
-        _check_batch_size(batch_size)
+        check_int("batch_size", batch_size, 1, hint="sentences per model call")
         all_words = [self._words(sentence, f"sentence {index}") for index, sentence in enumerate(sentences)]
         by_length = sorted(range(len(all_words)), key=lambda index: len(all_words[index]))
         scores: list[SentenceScore | None] = [None] * len(all_words)
@@ -399,28 +335,15 @@ class ELMoLanguageModelScorer:
         scores = []
         for row, words in enumerate(sentences):
             forward_nlls, backward_nlls = nlls["forward"][row], nlls["backward"][row]
-            scores.append(
-                SentenceScore(
-                    words=tuple(words),
-                    forward_negative_log_likelihood=float(forward_nlls.sum()),
-                    backward_negative_log_likelihood=float(backward_nlls.sum()),
-                    num_predictions=counts[row],
-                    forward_prediction_nlls=tuple(forward_nlls.tolist()),
-                    backward_prediction_nlls=tuple(backward_nlls.tolist()),
-                    unknown_word_positions=tuple(
-                        position for position, word_id in enumerate(word_ids[row]) if word_id == UNK_WORD_ID
-                    ),
-                )
-            )
+            unknown = tuple(position for position, word_id in enumerate(word_ids[row]) if word_id == UNK_WORD_ID)
+            scores.append(SentenceScore(
+                tuple(words), float(forward_nlls.sum()), float(backward_nlls.sum()), counts[row],
+                tuple(forward_nlls.tolist()), tuple(backward_nlls.tolist()), unknown,
+            ))
         return scores
 
-    # ---- 2. next and previous words ----
     def next_words(
-        self,
-        context: str | Sequence[str],
-        k: int = 10,
-        exclude_unknown: bool = True,
-        exclude_end_of_sentence: bool = False,
+        self, context: str | Sequence[str], k: int = 10, exclude_unknown: bool = True, exclude_end_of_sentence: bool = False
     ) -> list[WordPrediction]:
         """
         The k most likely words after `context` at the start of a sentence: the forward LM after reading
@@ -430,25 +353,10 @@ class ELMoLanguageModelScorer:
         `</S>` ("the sentence ends here") is kept unless `exclude_end_of_sentence=True`. Probabilities are those
         of the full softmax; fewer than k words come back when the vocabulary has fewer candidates.
         """
-        _check_k(k)
-        words = self._words(context, "context", allow_empty=True)
-        with self._evaluating():
-            forward_hidden, _ = self._top_layers([words or [_PLACEHOLDER_WORD]])
-            # Position len(words) has read <S> w1 .. wn (position 0, <S> alone, for an empty context).
-            log_probabilities = self._log_probabilities(forward_hidden[0, len(words)])
-        excluded = {BOS_WORD_ID}
-        if exclude_unknown:
-            excluded.add(UNK_WORD_ID)
-        if exclude_end_of_sentence:
-            excluded.add(EOS_WORD_ID)
-        return self._top_words(log_probabilities, k, excluded)
+        return self._one_direction(context, k, False, exclude_unknown, exclude_end_of_sentence)
 
     def previous_words(
-        self,
-        context: str | Sequence[str],
-        k: int = 10,
-        exclude_unknown: bool = True,
-        exclude_begin_of_sentence: bool = False,
+        self, context: str | Sequence[str], k: int = 10, exclude_unknown: bool = True, exclude_begin_of_sentence: bool = False
     ) -> list[WordPrediction]:
         """
         The k most likely words before `context` at the end of a sentence: the backward LM after reading
@@ -458,42 +366,30 @@ class ELMoLanguageModelScorer:
         `<S>` ("the context starts the sentence") is kept unless `exclude_begin_of_sentence=True`. Probabilities are
         those of the full softmax.
         """
-        _check_k(k)
+        return self._one_direction(context, k, True, exclude_unknown, exclude_begin_of_sentence)
+
+    def _one_direction(
+        self, context: Any, k: int, backward: bool, exclude_unknown: bool, exclude_boundary: bool
+    ) -> list[WordPrediction]:
+        """``next_words`` (``backward`` False) or ``previous_words``: one LM's top k after reading the context."""
+        check_int("k", k, 1, hint="how many words to return")
         words = self._words(context, "context", allow_empty=True)
         with self._evaluating():
-            _, backward_hidden = self._top_layers([words or [_PLACEHOLDER_WORD]])
-            # Position 1 (w1) has read </S> wn .. w1; for an empty context, position 2 (</S> after the placeholder).
-            log_probabilities = self._log_probabilities(backward_hidden[0, 1 if words else 2])
-        excluded = {EOS_WORD_ID}
-        if exclude_unknown:
-            excluded.add(UNK_WORD_ID)
-        if exclude_begin_of_sentence:
-            excluded.add(BOS_WORD_ID)
-        return self._top_words(log_probabilities, k, excluded)
-
-    def _top_words(self, log_probabilities: torch.Tensor, k: int, excluded: set[int]) -> list[WordPrediction]:
-        candidates = log_probabilities.clone()
-        candidates[sorted(excluded)] = -math.inf
-        num_candidates = len(candidates) - len(excluded)
-        top = torch.topk(candidates, min(k, num_candidates))
+            forward_hidden, backward_hidden = self._top_layers([words or [_PLACEHOLDER_WORD]])
+            # Forward: position len(words) has read <S> w1 .. wn (<S> alone for an empty context). Backward: position
+            # 1 (w1) has read </S> wn .. w1; for an empty context, position 2 (</S> after the placeholder).
+            hidden = backward_hidden[0, 1 if words else 2] if backward else forward_hidden[0, len(words)]
+            log_probabilities = self._log_probabilities(hidden)
+        never_predicted, boundary = (EOS_WORD_ID, BOS_WORD_ID) if backward else (BOS_WORD_ID, EOS_WORD_ID)
+        excluded = {never_predicted} | ({UNK_WORD_ID} if exclude_unknown else set()) | ({boundary} if exclude_boundary else set())
+        top = _top_ids(log_probabilities, k, excluded)
         return [
-            WordPrediction(
-                word=self.vocabulary.id_to_word(word_id),
-                word_id=word_id,
-                probability=math.exp(log_probability),
-                log_probability=log_probability,
-            )
-            for log_probability, word_id in zip(top.values.tolist(), top.indices.tolist())
+            WordPrediction(self.vocabulary.id_to_word(word_id), word_id, math.exp(log_probability), log_probability)
+            for word_id, log_probability in zip(top, log_probabilities[top].tolist())
         ]
 
-    # ---- 3. in-context substitutes ----
     def substitutes(
-        self,
-        sentence: str | Sequence[str],
-        position: int,
-        k: int = 10,
-        exclude_original: bool = True,
-        exclude_unknown: bool = True,
+        self, sentence: str | Sequence[str], position: int, k: int = 10, exclude_original: bool = True, exclude_unknown: bool = True
     ) -> list[LexicalSubstitute]:
         """
         Words that fit at `position` of `sentence`, predicted by both LMs from the rest of the sentence.
@@ -501,20 +397,11 @@ class ELMoLanguageModelScorer:
         The forward LM has read `<S> w1 .. w(i-1)` and the backward LM `</S> wn .. w(i+1)`; neither reads the word
         at `position`, so it does not influence the result. Their distributions are combined as a product of
         experts, log p(w) = log p_fwd(w) + log p_bwd(w) - log Z, normalised over the vocabulary's words (every id
-        but `<S>` and `</S>`, which cannot fill a word position; `<UNK>` included).
-
-        Args:
-            sentence (`str` or list of words): the sentence.
-            position (`int`): 0-based index of the word to replace, in [0, number of words).
-            k (`int`, *optional*, defaults to 10): how many substitutes.
-            exclude_original (`bool`, *optional*, defaults to `True`): leave out the word at `position` (its id;
-                `<UNK>` for an unknown word).
-            exclude_unknown (`bool`, *optional*, defaults to `True`): leave out `<UNK>`.
-
-        Returns:
-            `list[LexicalSubstitute]`, most probable first (probabilities not renormalised after exclusions).
+        but `<S>` and `</S>`, which cannot fill a word position; `<UNK>` included). `position` is 0-based;
+        `exclude_original` leaves out the word there (its id: `<UNK>` for an unknown word), `exclude_unknown` `<UNK>`.
+        The k most probable first (probabilities not renormalised after exclusions).
         """
-        _check_k(k)
+        check_int("k", k, 1, hint="how many words to return")
         words = self._words(sentence, "sentence")
         hint = f"the index of a word of this {len(words)}-word sentence {' '.join(words)[:60]!r}"
         check_int("position", position, 0, len(words), hint=hint)
@@ -531,9 +418,6 @@ class ELMoLanguageModelScorer:
             excluded.add(UNK_WORD_ID)
         if exclude_original:
             excluded.add(self.vocabulary.word_to_id(words[position]))
-        candidates = combined.clone()
-        candidates[sorted(excluded)] = -math.inf
-        top = torch.topk(candidates, min(k, len(candidates) - len(excluded)))
         return [
             LexicalSubstitute(
                 word=self.vocabulary.id_to_word(word_id),
@@ -542,14 +426,15 @@ class ELMoLanguageModelScorer:
                 forward_probability=math.exp(float(forward_log_probabilities[word_id])),
                 backward_probability=math.exp(float(backward_log_probabilities[word_id])),
             )
-            for word_id in top.indices.tolist()
+            for word_id in _top_ids(combined, k, excluded)
         ]
 
 
-__all__ = [
-    "CorpusScore",
-    "ELMoLanguageModelScorer",
-    "LexicalSubstitute",
-    "SentenceScore",
-    "WordPrediction",
-]
+def _top_ids(scores: torch.Tensor, k: int, excluded: set[int]) -> list[int]:
+    """The ids of the ``k`` highest ``scores`` (V,), best first, none of ``excluded`` (fewer when fewer are left)."""
+    candidates = scores.clone()
+    candidates[sorted(excluded)] = -math.inf
+    return torch.topk(candidates, min(k, len(candidates) - len(excluded))).indices.tolist()
+
+
+__all__ = ["CorpusScore", "ELMoLanguageModelScorer", "LexicalSubstitute", "SentenceScore", "WordPrediction"]

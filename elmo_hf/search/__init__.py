@@ -7,14 +7,6 @@ from .index import INDEX_KINDS, IndexBuildSummary, IndexInputError, build_index
 from .neighbours import ContextualIndex, Neighbour, QueryError, QueryResult, StaticNeighbour, static_neighbours
 
 __all__ = [
-    "INDEX_KINDS",
-    "ContextualIndex",
-    "IndexBuildSummary",
-    "IndexInputError",
-    "Neighbour",
-    "QueryError",
-    "QueryResult",
-    "StaticNeighbour",
-    "build_index",
-    "static_neighbours",
+    "INDEX_KINDS", "ContextualIndex", "IndexBuildSummary", "IndexInputError", "Neighbour", "QueryError", "QueryResult",
+    "StaticNeighbour", "build_index", "static_neighbours",
 ]

@@ -1,48 +1,18 @@
 """A FAISS index of every word vector of one or more ``elmo-hf embed`` outputs: ``build_index`` writes it,
 ``read_index_record`` / ``IndexedSource`` read what it records (``neighbours.py`` queries it).
 
-Index directory layout (written through ``elmo_hf.storage``: staged beside the target and renamed into place, so it
-appears only complete; ``overwrite`` replaces only an earlier index)::
-
-    INDEX/.elmo-hf-output.json  ownership marker (kind "neighbours-index")
-    INDEX/index.json            what was indexed: each embed output (path, sha256 of its manifest, counts), the
-                                model fingerprint, the representation and the options that define the vectors, the
-                                FAISS index kind and its parameters
-    INDEX/vectors.faiss         the FAISS index (faiss.write_index); id i = the i-th word of the corpus, in order
-    INDEX/sentence_starts.npy   int64 (S + 1,): the first id of each sentence (every row of every shard, in order,
-                                rows without words included), then the number of words W
-    INDEX/word_ids.npy          int32 (W,): each id's word, as an index into vocabulary.json
-    INDEX/vocabulary.json       {"words": [...], "counts": [...]}: the distinct words in order of first occurrence
-
-Ids are the corpus's words in order (sources in the order given, shards, rows, positions), so an id maps back to
-(source, shard, row, position) with one binary search in ``sentence_starts``; the sentences themselves are read from
-the embed output when a query needs them, not copied.
-
-Vectors are compared by cosine similarity: they are L2-normalised before they are added (a zero vector stays zero)
-and the index ranks by inner product, so a score is the cosine and ``1 - score`` the cosine distance. ``flat`` is
-exact; ``ivf`` (``IVF{nlist},Flat``) scans the ``nprobe`` nearest of ``nlist`` clusters, still with exact scores;
-``ivfpq`` (``IVF{nlist},PQ{m}x{bits}np``) also compresses every vector to ``m * bits / 8`` bytes, so its scores are
-approximate. IVF kinds are trained on a uniform random sample of ``train_size`` vectors (a first pass over the
-shards picks them), then every vector is added shard by shard: memory while building is the index itself plus the
-sample plus one batch of rows, plus the corpus's distinct words (the word -> number map written as the vocabulary).
-
-Why not ``datasets.Dataset.add_faiss_index``: it indexes one vector per row of a ``Dataset``, and an embed output
-holds a list of vectors per row (one row per sentence). Using it would mean writing a second, flattened copy of
-every vector (normalised, one row per word) only to index it; it trains IVF on the first ``train_size`` rows rather
-than a sample of the whole corpus (the first shards may all be one text), and its saved file is the bare FAISS index,
-without the map back to sentences or the record of what was indexed. FAISS is used directly, with the same index
-factory strings and inner-product metric.
-
+Ids are the corpus's words in order (sources, shards, rows, positions); vectors are L2-normalised and ranked by inner
+product (cosine). The directory's files, the index kinds, memory and why FAISS is used directly rather than
+``datasets.Dataset.add_faiss_index``: docs/guide/neighbours.md ("The index directory", "Design notes").
 FAISS is an optional dependency: ``pip install 'elmo-hf[search]'`` (faiss-cpu).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -58,8 +28,6 @@ from ..storage.files import sha256_of_file
 from ..storage.output_directory import MARKER_NAME, OutputKind, read_marker, staged_output_directory
 from ..validation_elmo import ELMoHFError, check_bool, check_choice, check_int
 
-logger = logging.getLogger(__name__)
-
 INDEX_FORMAT = "elmo-hf-neighbours-index"
 INDEX_VERSION = 1
 INDEX_RECORD_NAME = "index.json"
@@ -68,8 +36,7 @@ SENTENCE_STARTS_NAME = "sentence_starts.npy"
 WORD_IDS_NAME = "word_ids.npy"
 VOCABULARY_NAME = "vocabulary.json"
 SEARCH_EXTRA_HINT = "pip install 'elmo-hf[search]'"
-# Rows read from a shard at a time while building (one batch of vectors in memory besides the index and the sample).
-READ_BATCH_ROWS = 1024
+READ_BATCH_ROWS = 1024  # rows of a shard in memory at a time while building
 # The most training vectors chosen by default; more only when nlist needs them (FAISS wants >= 39 per cluster).
 DEFAULT_MAX_TRAIN_SIZE = 100_000
 MIN_TRAINING_POINTS_PER_CLUSTER = 39
@@ -98,11 +65,6 @@ def import_faiss():
     except ImportError as error:
         raise ImportError(f"nearest-neighbour search needs FAISS: {SEARCH_EXTRA_HINT} (faiss-cpu)") from error
     return faiss
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Reading an embed output
-# ----------------------------------------------------------------------------------------------------------------------
 
 
 def normalised(vectors: np.ndarray) -> np.ndarray:
@@ -144,22 +106,15 @@ class IndexedSource:
             listed = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
             raise IndexInputError(f"embed output {path} cannot be trusted: {listed} (see `elmo-hf embed --verify {path}`)")
         manifest = Manifest.read(path / MANIFEST_NAME)
-        source = cls(path, manifest, sha256_of_file(path / MANIFEST_NAME))
-        source.check_per_word_vectors()
-        return source
-
-    def check_per_word_vectors(self) -> None:
-        options = self.manifest.options
-        if not self.manifest.complete:
-            raise IndexInputError(f"embed output {self.path} is not complete: finish it with elmo-hf embed --resume first")
-        if options.get("pooling") != "none":
+        if not manifest.complete:
+            raise IndexInputError(f"embed output {path} is not complete: finish it with elmo-hf embed --resume first")
+        if manifest.options.get("pooling") != "none":
             raise IndexInputError(
-                f"embed output {self.path} holds one pooled vector per sentence (it was embedded with --pooling "
-                f"{options.get('pooling')}), not per-word vectors: embed the corpus again without --pooling to search "
-                "words in context"
+                f"embed output {path} holds one pooled vector per sentence (it was embedded with --pooling "
+                f"{manifest.options.get('pooling')}), not per-word vectors: embed the corpus again without --pooling to "
+                "search words in context"
             )
-
-    # ------------------------------------------------------------------ what the manifest says
+        return cls(path, manifest, sha256_of_file(path / MANIFEST_NAME))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -198,8 +153,6 @@ class IndexedSource:
     def vector_options(self) -> dict[str, Any]:
         return {name: self.options.get(name) for name in VECTOR_OPTIONS}
 
-    # ------------------------------------------------------------------ reading
-
     def batches(self, vector_shape: tuple[int, ...], layer: int | None) -> Iterator[tuple[np.ndarray, np.ndarray, list[list[str]]]]:
         """``(vectors (words, D) float32, num_words (rows,), words of each row)`` for every batch of rows of every
         shard, in order; with ``layer`` one layer of an output of every layer."""
@@ -213,13 +166,10 @@ class IndexedSource:
                 yield vectors, num_words, batch.column(self.words_column).to_pylist()
 
     def record(self) -> dict[str, Any]:
+        """What ``index.json`` records of this source (``open_recorded_source`` checks it)."""
         return {
-            "path": str(self.path.resolve()),
-            "manifest_sha256": self.manifest_sha256,
-            "input": self.manifest.input,
-            "sentences": self.sentences,
-            "words": self.words,
-            "first_sentence": self.first_sentence,
+            "path": str(self.path.resolve()), "manifest_sha256": self.manifest_sha256, "input": self.manifest.input,
+            "sentences": self.sentences, "words": self.words, "first_sentence": self.first_sentence,
         }
 
 
@@ -240,13 +190,9 @@ def compatible_sources(sources: Sequence[IndexedSource]) -> None:
             raise IndexInputError(f"embed outputs {first.path} and {source.path} hold different vectors ({described}): embed them with the same options")
 
 
-def vector_shape_of(manifest: Manifest, dim: int, num_layers: int | None) -> tuple[int, ...]:
-    return (num_layers, dim) if manifest.options["representation"] == "all" else (dim,)
-
-
-def probe_dimensions(source: IndexedSource) -> tuple[int, int | None]:
-    """``(D, L + 1 or None)`` of a source's vectors: the shape of the datasets ``Array2D((None, D))`` /
-    ``Array3D((None, L + 1, D))`` type of its first shard's vectors column."""
+def vector_shape_of(source: IndexedSource) -> tuple[int, ...]:
+    """``(D,)`` or ``(L + 1, D)``: one word's vectors, the shape of the datasets ``Array2D((None, D))`` /
+    ``Array3D((None, L + 1, D))`` type of the source's first shard's vectors column."""
     schema = pq.read_schema(source.shard_path(0))
     if source.vectors_column not in schema.names:
         raise IndexInputError(f"embed output {source.path}: {source.shard_path(0).name} has no column {source.vectors_column!r}")
@@ -256,12 +202,7 @@ def probe_dimensions(source: IndexedSource) -> tuple[int, int | None]:
             f"embed output {source.path}: column {source.vectors_column!r} of {source.shard_path(0).name} is not a "
             f"column of per-word vectors (type {schema.field(source.vectors_column).type})"
         )
-    return (shape[-1], shape[1] if len(shape) == 3 else None)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Building
-# ----------------------------------------------------------------------------------------------------------------------
+    return tuple(shape[1:])
 
 
 @dataclass(frozen=True)
@@ -283,7 +224,7 @@ class IndexParameters:
             return "Flat"
         if self.kind == "ivf":
             return f"IVF{self.nlist},Flat"
-        # "np": no polysemous training (Hamming-distance filtering this index never uses; it took 30 s on 336 vectors).
+        # "np": no polysemous training, which this search never uses (docs/guide/neighbours.md, "Design notes").
         return f"IVF{self.nlist},PQ{self.pq_subquantizers}x{self.pq_bits}np"
 
     @classmethod
@@ -322,11 +263,7 @@ class IndexParameters:
         return cls(kind, nlist, min(nprobe, nlist), pq_subquantizers, pq_bits, train_size)
 
     def record(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind, "factory": self.factory, "metric": "inner product of L2-normalised vectors (cosine)",
-            "nlist": self.nlist, "nprobe": self.nprobe, "pq_subquantizers": self.pq_subquantizers,
-            "pq_bits": self.pq_bits, "train_size": self.train_size,
-        }
+        return {**asdict(self), "factory": self.factory, "metric": "inner product of L2-normalised vectors (cosine)"}
 
 
 @dataclass
@@ -363,32 +300,15 @@ def _training_sample(sources: Sequence[IndexedSource], vector_shape, layer, word
 
 
 def build_index(
-    embed_dirs: str | Path | Sequence[str | Path],
-    index_dir: str | Path,
-    *,
-    kind: str = "flat",
-    layer: int | None = None,
-    nlist: int | None = None,
-    nprobe: int | None = None,
-    pq_subquantizers: int | None = None,
-    pq_bits: int | None = None,
-    train_size: int | None = None,
-    seed: int = 0,
-    overwrite: bool = False,
-    progress: bool = True,
+    embed_dirs: str | Path | Sequence[str | Path], index_dir: str | Path, *, kind: str = "flat", layer: int | None = None,
+    nlist: int | None = None, nprobe: int | None = None, pq_subquantizers: int | None = None, pq_bits: int | None = None,
+    train_size: int | None = None, seed: int = 0, overwrite: bool = False, progress: bool = True,
 ) -> IndexBuildSummary:
-    """
-    Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
-    options, each checked as ``elmo-hf embed --verify`` does) into ``index_dir`` (see the module docstring).
-
-    Args:
-        kind: ``"flat"`` (exact, 4 D bytes a word), ``"ivf"`` (``nlist`` clusters, ``nprobe`` of them scanned per
-            query, exact scores) or ``"ivfpq"`` (IVF with ``pq_subquantizers`` x ``pq_bits`` bits a word; approximate
-            scores). Defaults for the others are in ``IndexParameters.choose``.
-        layer: for an output of ``--representation all``, which layer to index (0 = token layer); required there.
-        train_size, seed: IVF kinds are trained on ``train_size`` vectors sampled with ``seed``.
-        overwrite: replace an existing index at ``index_dir`` (only an elmo-hf neighbours index is replaced).
-    """
+    """Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
+    options, each verified as ``elmo-hf embed --verify`` does) into ``index_dir``. ``kind``: ``"flat"`` (exact),
+    ``"ivf"`` (exact scores in the clusters scanned) or ``"ivfpq"`` (approximate), sized by the options
+    ``IndexParameters.choose`` defaults; IVF kinds train on ``train_size`` vectors sampled with ``seed``. ``layer``: the layer of a ``--representation all``
+    output (required there). ``overwrite`` replaces only an earlier neighbours index."""
     faiss = import_faiss()
     started = time.perf_counter()
     paths, index_dir = _checked_build_arguments(embed_dirs, index_dir, kind, overwrite, progress, seed)
@@ -402,9 +322,8 @@ def build_index(
         sentences, words = sum(source.sentences for source in sources), sum(source.words for source in sources)
         if words == 0:
             raise IndexInputError(f"embed output(s) {', '.join(map(str, paths))} hold no words: nothing to index")
-        dim, num_layers = probe_dimensions(sources[0])
-        layer = _checked_layer(sources[0], layer, num_layers)
-        vector_shape = vector_shape_of(sources[0].manifest, dim, num_layers)
+        vector_shape = vector_shape_of(sources[0])
+        dim, layer = vector_shape[-1], _checked_layer(sources[0], layer, vector_shape[0] if len(vector_shape) == 2 else None)
         parameters = IndexParameters.choose(
             kind, words, dim, nlist=nlist, nprobe=nprobe, pq_subquantizers=pq_subquantizers, pq_bits=pq_bits, train_size=train_size
         )
@@ -458,7 +377,9 @@ def _add_every_vector(index, sources, staging: Path, vector_shape, layer, totals
     word_ids = np.lib.format.open_memmap(staging / WORD_IDS_NAME, mode="w+", dtype=np.int32, shape=(words,))
     vocabulary: dict[str, int] = {}  # word -> its number, in order of first occurrence
     next_id, next_sentence = 0, 0
-    bar = _progress_bar(words, progress)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=words, unit=" words", disable=not progress, dynamic_ncols=True, mininterval=0.5)
     for source in sources:
         for vectors, num_words, sentence_words in source.batches(vector_shape, layer):
             _check_batch(source, vectors, num_words, sentence_words, dim, next_id, words)
@@ -514,17 +435,6 @@ def _check_batch(
         raise IndexInputError(f"embed output {source.path} holds NaN or infinite vectors (embedded with --allow-non-finite): they cannot be searched")
 
 
-def _progress_bar(total: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, unit=" words", disable=not enabled, dynamic_ncols=True, mininterval=0.5)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Reading an index
-# ----------------------------------------------------------------------------------------------------------------------
-
-
 def read_index_record(index_dir: Path) -> dict[str, Any]:
     """``index.json`` of ``index_dir``, refused (naming the directory) unless it is an elmo-hf neighbours index."""
     if not index_dir.is_dir():
@@ -576,17 +486,6 @@ def open_recorded_source(entry: dict[str, Any], path: str | Path | None, index_d
 
 
 __all__ = [
-    "FAISS_FILE_NAME",
-    "INDEX_KINDS",
-    "INDEX_RECORD_NAME",
-    "NEIGHBOURS_INDEX_OUTPUT",
-    "IndexBuildSummary",
-    "IndexInputError",
-    "IndexParameters",
-    "IndexedSource",
-    "build_index",
-    "import_faiss",
-    "normalised",
-    "open_recorded_source",
-    "read_index_record",
+    "FAISS_FILE_NAME", "INDEX_KINDS", "INDEX_RECORD_NAME", "NEIGHBOURS_INDEX_OUTPUT", "IndexBuildSummary", "IndexInputError",
+    "IndexParameters", "IndexedSource", "build_index", "import_faiss", "normalised", "open_recorded_source", "read_index_record",
 ]

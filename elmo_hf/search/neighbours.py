@@ -1,28 +1,16 @@
 """Contextual nearest neighbours (the paper's Table 4, over your own corpus): the word occurrences of an indexed corpus
-whose ELMo vectors are nearest to a word in a query sentence, and the token layer's context-independent neighbours
-for contrast.
+whose ELMo vectors are nearest to a word in a query sentence, and the token layer's context-independent neighbours.
 
-    index = ContextualIndex.load("play-index")                           # built by build_index / neighbours build
-    result = index.query("We went to see the play last night .", "play", k=5, static_k=5)
-    print(result.describe())                                             # or result.neighbours, result.to_json()
-
-A query sentence is embedded exactly as the corpus was: the model the embed run recorded (its weights must have the
-recorded fingerprint), the same representation (scalar mix, layer, ...), storage dtype, windows and word splitter,
-all read from the index record. So a sentence of the corpus finds itself first, with cosine 1 (distance 0, up to
-float rounding). Scores are cosine similarities (``1 - score`` is the cosine distance); with an ``ivfpq`` index they
-are approximate.
-
-Static neighbours are the vocabulary words whose token-layer vectors (the character CNN and highway layers, no
-biLSTM: ``ELMoModel.token_layer``) are nearest to the word's; the vocabulary is the indexed corpus's distinct words by
-default. The paper shows GloVe neighbours in that column; a character model's token layer ranks by spelling and
-morphology.
+A query sentence is embedded exactly as the corpus was (model, representation, dtype, windows, word splitter: all
+read from the index record), so a sentence of the corpus finds itself first with cosine 1. Scores are cosines
+(approximate for ``ivfpq``). Usage and what a query means: docs/guide/neighbours.md.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import json
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,13 +35,10 @@ from .index import (
     read_index_record,
 )
 
-# Shards whose sentences a loaded index keeps in memory (those its recent answers came from).
-CACHED_SHARDS = 32
-# Words around the query word shown when a sentence is printed (describe); the whole sentence is in the result.
-CONTEXT_WORDS = 12
-# The most frequent corpus words whose token-layer vectors static neighbours are chosen among.
-DEFAULT_STATIC_VOCABULARY = 50_000
-STATIC_BATCH_WORDS = 4096  # one-word sentences: larger batches ran 5x faster than 256 on CPU
+CACHED_SHARDS = 32  # shards whose sentences a loaded index keeps in memory (those its recent answers came from)
+CONTEXT_WORDS = 12  # words shown on each side of the query word when a sentence is printed (describe)
+DEFAULT_STATIC_VOCABULARY = 50_000  # the most frequent corpus words static neighbours are chosen among
+STATIC_BATCH_WORDS = 4096  # one-word sentences a token-layer call; why so many: docs/results/measurements.md
 
 
 class QueryError(ELMoHFError):
@@ -214,15 +199,9 @@ def static_neighbours(
 
 
 class ContextualIndex:
-    """
-    A neighbours index (``build_index``) opened for queries, with the embed outputs it was built from.
-
-    Use ``ContextualIndex.load(index_dir)``. The model is loaded at the first query (``model`` given to ``load``,
-    else the one the embed run recorded) and checked: its vectors must have the indexed size and its weights the
-    recorded fingerprint. Sentences of the answers are read from the embed outputs' shards; the last
-    ``CACHED_SHARDS`` shards read are kept in memory, and so are the token-layer vectors of the static vocabulary
-    once computed.
-    """
+    """A neighbours index (``build_index``) opened for queries (``ContextualIndex.load``), with the embed outputs it
+    was built from. The model is loaded and checked (indexed size, recorded fingerprint) at the first query; answers'
+    sentences are read from the embed outputs' shards (the last ``CACHED_SHARDS`` kept in memory)."""
 
     def __init__(
         self, index_dir: Path, record: dict[str, Any], faiss_index, sources: list[IndexedSource], sentence_starts: np.ndarray,
@@ -239,32 +218,18 @@ class ContextualIndex:
         self.word_numbers = {word: number for number, word in enumerate(vocabulary)}
         self._model_argument = model
         self._device = device
-        self._embedder = None
-        self._shard_rows: OrderedDict[tuple[int, int], dict[str, list]] = OrderedDict()
-        self._static_vectors: dict[tuple[int, int], tuple[list[str], np.ndarray]] = {}
+        self._rows_of_shard = functools.lru_cache(maxsize=CACHED_SHARDS)(self._read_rows_of_shard)
+        self._static_vocabulary = functools.lru_cache(maxsize=None)(self._static_vocabulary_vectors)
 
     @classmethod
     def load(
-        cls,
-        index_dir: str | Path,
-        *,
-        embeddings: str | Path | Sequence[str | Path] | None = None,
-        model=None,
-        device=None,
+        cls, index_dir: str | Path, *, embeddings: str | Path | Sequence[str | Path] | None = None, model=None, device=None,
         verify: bool = False,
     ) -> "ContextualIndex":
-        """
-        Open the index at ``index_dir``.
-
-        Args:
-            embeddings: where the embed outputs are now, in the order they were indexed, if they moved (default: the
-                paths recorded at build time). Each must be unchanged since (its manifest's sha256 is checked, and
-                the size of every shard).
-            model: an `ELMoModel` or a directory / Hub repo id, if the recorded model name does not load here
-                (e.g. a relative path); it must have the recorded weights.
-            device: where the model runs for queries (default: CPU).
-            verify: also re-hash every shard of the embed outputs (``elmo-hf embed --verify``).
-        """
+        """Open the index at ``index_dir``. ``embeddings``: where the embed outputs are now, in the indexed order, if
+        they moved (each must be unchanged: its manifest's sha256 and every shard's size are checked); ``model``: an
+        `ELMoModel`, directory or Hub repo id with the recorded weights, if the recorded name does not load here;
+        ``device``: where queries run (default: CPU); ``verify``: also re-hash every shard."""
         faiss = import_faiss()
         check_bool("verify", verify)
         index_dir = Path(index_dir)
@@ -294,8 +259,6 @@ class ContextualIndex:
             raise IndexInputError(f"the files of index {index_dir} do not agree with its {index_dir / 'index.json'}: build it again")
         return cls(index_dir, record, faiss_index, sources, sentence_starts, word_ids, vocabulary["words"], vocabulary["counts"], model=model, device=device)
 
-    # ------------------------------------------------------------------ what it holds
-
     @property
     def dim(self) -> int:
         return self.record["vectors"]["dim"]
@@ -316,16 +279,9 @@ class ContextualIndex:
             f"of {self.record['model']['name']} ({vectors['dim']} dimensions, stored as {vectors['dtype']})"
         )
 
-    # ------------------------------------------------------------------ the model, as the embed run had it
-
-    @property
+    @functools.cached_property
     def embedder(self):
         """The `ELMoEmbedder` that embeds queries exactly as the corpus was embedded (loaded and checked once)."""
-        if self._embedder is None:
-            self._embedder = self._load_embedder()
-        return self._embedder
-
-    def _load_embedder(self):
         from ..embedding.embedder import ELMoEmbedder
         from ..embedding.manifest import model_fingerprint
         from ..modeling_elmo import ELMoModel
@@ -352,21 +308,14 @@ class ContextualIndex:
                 f"the model has other weights than {recorded['name']}, which embedded the corpus of index "
                 f"{self.index_dir} (sha256 {recorded['sha256'][:12]}...): its vectors are not comparable; pass that model"
             )
-        # The model's own tokenizer (a character vocabulary of its own, boundary rows), splitting as the embed run did.
-        tokenizer_source = model.name_or_path or recorded["name"]
+        # The model's own tokenizer (a character vocabulary of its own, boundary rows), splitting as the embed run did;
+        # ELMoEmbedder refuses one that does not fit the model.
+        tokenizer_source = str(model.name_or_path or recorded["name"])
         try:
-            tokenizer = ELMoTokenizer.from_pretrained(
-                str(tokenizer_source),
-                word_splitter=vectors["tokenizer"]["word_splitter"],
-                unicode_errors=vectors["tokenizer"]["unicode_errors"],
-            )
+            splitting = {name: vectors["tokenizer"][name] for name in ("word_splitter", "unicode_errors")}
+            tokenizer = ELMoTokenizer.from_pretrained(tokenizer_source, **splitting)
         except (OSError, ValueError) as error:
-            raise IndexInputError(
-                f"cannot load the tokenizer of {tokenizer_source!r} for index {self.index_dir}: {error}"
-            ) from None
-        mismatch = tokenizer.mismatch_with(model.config)
-        if mismatch is not None:
-            raise IndexInputError(f"the tokenizer of {tokenizer_source!r} does not fit its model ({mismatch}): pass that model")
+            raise IndexInputError(f"cannot load the tokenizer of {tokenizer_source!r} for index {self.index_dir}: {error}") from None
         representation = vectors["layer"] if vectors["representation"] == "all" else vectors["representation"]
         return ELMoEmbedder(
             model, tokenizer, representation=representation, mix_index=vectors["mix_index"], dtype=vectors["dtype"],
@@ -374,29 +323,14 @@ class ContextualIndex:
             allow_tf32=vectors["allow_tf32"], compute_dtype=vectors.get("compute_dtype"), device=self._device,
         )
 
-    # ------------------------------------------------------------------ queries
-
     def query(
-        self,
-        sentence: str | Sequence[str],
-        word: str | None = None,
-        *,
-        position: int | None = None,
-        k: int = 10,
-        same_word: bool = False,
-        nprobe: int | None = None,
-        static_k: int = 0,
+        self, sentence: str | Sequence[str], word: str | None = None, *, position: int | None = None, k: int = 10,
+        same_word: bool = False, nprobe: int | None = None, static_k: int = 0,
     ) -> QueryResult:
-        """
-        The ``k`` word occurrences of the corpus nearest to ``word`` (or the word at ``position``) in ``sentence``.
-
-        Args:
-            sentence: raw text (split into words as the embed run split its text) or a list of words.
-            word, position: the query word: its first occurrence, or the word at ``position`` (0-based).
-            same_word: only occurrences of the same word (exact match), as in the paper's Table 4.
-            nprobe: clusters scanned by an IVF index (default: the one recorded at build time).
-            static_k: also the ``static_k`` nearest vocabulary words in the token layer (``static_neighbours``).
-        """
+        """The ``k`` word occurrences of the corpus nearest to ``word`` (its first occurrence) or the word at
+        ``position`` (0-based) in ``sentence`` (raw text, split as the embed run split its text, or a list of words).
+        ``same_word``: only occurrences of that word (the paper's Table 4); ``nprobe``: clusters an IVF index scans
+        (default: the recorded one); ``static_k``: also that many nearest words in the token layer."""
         check_int("k", k, 1)
         check_int("static_k", static_k, 0)
         check_bool("same_word", same_word)
@@ -436,13 +370,11 @@ class ContextualIndex:
             return []
         selector = faiss.IDSelectorBatch(np.ascontiguousarray(only_ids, dtype=np.int64)) if only_ids is not None else None
         if self.kind == "flat":
-            parameters = faiss.SearchParameters(sel=selector) if selector is not None else None
+            parameters = faiss.SearchParameters(sel=selector)
         else:
             nprobe = check_int("nprobe", nprobe, 1, allow_none=True) or self.record["index"]["nprobe"]
-            if selector is not None:
-                # The selector filters inside the clusters scanned: scan them all, or occurrences elsewhere are missed.
-                nprobe = self.faiss_index.nlist
-            parameters = faiss.SearchParametersIVF(sel=selector, nprobe=nprobe) if selector is not None else faiss.SearchParametersIVF(nprobe=nprobe)
+            # A selector filters inside the clusters scanned: scan them all, or occurrences elsewhere are missed.
+            parameters = faiss.SearchParametersIVF(sel=selector, nprobe=self.faiss_index.nlist if selector is not None else nprobe)
         scores, ids = self.faiss_index.search(normalised(vector[None]), min(k, self.faiss_index.ntotal), params=parameters)
         return [self.occurrence(int(index_id), float(score)) for index_id, score in zip(ids[0], scores[0]) if index_id >= 0]
 
@@ -473,52 +405,33 @@ class ContextualIndex:
             row, input_row, index_id,
         )
 
-    def _rows_of_shard(self, source_number: int, shard: int) -> dict[str, list]:
-        key = (source_number, shard)
-        if key in self._shard_rows:
-            self._shard_rows.move_to_end(key)
-            return self._shard_rows[key]
+    def _read_rows_of_shard(self, source_number: int, shard: int) -> dict[str, list]:
+        """The words, input rows and texts of one shard's rows (``_rows_of_shard`` keeps the last ``CACHED_SHARDS``)."""
         source = self.sources[source_number]
         columns = [source.words_column, INPUT_ROW_COLUMN] + ([source.text_column] if source.text_column else [])
         table = pq.read_table(source.shard_path(shard), columns=columns)
-        rows = {
+        return {
             "words": table.column(source.words_column).to_pylist(),
             "input_row": table.column(INPUT_ROW_COLUMN).to_pylist(),
             "text": table.column(source.text_column).to_pylist() if source.text_column else None,
         }
-        self._shard_rows[key] = rows
-        if len(self._shard_rows) > CACHED_SHARDS:
-            self._shard_rows.popitem(last=False)
-        return rows
-
-    # ------------------------------------------------------------------ static neighbours
 
     def static_neighbours(
         self, word: str, k: int = 10, *, min_count: int = 1, max_words: int = DEFAULT_STATIC_VOCABULARY
     ) -> list[StaticNeighbour]:
         """The ``k`` corpus words nearest to ``word`` in the token layer, among the ``max_words`` most frequent words
         seen at least ``min_count`` times (their vectors are computed once per index and kept)."""
-        check_int("min_count", min_count, 1)
-        check_int("max_words", max_words, 1)
-        key = (min_count, max_words)
-        if key not in self._static_vectors:
-            order = sorted(range(len(self.vocabulary)), key=lambda number: -self.counts[number])  # stable: ties in corpus order
-            chosen = [self.vocabulary[number] for number in order if self.counts[number] >= min_count][:max_words]
-            embedder = self.embedder
-            self._static_vectors[key] = (chosen, token_vectors(embedder.model, embedder.tokenizer, chosen))
-        vocabulary, vectors = self._static_vectors[key]
+        vocabulary, vectors = self._static_vocabulary(check_int("min_count", min_count, 1), check_int("max_words", max_words, 1))
         return static_neighbours(self.embedder.model, self.embedder.tokenizer, word, vocabulary, k, vocabulary_vectors=vectors)
+
+    def _static_vocabulary_vectors(self, min_count: int, max_words: int) -> tuple[list[str], np.ndarray]:
+        """The static vocabulary and its token-layer vectors (``_static_vocabulary`` keeps them per index)."""
+        order = sorted(range(len(self.vocabulary)), key=lambda number: -self.counts[number])  # stable: ties in corpus order
+        chosen = [self.vocabulary[number] for number in order if self.counts[number] >= min_count][:max_words]
+        return chosen, token_vectors(self.embedder.model, self.embedder.tokenizer, chosen)
 
 
 __all__ = [
-    "ContextualIndex",
-    "Neighbour",
-    "QueryError",
-    "QueryResult",
-    "StaticNeighbour",
-    "describe_representation",
-    "highlighted",
-    "resolve_position",
-    "static_neighbours",
-    "token_vectors",
+    "ContextualIndex", "Neighbour", "QueryError", "QueryResult", "StaticNeighbour", "describe_representation", "highlighted",
+    "resolve_position", "static_neighbours", "token_vectors",
 ]
