@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import os
 import signal
@@ -114,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
 
         if not progress:
             quiet_progress_bars()
-    fields = set(PretrainingOptions.__dataclass_fields__) - {"progress"}
+    names = {field.name for field in dataclasses.fields(PretrainingOptions)}
     given = {RENAMED_OPTIONS.get(name, name): value for name, value in vars(args).items()}
-    options = {name: value for name, value in given.items() if name in fields}
+    options = {name: value for name, value in given.items() if name in names}
     callers_group = joined_a_process_group()  # a program that runs this command in a group of its own keeps it
     try:
         with model_files_named(args.init_from) if getattr(args, "init_from", None) else contextlib.nullcontext():
