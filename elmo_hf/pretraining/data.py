@@ -292,12 +292,10 @@ class WindowedBiLMStream(torch.utils.data.IterableDataset):
     `previous_word_labels` (aligned with `backward_input_ids`) (`(R, window_size)`), `window_index` (`(R,)`, k: 0
     starts an epoch) and `row_index` (`(R,)`, 0 ... R - 1).
 
-    With several processes (`rank`, `world_size`) the batch of `num_rows` rows is global: process `rank` builds and
-    yields only its block `rows_of_rank(num_rows, rank, world_size)` of R = `num_rows // world_size` rows; the order,
-    the split and `num_batches` are global, so the processes' batches side by side are the one-process batch. With
-    `Trainer` use `ELMoPreTrainingTrainer` (its own loader per process; `dataloader_num_workers=0`: batches must come
-    in order); `set_epoch` gives each epoch its sentence order. Memory does not grow with the corpus: its tokens live
-    in a nameless temporary file (docs/design/pretraining-data.md, "Corpora larger than memory").
+    With several processes the batch of `num_rows` rows is global and process `rank` yields only its block
+    `rows_of_rank(num_rows, rank, world_size)` of R rows. With `Trainer` use `ELMoPreTrainingTrainer`
+    (`dataloader_num_workers=0`: batches must come in order). Memory does not grow with the corpus (its tokens live
+    in a nameless temporary file). Both: docs/design/pretraining-data.md.
 
     Args:
         sentences (`Iterable[list[str]]`, `datasets.Dataset` or `IterableDataset`): the corpus, read once at

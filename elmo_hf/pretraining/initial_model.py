@@ -130,12 +130,9 @@ def _from_tf_checkpoint(checkpoint: Path, init_vocab: str | Path | None, with_we
 def grow_softmax(
     weight: torch.Tensor, bias: torch.Tensor, added_counts: Sequence[int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The softmax ``weight`` (V, P) and ``bias`` (V,) with one row per added word appended; the old rows unchanged.
-
-    An added word was ``<UNK>`` to the model, so its row starts as ``<UNK>``'s: the same output vector, and the bias
-    of ``<UNK>`` plus ``log(count / sum(added_counts))``. The added words then share, by corpus count, exactly the
-    probability ``<UNK>`` has in every context; the old words keep their ratios to each other and lose at most the
-    factor ``1 / (1 + p(<UNK>))`` until training moves them."""
+    """The softmax ``weight`` (V, P) and ``bias`` (V,) with one row per added word appended, the old rows unchanged:
+    ``<UNK>``'s output vector and ``<UNK>``'s bias plus ``log(count / sum(added_counts))``, so the added words share
+    ``<UNK>``'s probability by count (docs/guide/pretraining.md, "Continuing a model")."""
     counts = torch.as_tensor(added_counts, dtype=torch.float64)
     if counts.numel() == 0:
         return weight, bias
