@@ -60,8 +60,9 @@ class CorpusReader:
 
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         """The column names, read without `datasets` (which imports torch), for the checks made before a model
-        loads; ``look_for``: a reader may stop once that column is met. None where they cannot be read so: nothing
-        is refused then, and reading the rows says what is wrong."""
+        loads; ``look_for``: a reader may stop once that column is met. None, or an ``OSError`` or ``ValueError``
+        (``CorpusSource.column_names`` makes it None), where they cannot be read so: nothing is refused then, and
+        reading the rows says what is wrong."""
         return None
 
     def features(self):
@@ -137,11 +138,8 @@ class LineFileReader(CorpusReader):
     def row_name(self, input_row: int) -> str:
         return f"{self.path} line {input_row + 1 + self.header_lines}"
 
-    def column_names(self, look_for: str | None = None) -> list[str] | None:
-        try:
-            return self.columns()
-        except CorpusError:
-            return None
+    def column_names(self, look_for: str | None = None) -> list[str]:
+        return self.columns()
 
     def features(self):
         return string_features(self.columns())
@@ -295,14 +293,11 @@ class JsonLinesReader(StreamedReader):
         """The keys of the JSON objects in the first ``JSON_COLUMNS_BYTES``, in the order first met (as pyarrow
         orders a JSON file's columns); ``look_for``: stop once that column is met."""
         keys: dict[str, None] = {}
-        try:
-            for _, record in self.json_lines(max_bytes=JSON_COLUMNS_BYTES):
-                if isinstance(record, dict):
-                    keys.update(dict.fromkeys(record))
-                if look_for is not None and look_for in keys:
-                    break
-        except OSError:
-            return None
+        for _, record in self.json_lines(max_bytes=JSON_COLUMNS_BYTES):
+            if isinstance(record, dict):
+                keys.update(dict.fromkeys(record))
+            if look_for is not None and look_for in keys:
+                break
         return list(keys)
 
     def json_lines(self, start: int = 0, max_bytes: int | None = None) -> Iterator[tuple[int, dict | InvalidRowError]]:
@@ -364,11 +359,8 @@ class CsvReader(StreamedReader):
         """The header row."""
         import csv
 
-        try:
-            with open(self.path, encoding="utf-8-sig", newline="") as file:
-                return next(csv.reader(file), None)
-        except (OSError, ValueError):  # ValueError: not UTF-8
-            return None
+        with open(self.path, encoding="utf-8-sig", newline="") as file:
+            return next(csv.reader(file), None)
 
     @staticmethod
     def table_of_file(data: bytes):
@@ -388,10 +380,7 @@ class ParquetReader(StreamedReader):
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         import pyarrow.parquet as pq
 
-        try:
-            return list(pq.read_schema(self.path).names)
-        except (OSError, ValueError):  # ValueError: not Parquet (pyarrow's ArrowInvalid)
-            return None
+        return list(pq.read_schema(self.path).names)
 
     def num_rows(self) -> int:
         import pyarrow.parquet as pq
@@ -419,10 +408,7 @@ class SavedDatasetReader(CorpusReader):
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         import json
 
-        try:
-            info = json.loads((self.path / "dataset_info.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        info = json.loads((self.path / "dataset_info.json").read_text(encoding="utf-8"))
         features = info.get("features") if isinstance(info, dict) else None
         return list(features) if isinstance(features, dict) else None
 
