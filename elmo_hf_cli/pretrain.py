@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import os
 import signal
@@ -17,20 +18,9 @@ from .common import EXIT_INTERRUPTED, EXIT_OK, ModelFilesError, libraries_import
 
 RESUME_HINT = "rerun the same command with --resume (without --overwrite) to continue"
 
-# Command-line option -> PretrainingOptions field, for the options that were given (the rest keep its defaults).
-OPTION_FIELDS = {
-    "corpus": "corpus", "output": "output_dir", "config": "config", "held_out": "held_out",
-    "held_out_fraction": "held_out_fraction", "word_splitter": "word_splitter", "text_column": "text_column",
-    "words_column": "words_column", "min_count": "min_count", "max_vocab_size": "max_vocab_size", "regime": "regime",
-    "window_size": "window_size", "batch_size": "batch_size", "max_steps": "max_steps", "epochs": "epochs",
-    "optimizer": "optimizer", "learning_rate": "learning_rate", "lr_scheduler": "lr_scheduler",
-    "warmup_ratio": "warmup_ratio", "max_grad_norm": "max_grad_norm", "softmax_samples": "softmax_samples",
-    "dropout": "dropout", "save_steps": "save_steps", "save_total_limit": "save_total_limit", "eval_steps": "eval_steps",
-    "logging_steps": "logging_steps", "train_eval_sentences": "train_eval_sentences", "seed": "seed",
-    "max_time_minutes": "max_time_minutes", "resume": "resume", "overwrite": "overwrite", "export_hdf5": "export_hdf5",
-    "init_from": "init_from", "init_vocab": "init_vocab", "add_words": "add_words",
-    "threads": "num_threads", "max_characters_per_token": "max_characters_per_token",
-}
+# The command-line options named otherwise than their PretrainingOptions field; every other option given is its
+# field of the same name (the rest keep their defaults).
+RENAMED_OPTIONS = {"output": "output_dir", "threads": "num_threads"}
 
 
 def checkpoint_or_directory(value: str) -> str:
@@ -116,7 +106,6 @@ def add_training_options(parser, library) -> None:
 
 def run(args: argparse.Namespace) -> int:
     die_with_the_torchrun_agent()
-    options = {field: getattr(args, name) for name, field in OPTION_FIELDS.items() if hasattr(args, name)}
     progress = not getattr(args, "no_progress", False)
     with libraries_imported_whole():
         from accelerate import PartialState
@@ -126,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
 
         if not progress:
             quiet_progress_bars()
+    names = {field.name for field in dataclasses.fields(PretrainingOptions)}
+    given = {RENAMED_OPTIONS.get(name, name): value for name, value in vars(args).items()}
+    options = {name: value for name, value in given.items() if name in names}
     callers_group = joined_a_process_group()  # a program that runs this command in a group of its own keeps it
     try:
         with model_files_named(args.init_from) if getattr(args, "init_from", None) else contextlib.nullcontext():
@@ -152,12 +144,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def die_with_the_torchrun_agent() -> None:
-    """Under ``torchrun`` on Linux: have the kernel kill this process (SIGKILL) when the agent that started it dies.
-
-    torchrun starts each worker in a session of its own, so a ``kill -9`` of the launch (its process group) or the
-    agent's death (the OOM killer) reached none of them: the workers trained on unwatched, wrote checkpoints, the model
-    and the report of a run taken for killed, and held its output's lock (issue 51). A Ctrl-C or SIGTERM of the agent
-    is unchanged: it passes the signal to the workers and waits for them before it exits."""
+    """Under ``torchrun`` on Linux: have the kernel kill this process (SIGKILL) when the agent that started it dies,
+    as torchrun's own session would not (docs/design/pretraining-distributed.md, "Workers die with their agent")."""
     if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -178,12 +166,9 @@ def joined_a_process_group() -> bool:
 
 def leave_the_process_group() -> None:
     """Destroy the torch.distributed process group the run joined (under torchrun: the Trainer's), if any, and free
-    it, so that its gloo threads are joined while the interpreter still runs. ``run`` calls it only where the process
-    was in no group before the run: a group that a program running the command made itself is that program's.
-
-    ``gc.collect()`` after ``destroy_process_group``: the Trainer's wrapper still holds the group in reference cycles,
-    and a gloo thread left to the interpreter's finalization aborts the launch (why and when: docs/design/
-    pretraining-distributed.md)."""
+    it (``gc.collect()``: the Trainer's wrapper holds it in reference cycles), so that its gloo threads are joined
+    while the interpreter still runs (docs/design/pretraining-distributed.md). ``run`` calls it only where the process
+    was in no group before the run: a group that a program running the command made itself is that program's."""
     import torch.distributed
 
     if joined_a_process_group():

@@ -1,12 +1,6 @@
-"""One reader class per input format; ``formats.INPUT_FORMATS`` names each in its row.
-
-``CorpusReader`` is what every engine asks of a format: ``rows(start)`` (the only method a new format must write),
-and, where the format knows them cheaply, its columns (checked before a model loads), its features, its rows'
-count, how an error names a row, and ``table_of_file`` for the Ray engine (a whole file read into memory by one
-Ray task). The readers stream: no corpus is held in memory. Text, TSV and CoNLL-U files are read here, line by line
-(``lines.read_lines``, so errors name the line); JSON lines, CSV and Parquet are streamed by `datasets`' packaged
-builders, a saved dataset by ``load_from_disk``.
-"""
+"""One reader class per input format (``formats.INPUT_FORMATS`` names each in its row), all streaming: text, TSV and
+CoNLL-U read here line by line (``lines.read_lines``, so errors name the line); JSON lines, CSV and Parquet streamed
+by `datasets`' packaged builders; a saved dataset by ``load_from_disk``. A new format writes ``rows``."""
 
 from __future__ import annotations
 
@@ -66,19 +60,15 @@ class CorpusReader:
 
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         """The column names, read without `datasets` (which imports torch), for the checks made before a model
-        loads; ``look_for``: a reader may stop once that column is met. None where they cannot be read so: nothing
-        is refused then, and reading the rows says what is wrong."""
+        loads; ``look_for``: a reader may stop once that column is met. None, or an ``OSError`` or ``ValueError``
+        (``CorpusSource.column_names`` makes it None), where they cannot be read so: nothing is refused then, and
+        reading the rows says what is wrong."""
         return None
 
     def features(self):
         """The columns and their types (`datasets.Features`), those of the first valid rows by default (string
         columns named by ``column_names`` for an input without one)."""
-        from datasets import Dataset, Features, Value
-
-        records = [record for _, record in islice(self.rows(), READ_BATCH_ROWS) if isinstance(record, dict)]
-        if records:
-            return Dataset.from_list(records).features
-        return Features({column: Value("string") for column in self.column_names() or []})
+        return features_of_records(self.rows()) or string_features(self.column_names() or [])
 
     def num_rows(self) -> int | None:
         """The number of rows, where it is cheap to know; else None."""
@@ -87,6 +77,21 @@ class CorpusReader:
     def num_characters(self, at_most: int) -> int | None:
         """The characters of the rows' text, counted up to ``at_most``, where it is cheap to know; else None."""
         return None
+
+
+def features_of_records(rows: Iterator[tuple[int, Any]]):
+    """The `datasets.Features` of the first ``READ_BATCH_ROWS`` valid rows of ``rows``, or None if none is valid."""
+    from datasets import Dataset
+
+    records = [record for _, record in islice(rows, READ_BATCH_ROWS) if isinstance(record, dict)]
+    return Dataset.from_list(records).features if records else None
+
+
+def string_features(columns: Sequence[str]):
+    """`datasets.Features` of string ``columns``."""
+    from datasets import Features, Value
+
+    return Features({column: Value("string") for column in columns})
 
 
 def records_of_batches(batches: Iterator[dict[str, list]], start: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -99,10 +104,7 @@ def records_of_batches(batches: Iterator[dict[str, list]], start: int) -> Iterat
             input_row += 1
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Text, TSV
-# ----------------------------------------------------------------------------------------------------------------------
-
+# Text, TSV -----------------------------------------------------------------------------------------------------------
 
 def decoded_lines(data: bytes) -> list[str]:
     """The lines of one text file read whole, by ``read_lines``' rule: a line ends at ``\\n`` only (one ``\\r``
@@ -124,8 +126,30 @@ def decoded_lines(data: bytes) -> list[str]:
     return texts
 
 
-class TextReader(CorpusReader):
-    """``txt``: one sentence per line (``lines.read_lines``), in a ``text`` column; a row is named by its line."""
+class LineFileReader(CorpusReader):
+    """A format of text lines (``lines.read_lines``: its refusals, warnings and line limit), every column a string
+    (``columns()``): a row is named by its line and counted by line breaks, ``header_lines`` left out."""
+
+    header_lines = 0
+
+    def columns(self) -> list[str]:
+        raise NotImplementedError(f"{type(self).__name__} must define columns()")
+
+    def row_name(self, input_row: int) -> str:
+        return f"{self.path} line {input_row + 1 + self.header_lines}"
+
+    def column_names(self, look_for: str | None = None) -> list[str]:
+        return self.columns()
+
+    def features(self):
+        return string_features(self.columns())
+
+    def num_rows(self) -> int:
+        return max(count_lines(self.path) - self.header_lines, 0)
+
+
+class TextReader(LineFileReader):
+    """``txt``: one sentence per line, in a ``text`` column."""
 
     def check(self) -> None:
         check_line_endings(self.path)  # here too, so that the refusal comes before the model is loaded
@@ -134,20 +158,8 @@ class TextReader(CorpusReader):
         for row, line in read_lines(self.path, start):
             yield row, line if isinstance(line, InvalidRowError) else {DEFAULT_TEXT_COLUMN: line}
 
-    def row_name(self, input_row: int) -> str:
-        return f"{self.path} line {input_row + 1}"
-
-    def column_names(self, look_for: str | None = None) -> list[str]:
+    def columns(self) -> list[str]:
         return [DEFAULT_TEXT_COLUMN]
-
-    def features(self):
-        from datasets import Features, Value
-
-        return Features({DEFAULT_TEXT_COLUMN: Value("string")})
-
-    def num_rows(self) -> int:
-        """Counted by line breaks."""
-        return count_lines(self.path)
 
     def num_characters(self, at_most: int) -> int:
         """The lines' characters without their line ends (what ``embedding.engine.input_characters`` counts), read
@@ -168,16 +180,18 @@ class TextReader(CorpusReader):
         return pa.table({DEFAULT_TEXT_COLUMN: pa.array(decoded_lines(data), pa.string())})
 
 
-class TsvReader(CorpusReader):
+class TsvReader(LineFileReader):
     """``tsv``: tab-separated values, the first line naming the columns, every other line one row (IANA's
     text/tab-separated-values: no quoting and no escapes, so a field holds no tab and no line break; a quote is text).
     Lines are read as text files' are (``lines.read_lines``: its refusals, warnings and line limit); a row whose
-    fields are not as many as the header's columns is an invalid row. A row is named by its line."""
+    fields are not as many as the header's columns is an invalid row."""
+
+    header_lines = 1
 
     def check(self) -> None:
-        self.header()
+        self.columns()
 
-    def header(self) -> list[str]:
+    def columns(self) -> list[str]:
         """The column names of the first line (``CorpusError`` for a file without one)."""
         first = next(read_lines(self.path), (0, ""))[1]
         return TsvReader.columns_of_header(first, str(self.path))
@@ -195,7 +209,7 @@ class TsvReader(CorpusReader):
         return columns
 
     def rows(self, start: int = 0) -> Iterator[tuple[int, dict[str, str] | InvalidRowError]]:
-        columns = self.header()
+        columns = self.columns()
         for line_row, line in read_lines(self.path, start + 1):
             yield line_row - 1, self.record(columns, line)
 
@@ -207,24 +221,6 @@ class TsvReader(CorpusReader):
         if len(fields) != len(columns):
             return InvalidRowError(f"has {len(fields)} tab-separated field(s) where the header names {len(columns)} column(s)")
         return dict(zip(columns, fields))
-
-    def row_name(self, input_row: int) -> str:
-        return f"{self.path} line {input_row + 2}"
-
-    def column_names(self, look_for: str | None = None) -> list[str] | None:
-        try:
-            return self.header()
-        except CorpusError:
-            return None
-
-    def features(self):
-        from datasets import Features, Value
-
-        return Features({column: Value("string") for column in self.header()})
-
-    def num_rows(self) -> int:
-        """Counted by line breaks, the header left out."""
-        return max(count_lines(self.path) - 1, 0)
 
     @staticmethod
     def table_of_file(data: bytes):
@@ -239,10 +235,7 @@ class TsvReader(CorpusReader):
         return pa.table({column: pa.array([record[column] for record in records], pa.string()) for column in columns})
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# Formats `datasets` streams: JSON lines, CSV, Parquet; saved datasets
-# ----------------------------------------------------------------------------------------------------------------------
-
+# Formats `datasets` streams: JSON lines, CSV, Parquet; saved datasets ------------------------------------------------
 
 class StreamedReader(CorpusReader):
     """A format `datasets` streams with its packaged builder ``builder`` (and ``builder_options``)."""
@@ -291,25 +284,20 @@ class JsonLinesReader(StreamedReader):
         try:
             return super().features()
         except CorpusError:
-            from datasets import Dataset
-
-            records = [record for _, record in islice(self.json_lines(), READ_BATCH_ROWS) if isinstance(record, dict)]
-            if records:
-                return Dataset.from_list(records).features
-            raise
+            features = features_of_records(self.json_lines())
+            if features is None:
+                raise
+            return features
 
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         """The keys of the JSON objects in the first ``JSON_COLUMNS_BYTES``, in the order first met (as pyarrow
         orders a JSON file's columns); ``look_for``: stop once that column is met."""
         keys: dict[str, None] = {}
-        try:
-            for _, record in self.json_lines(max_bytes=JSON_COLUMNS_BYTES):
-                if isinstance(record, dict):
-                    keys.update(dict.fromkeys(record))
-                if look_for is not None and look_for in keys:
-                    break
-        except OSError:
-            return None
+        for _, record in self.json_lines(max_bytes=JSON_COLUMNS_BYTES):
+            if isinstance(record, dict):
+                keys.update(dict.fromkeys(record))
+            if look_for is not None and look_for in keys:
+                break
         return list(keys)
 
     def json_lines(self, start: int = 0, max_bytes: int | None = None) -> Iterator[tuple[int, dict | InvalidRowError]]:
@@ -371,11 +359,8 @@ class CsvReader(StreamedReader):
         """The header row."""
         import csv
 
-        try:
-            with open(self.path, encoding="utf-8-sig", newline="") as file:
-                return next(csv.reader(file), None)
-        except (OSError, ValueError):  # ValueError: not UTF-8
-            return None
+        with open(self.path, encoding="utf-8-sig", newline="") as file:
+            return next(csv.reader(file), None)
 
     @staticmethod
     def table_of_file(data: bytes):
@@ -395,10 +380,7 @@ class ParquetReader(StreamedReader):
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         import pyarrow.parquet as pq
 
-        try:
-            return list(pq.read_schema(self.path).names)
-        except (OSError, ValueError):  # ValueError: not Parquet (pyarrow's ArrowInvalid)
-            return None
+        return list(pq.read_schema(self.path).names)
 
     def num_rows(self) -> int:
         import pyarrow.parquet as pq
@@ -426,10 +408,7 @@ class SavedDatasetReader(CorpusReader):
     def column_names(self, look_for: str | None = None) -> list[str] | None:
         import json
 
-        try:
-            info = json.loads((self.path / "dataset_info.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        info = json.loads((self.path / "dataset_info.json").read_text(encoding="utf-8"))
         features = info.get("features") if isinstance(info, dict) else None
         return list(features) if isinstance(features, dict) else None
 
@@ -451,10 +430,7 @@ class SavedDatasetReader(CorpusReader):
         return dataset
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# CoNLL-U
-# ----------------------------------------------------------------------------------------------------------------------
-
+# CoNLL-U -------------------------------------------------------------------------------------------------------------
 
 class ConlluReader(CorpusReader):
     """``conllu``: a CoNLL-U treebank, one row per sentence (``read_conllu_sentences``: ``sent_id``, ``words``,
@@ -541,6 +517,6 @@ def conllu_features():
 
 __all__ = [
     "CONLLU_COLUMNS", "CONLLU_FIELDS", "CONLLU_WORDS_COLUMN", "DEFAULT_TEXT_COLUMN", "JSON_COLUMNS_BYTES", "ConlluReader", "CorpusReader",
-    "CsvReader", "JsonLinesReader", "ParquetReader", "SavedDatasetReader", "StreamedReader", "TextReader", "TsvReader",
-    "conllu_features", "decoded_lines", "read_conllu_sentences", "records_of_batches",
+    "CsvReader", "JsonLinesReader", "ParquetReader", "LineFileReader", "SavedDatasetReader", "StreamedReader", "TextReader", "TsvReader",
+    "conllu_features", "decoded_lines", "features_of_records", "read_conllu_sentences", "records_of_batches", "string_features",
 ]

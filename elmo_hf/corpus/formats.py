@@ -1,15 +1,7 @@
-"""The table of input formats: one row per format elmo-hf reads, the one place every reader of a corpus looks.
-
-A row (``InputFormat``) holds the format's name (``--input-format``), a description (the command line's help), the
-file extensions that tell it, and its reader: a ``format_readers.CorpusReader`` subclass, named by ``"module:Class"``
-(relative to this package, imported on first use) or given as the class itself. The local engine
-(``readers.CorpusSource``), the Ray engine (a reader's ``table_of_file``), ``pretrain`` (``corpus.sentences``) and the
-command line's ``--input-format`` choices and help all read ``INPUT_FORMATS``, so a new format is one reader class
-and one row: here for a format that ships, or ``register_input_format`` for one of your own.
-
-This module imports only the standard library: the command line reads the names and descriptions before torch is
-imported (``elmo_hf_cli.arguments.library_module``), and the reader classes are imported only when a corpus is read.
-"""
+"""The table of input formats (``INPUT_FORMATS``): one row per format, read by the local engine, the Ray engine,
+``pretrain`` and the command line's ``--input-format`` choices and help, so a new format is one ``CorpusReader``
+class and one row (here, or ``register_input_format``). Standard library only: the command line reads the names
+before torch is imported, and a reader class is imported when a corpus is read."""
 
 from __future__ import annotations
 
@@ -19,15 +11,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class InputFormat:
-    """One row of ``INPUT_FORMATS``.
-
-    Args:
-        name (`str`): what ``--input-format`` and ``input_format=`` take.
-        description (`str`): what the format is, for the command line's help.
-        extensions (`tuple[str, ...]`): lower-case file extensions (with the dot) that tell this format.
-        reader (`str` or `type`): the ``CorpusReader`` subclass that reads it, or ``"module:Class"`` naming one in
-            this package (imported when first used).
-    """
+    """One row of ``INPUT_FORMATS``: the ``name`` ``--input-format`` takes, a ``description`` for the help, the
+    lower-case ``extensions`` (with the dot) that tell it, and its ``reader``: a ``CorpusReader`` subclass, or
+    ``"module:Class"`` naming one in this package (imported when first used)."""
 
     name: str
     description: str

@@ -1,9 +1,6 @@
 """The progress bar of reading a corpus (counting the vocabulary, building the windowed stream): sentences read, of
-how many when that is known (which gives tqdm its ETA), and the words read so far.
-
-Shown on a terminal only (tqdm's ``disable=None``: quiet when stderr is not a TTY, e.g. in a log file) and never
-when the caller says ``enabled=False`` (``elmo-hf pretrain --no-progress``, as ``elmo-hf embed --no-progress``).
-"""
+how many when known, and the words read so far; on a terminal only (tqdm's ``disable=None``), never when the caller
+says ``enabled=False`` (``--no-progress``)."""
 
 from __future__ import annotations
 

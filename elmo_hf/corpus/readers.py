@@ -1,19 +1,8 @@
-"""The corpus a command reads: ``CorpusSource`` (one input in one of ``INPUT_FORMATS``) and ``corpus_sources`` (the
-inputs of several paths), for `elmo-hf embed` and `elmo-hf pretrain` alike.
-
-Formats are rows of one table, ``formats.INPUT_FORMATS`` (told by the extension or given): each names its reader, a
-``format_readers.CorpusReader`` subclass (text, JSON lines, CSV, TSV, Parquet, saved datasets, CoNLL-U), and
-``CorpusSource`` asks that reader for everything: ``CorpusSource.rows(start)`` yields ``(input_row, record)`` from a
-given row on, streaming, never holding the corpus in memory; ``record`` is a dict of column values, or an
-``InvalidRowError`` for a row that cannot be read (a text line that is not UTF-8); the caller decides whether that
-raises or is skipped. Any other error of a reader is a ``CorpusError`` naming the input, its format and the row.
-
-Corpora of several files (``corpus_sources``): a glob pattern stands for the files it matches, and a directory that
-is not a saved dataset for its files: shards, as the 1B Word Benchmark ships its training data
-(``training-monolingual.tokenized.shuffled/news.en-000NN-of-00100``), read in name order. A shard whose extension
-names no format is text, one sentence per line.
-
-Lines are read by ``lines.read_lines`` (its rules, refusals and warnings are described there). The names of the
+"""The corpus a command reads: ``CorpusSource`` (one input in one of ``formats.INPUT_FORMATS``, read by its format's
+``CorpusReader``, streaming) and ``corpus_sources`` (the inputs of several paths: files, saved datasets, directories
+of shards such as the 1B Word Benchmark's, glob patterns), for `elmo-hf embed` and `elmo-hf pretrain` alike. A row
+that cannot be read is an ``InvalidRowError`` the caller raises or skips; any other reader error is a
+``CorpusError`` naming the input, its format and the row. Lines are read by ``lines.read_lines``; the names of the
 lower modules a caller needs are imported from here too.
 """
 
@@ -70,16 +59,11 @@ def sentence_column(text_column: str = DEFAULT_TEXT_COLUMN, words_column: str | 
 
 
 def corpus_sources(paths: str | Path | Sequence[str | Path], input_format: str | None = None) -> list["CorpusSource"]:
-    """
-    The corpus files of ``paths``, in order, opened: a file; a saved dataset; a directory of shards (its files that
-    are not hidden, in name order); or a glob pattern (``shards/news.en-*``, the files it matches in name order).
-    ``input_format`` is the format of every file; without it each file's extension tells, and a shard whose
-    extension names no format is text (the 1B Word Benchmark's ``news.en-00001-of-00100``).
-
-    Raises:
-        `CorpusError` naming the path: a path that does not exist, a pattern that matches no file, an empty
-        directory of shards, a format that cannot be told.
-    """
+    """The corpus files of ``paths``, in order, opened: a file; a saved dataset; a directory of shards (its files
+    that are not hidden, in name order); or a glob pattern (the files it matches in name order). ``input_format`` is
+    every file's format; without it each file's extension tells, and a shard whose extension names no format is
+    text (``news.en-00001-of-00100``). Raises `CorpusError` naming the path: one that does not exist, a pattern
+    that matches no file, an empty directory of shards, a format that cannot be told."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise CorpusError("no corpus given: expected at least one file, directory of shards or glob pattern")
@@ -139,8 +123,7 @@ class CorpusSource:
 
     @property
     def default_columns(self) -> tuple[str | None, str | None]:
-        """``(text_column, words_column)`` holding the sentences when the caller names neither: the words of a
-        CoNLL-U file, the ``text`` column of everything else (the reader's ``default_columns``)."""
+        """``(text_column, words_column)`` holding the sentences when the caller names neither (the reader's)."""
         return self.reader.default_columns
 
     def identity(self) -> dict:
@@ -155,23 +138,18 @@ class CorpusSource:
         }
 
     def row_name(self, input_row: int) -> str:
-        """How errors name a row: the line for text and TSV files, the sentence for CoNLL-U, the 0-based row
-        otherwise (also for a format no longer registered, as a search names the rows of an older output)."""
+        """How errors name a row (the reader's; the 0-based row for a format no longer registered)."""
         if self.input_format not in INPUT_FORMATS:
             return f"{self.path} row {input_row}"
         return self.reader.row_name(input_row)
 
     def features(self):
-        """The input's columns and their types (`datasets.Features`; read from the first rows where the format does
-        not store them)."""
+        """The input's columns and their types (`datasets.Features`): ``CorpusReader.features``."""
         return self.reader.features()
 
     def column_names(self, look_for: str | None = None) -> list[str] | None:
-        """The input's column names, read without `datasets` (which imports torch): a text file's ``text``, CoNLL-U's
-        ``CONLLU_COLUMNS``, a Parquet file's schema, a CSV or TSV file's header, a saved dataset's recorded features,
-        the keys of the JSON objects in a JSON lines file's first ``JSON_COLUMNS_BYTES`` (``look_for``: stop once that
-        column is met). None where they cannot be read so (a file that is not what its format says, a DatasetDict):
-        reading the rows then says what is wrong."""
+        """The input's column names, read without `datasets` (``CorpusReader.column_names``); None where they cannot
+        be read so (a file that is not what its format says): reading the rows then says what is wrong."""
         try:
             return self.reader.column_names(look_for)
         except (OSError, ValueError):  # ValueError: not UTF-8, not JSON, not Parquet (pyarrow's ArrowInvalid)
@@ -188,14 +166,11 @@ class CorpusSource:
             )
 
     def num_rows(self) -> int | None:
-        """Number of rows when it is cheap to know (text and TSV files are counted by newlines; JSON lines, CSV and
-        CoNLL-U are not)."""
+        """Number of rows when it is cheap to know (``CorpusReader.num_rows``)."""
         return self.reader.num_rows()
 
     def num_characters(self, at_most: int) -> int | None:
-        """A text file's characters, its lines' without their line ends (what ``embedding.engine.input_characters``
-        counts), read only until ``at_most`` are counted (then ``at_most``: at least that many); None for the other
-        formats."""
+        """The rows' characters counted up to ``at_most`` where cheap (``CorpusReader.num_characters``)."""
         return self.reader.num_characters(at_most)
 
     def rows(self, start: int = 0) -> Iterator[tuple[int, dict[str, Any] | InvalidRowError]]:
@@ -213,25 +188,8 @@ class CorpusSource:
 
 
 __all__ = [
-    "CONLLU_COLUMNS",
-    "CONLLU_WORDS_COLUMN",
-    "DEFAULT_TEXT_COLUMN",
-    "INPUT_FORMATS",
-    "JSON_COLUMNS_BYTES",
-    "LINE_ENDINGS_PROBE_BYTES",
-    "MAX_LINE_BYTES",
-    "UTF8_BYTE_ORDER_MARK",
-    "CorpusError",
-    "CorpusSource",
-    "InvalidRowError",
-    "check_line_endings",
-    "conllu_features",
-    "corpus_sources",
-    "count_lines",
-    "infer_input_format",
-    "is_saved_dataset",
-    "read_conllu_sentences",
-    "read_lines",
-    "read_text_lines",
-    "sentence_column",
+    "CONLLU_COLUMNS", "CONLLU_WORDS_COLUMN", "DEFAULT_TEXT_COLUMN", "INPUT_FORMATS", "JSON_COLUMNS_BYTES",
+    "LINE_ENDINGS_PROBE_BYTES", "MAX_LINE_BYTES", "UTF8_BYTE_ORDER_MARK", "CorpusError", "CorpusSource", "InvalidRowError",
+    "check_line_endings", "conllu_features", "corpus_sources", "count_lines", "infer_input_format", "is_saved_dataset",
+    "read_conllu_sentences", "read_lines", "read_text_lines", "sentence_column",
 ]

@@ -1,15 +1,8 @@
-"""Corpora as `datasets.Dataset`s of sentences (lists of words), read by ``CorpusSource`` from any input format.
-
-``load_sentences`` is how `elmo-hf pretrain` and the demo scripts read their corpora: text is split into words by
-one of ``ELMoTokenizer``'s word splitters (the same ``build_word_splitter`` the tokenizer uses), lists of words and
-CoNLL-U sentences are taken as they are, and sentences without words are left out. ``load_conllu_sentences`` keeps
-a treebank's ``sent_id`` and ``upos`` columns (POS tagging).
-
-Both are cached by `datasets` under the files' identities (path, size, modification time), so a changed file is
-read again. ``stream_sentences`` yields the same sentences without building a dataset, in memory that does not grow
-with the corpus (what counting a vocabulary over a corpus larger than memory reads).
-
-Every function takes files of any format, directories of shards and glob patterns (``corpus_sources``).
+"""Corpora as sentences (lists of words) from any input format, directories of shards and glob patterns
+(``corpus_sources``): ``load_sentences`` (a `datasets.Dataset`, how `elmo-hf pretrain` reads its corpora; text split
+by ``ELMoTokenizer``'s word splitters, sentences without words left out), ``load_conllu_sentences`` (keeps
+``sent_id`` and ``upos``), both cached by `datasets` under the files' path, size and modification time; and
+``stream_sentences`` (the same sentences, nothing cached, memory that does not grow with the corpus).
 """
 
 from __future__ import annotations
@@ -91,8 +84,7 @@ def stream_sentences(
     are counted by their line breaks first) and the words.
     """
     sources = _checked_sources(paths, word_splitter, text_column, words_column, input_format)
-    total = _total_rows(sources) if progress else None
-    with CorpusProgress(description, total, enabled=progress) as bar:
+    with CorpusProgress(description, _total_rows(sources) if progress else None, enabled=progress) as bar:
         for words in _words_of_rows(sources, word_splitter, text_column, words_column):
             bar.update(1, len(words))
             if words:
@@ -101,13 +93,8 @@ def stream_sentences(
 
 def _total_rows(sources: Sequence[CorpusSource]) -> int | None:
     """Rows of every source, or None when a format does not tell it cheaply (JSON lines, CSV, CoNLL-U)."""
-    total = 0
-    for source in sources:
-        rows = source.num_rows()
-        if rows is None:
-            return None
-        total += rows
-    return total
+    counts = [source.num_rows() for source in sources]
+    return None if None in counts else sum(counts)
 
 
 def _words_of_record(source, row, record, splitter, pattern, text_column, words_column) -> list[str]:
@@ -155,19 +142,8 @@ def load_sentences(
     if not any(words for words in _words_of_rows(opened, word_splitter, text_column, words_column)):
         return Dataset.from_dict({"words": []}, features=WORDS_FEATURES)  # datasets cannot build from no rows at all
     sources = [(str(source.path.resolve()), source.input_format, *_size_and_mtime(source)) for source in opened]
-    try:
-        dataset = Dataset.from_generator(
-            _sentence_rows,
-            features=WORDS_FEATURES,
-            gen_kwargs={"sources": sources, "word_splitter": word_splitter, "text_column": text_column, "words_column": words_column},
-            cache_dir=str(cache_dir) if cache_dir else None,
-        )
-    except Exception as error:  # datasets wraps the generator's errors in its own
-        cause = _corpus_error_in(error)
-        if cause is not None:
-            raise cause from None
-        raise
-    return dataset
+    arguments = {"sources": sources, "word_splitter": word_splitter, "text_column": text_column, "words_column": words_column}
+    return _generated(_sentence_rows, WORDS_FEATURES, arguments, cache_dir)
 
 
 def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: str | Path | None = None) -> Dataset:
@@ -181,11 +157,16 @@ def load_conllu_sentences(paths: str | Path | Sequence[str | Path], cache_dir: s
     if not_conllu:
         raise CorpusError(f"load_conllu_sentences reads .conllu files, got {not_conllu}; use load_sentences for other formats")
     identities = [(str(source.path.resolve()), *_size_and_mtime(source)) for source in sources]
+    return _generated(_conllu_rows, conllu_features(), {"files": identities}, cache_dir)
+
+
+def _generated(generator, features: Features, arguments: dict[str, Any], cache_dir: str | Path | None) -> Dataset:
+    """``Dataset.from_generator`` (cached under ``arguments``); a ``CorpusError`` it wraps is raised as it is."""
     try:
         return Dataset.from_generator(
-            _conllu_rows, features=conllu_features(), gen_kwargs={"files": identities}, cache_dir=str(cache_dir) if cache_dir else None
+            generator, features=features, gen_kwargs=arguments, cache_dir=str(cache_dir) if cache_dir else None
         )
-    except Exception as error:
+    except Exception as error:  # datasets wraps the generator's errors in its own
         cause = _corpus_error_in(error)
         if cause is not None:
             raise cause from None
@@ -199,12 +180,9 @@ def _conllu_rows(files: list[tuple[str, int, int]]) -> Iterator[dict[str, Any]]:
 
 
 def dataset_words(dataset: Dataset, column: str = "words", batch_size: int = 1000) -> Iterator[list[str]]:
-    """
-    The values of ``column`` of every row of ``dataset``, in order, read ``batch_size`` rows at a time, in memory
-    that does not grow with the dataset: a `datasets` cache is memory-mapped, and every page read would stay in the
-    process's resident memory (file-backed, droppable by the kernel, but counted) until the dataset is released; so
-    every `_RELEASE_EVERY_ROWS` rows the pages of its cache files are given back (`release_mapped_pages`).
-    """
+    """The values of ``column`` of every row of ``dataset``, in order, ``batch_size`` rows at a time, in memory that
+    does not grow with the dataset: the pages of its memory-mapped cache files, which would stay resident, are given
+    back every `_RELEASE_EVERY_ROWS` rows (docs/design/pretraining-data.md, "Corpora larger than memory")."""
     if column not in dataset.column_names:
         raise ValueError(f"the dataset has no {column!r} column (columns: {dataset.column_names})")
     mapped = {str(Path(cache["filename"]).resolve()) for cache in dataset.cache_files}
@@ -224,12 +202,9 @@ _MADV_DONTNEED = 4  # Linux's madvise advice: drop these pages of the mapping (c
 
 
 def release_mapped_pages(paths: set[str]) -> int:
-    """
-    Give back the resident pages of this process's memory mappings of the files ``paths`` (resolved paths), Linux
-    only (``/proc/self/maps`` and ``madvise(MADV_DONTNEED)``; elsewhere nothing happens): the mappings stay valid and
-    a page touched again is read back from the page cache or the disk. Safe for files mapped read-only, as
-    `datasets` maps its caches (nothing is written to them). Returns the bytes of mappings released.
-    """
+    """Give back the resident pages of this process's read-only memory mappings of the files ``paths`` (resolved),
+    Linux only (``/proc/self/maps``, ``madvise(MADV_DONTNEED)``): a page touched again is read back. Returns the
+    bytes of mappings released."""
     import ctypes
     import sys
 

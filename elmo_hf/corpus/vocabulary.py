@@ -1,41 +1,7 @@
-"""The word vocabulary of ELMo's language-model heads (pre-training only).
-
-ELMo's inputs are characters (`ELMoTokenizer`), but its two language models predict WORDS: the softmax of the forward
-and backward LM heads has one class per word of a vocabulary built from the training corpus. This module builds,
-saves and loads that vocabulary.
-
-Ids (fixed, the order of bilm-tf's README: "The first three lines should be the special tokens (<S>, </S> and
-<UNK>), then the most common token in the training data, ending with the least common token"):
-
-    0  <S>     begin of sentence: the backward LM's target before the first word   (BOS_WORD_ID)
-    1  </S>    end of sentence: the forward LM's target after the last word         (EOS_WORD_ID)
-    2  <UNK>   every word not in the vocabulary                                     (UNK_WORD_ID)
-    3  ...     corpus words by count, most frequent first; ties by word (code point order)
-
-The frequency order matters beyond tidiness: TensorFlow's sampled softmax, which bilm-tf trains with, draws negative
-classes from a log-uniform (Zipf) distribution over ids, which is only a good proposal when ids are ranks.
-
-Counts (`ELMoWordVocabulary.counts`, aligned with the ids) are the training corpus's unigram counts as the LM heads
-see them as targets:
-
-    count[<S>]  = count[</S>] = number of sentences (each sentence has one `</S>` forward target and one `<S>`
-                  backward target)
-    count[<UNK>] = occurrences of every word left out (below `min_count` or beyond `max_size`), plus literal `<UNK>`
-                  words of the corpus
-    count[w]    = occurrences of w
-
-So a unigram baseline for the forward LM is ``p(w) = count[w] / (num_words + num_sentences)`` over every id but
-`<S>` (for the backward LM: every id but `</S>`), with ``num_words + num_sentences = sum(counts) - count[<S>]``.
-
-Files (`save` / `load`):
-
-- ``vocab.txt``: one word per line, UTF-8, ``<S>``, ``</S>``, ``<UNK>`` first: a bilm-tf vocabulary file
-  (``bilm.data.Vocabulary`` reads it and gives every word the same id as here).
-- ``vocab_counts.tsv``: ``word<TAB>count`` per line in the same order (a sidecar bilm-tf does not read).
-
-Words cannot contain whitespace (bilm-tf strips each line and splits sentences on whitespace), and the corpus
-must not contain the words `<S>` or `</S>` (bilm-tf's README: "Don't include the <S> or </S> tokens in your
-training data"; they would also be indistinguishable from the sentence boundaries at the character level).
+"""The word vocabulary of ELMo's language-model heads (pre-training only): ``<S>`` = 0, ``</S>`` = 1, ``<UNK>`` = 2,
+then the corpus words by count, most frequent first, ties by word (bilm-tf's order, which its log-uniform sampled
+softmax assumes), with the unigram counts the LM heads see as targets; saved as bilm-tf's ``vocab.txt`` plus a
+``vocab_counts.tsv`` sidecar. Ids, counts, files and refusals: docs/design/pretraining-data.md, "Word vocabulary".
 """
 
 from __future__ import annotations
@@ -64,9 +30,7 @@ COUNTS_FILE_NAME = "vocab_counts.tsv"
 BILM_TF_SKIPPED_LINE = "!!!MAXTERMID"
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Sentences: validation, shared with data.py and lm_scoring.py
-# ----------------------------------------------------------------------------------------------------------------
+# Sentences: validation, shared with data.py and lm_scoring.py ---------------------------------------------------
 def check_sentence_words(sentence: Any, where: str) -> list[str]:
     """
     The words of one sentence as a list, or an error naming `where` (e.g. "sentence 12").
@@ -93,16 +57,16 @@ def check_sentence_words(sentence: Any, where: str) -> list[str]:
     return list(sentence)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The vocabulary
-# ----------------------------------------------------------------------------------------------------------------
-def _check_min_count(min_count: Any) -> None:
+# The vocabulary -------------------------------------------------------------------------------------------------
+def _check_limits(min_count: Any, max_size: Any) -> None:
     check_int("min_count", min_count, 1, hint="words seen fewer times become <UNK>")
-
-
-def _check_max_size(max_size: Any) -> None:
     hint = f"it counts the {len(SPECIAL_WORDS)} special tokens {', '.join(SPECIAL_WORDS)} plus at least one word"
     check_int("max_size", max_size, len(SPECIAL_WORDS) + 1, allow_none=True, hint=hint)
+
+
+def _by_count(word_counts: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """(word, count) pairs most frequent first, ties by word (code point order)."""
+    return sorted(word_counts, key=lambda word_and_count: (-word_and_count[1], word_and_count[0]))
 
 
 def _word_problem(word: Any) -> str | None:
@@ -118,13 +82,9 @@ def _word_problem(word: Any) -> str | None:
 
 class ELMoWordVocabulary:
     r"""
-    Word vocabulary of ELMo's LM heads: `<S>` = 0, `</S>` = 1, `<UNK>` = 2, then words by count (descending), ties
-    by word. Keeps the corpus's unigram counts when it was built from a corpus (or loaded with its counts file).
-    See the module docstring for the exact meaning of the counts and the file format.
-
-    Build one with [`~ELMoWordVocabulary.from_sentences`], [`~ELMoWordVocabulary.from_corpus`] (any corpus format,
-    streamed), [`~ELMoWordVocabulary.from_text_files`] or
-    [`~ELMoWordVocabulary.from_word_counts`]; `save(directory)` / `load(directory)` round-trip it.
+    Word vocabulary of ELMo's LM heads (the module docstring), with the corpus's unigram counts when it was built
+    from one (or loaded with its counts file). Build one with `from_sentences`, `from_corpus` (any corpus format,
+    streamed), `from_text_files` or `from_word_counts`; `save(directory)` / `load(directory)` round-trip it.
 
     Args:
         words (`Sequence[str]`):
@@ -177,25 +137,13 @@ class ELMoWordVocabulary:
         cls, sentences: Iterable[Sequence[str]], min_count: int = 1, max_size: int | None = None
     ) -> "ELMoWordVocabulary":
         """
-        Count the words of a corpus and build the vocabulary.
-
-        Args:
-            sentences (`Iterable[Sequence[str]]`):
-                The corpus: one list of words per sentence (a `datasets` column such as `dataset["words"]` works).
-                Sentences without words are skipped (they count as no sentence).
-            min_count (`int`, *optional*, defaults to 1):
-                Words seen fewer times go to `<UNK>`.
-            max_size (`int`, *optional*):
-                Largest vocabulary size, the 3 special tokens included (bilm-tf's `n_tokens_vocab`); the least
-                frequent words beyond it go to `<UNK>`.
-
-        Raises:
-            `ValueError` for an empty corpus, a corpus where `min_count` leaves no word, bad `min_count`/`max_size`,
-            words that cannot be vocabulary words, and the words `<S>` / `</S>`; `TypeError` for a sentence that is
-            not a list of strings.
+        Count the words of ``sentences`` (one list of words each; sentences without words count as none) and build
+        the vocabulary: words seen fewer than ``min_count`` times, and the least frequent beyond ``max_size`` (the 3
+        special tokens included, bilm-tf's `n_tokens_vocab`), go to `<UNK>`. Raises `ValueError` for an empty
+        corpus, a `min_count` that leaves no word, words that cannot be vocabulary words and `<S>` / `</S>`;
+        `TypeError` for a sentence that is not a list of strings.
         """
-        _check_min_count(min_count)
-        _check_max_size(max_size)
+        _check_limits(min_count, max_size)
         word_counts, num_sentences = _count_words(sentences)
         return cls.from_word_counts(word_counts, num_sentences, min_count=min_count, max_size=max_size)
 
@@ -207,17 +155,9 @@ class ELMoWordVocabulary:
         min_count: int = 1,
         max_size: int | None = None,
     ) -> "ELMoWordVocabulary":
-        """
-        Build the vocabulary from UTF-8 text files, one sentence per line, split into words by one of
-        `ELMoTokenizer`'s word splitters. Lines without words (empty or whitespace only) are skipped, exactly as
-        `elmo_hf.corpus.load_sentences` skips them, so both see the same sentences.
-
-        Args:
-            paths (`str`, `Path` or a list of them): the files, read in order.
-            word_splitter (`str`, *optional*, defaults to `"moses"`): `"moses"`, `"ptb"`, `"whitespace"` or
-                `"bert"` (see `ELMoTokenizer`); use `"whitespace"` for text that is already tokenised.
-            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
-        """
+        """The vocabulary of UTF-8 text files (``paths``, read in order), one sentence per line, split by one of
+        `ELMoTokenizer`'s word splitters (`"whitespace"` for tokenised text); lines without words are skipped, as
+        `load_sentences` skips them. ``min_count``, ``max_size``: as in `from_sentences`."""
         check_choice("word_splitter", word_splitter, WORD_SPLITTERS)
         paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
         if not paths:
@@ -240,26 +180,13 @@ class ELMoWordVocabulary:
         max_size: int | None = None,
         progress: bool = False,
     ) -> "ELMoWordVocabulary":
-        """
-        Count the words of a corpus of any format elmo-hf reads, streamed: files (text, JSON lines, CSV, Parquet,
-        CoNLL-U), saved datasets, directories of shards (the 1B Word Benchmark's
-        `training-monolingual.tokenized.shuffled/`) and glob patterns, read as `elmo_hf.corpus.load_sentences`
-        reads them (the same sentences) but without building a dataset: memory grows with the distinct words, not
-        with the corpus.
-
-        Args:
-            paths, word_splitter, text_column, words_column, input_format: as in `elmo_hf.corpus.load_sentences`.
-            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
-            progress (`bool`, *optional*, defaults to `False`): a progress bar of the rows and words read (on a
-                terminal only).
-
-        Raises:
-            `CorpusError` naming the file and row that cannot be read; `ValueError` as `from_sentences`.
-        """
+        """The vocabulary of a corpus of any format, directories of shards or glob patterns, read as
+        `load_sentences` reads it (same arguments) but streamed: memory grows with the distinct words, not the
+        corpus. ``progress``: a bar of the rows and words read. Raises `CorpusError` naming the file and row that
+        cannot be read; `ValueError` as `from_sentences`."""
         from .sentences import stream_sentences
 
-        _check_min_count(min_count)
-        _check_max_size(max_size)
+        _check_limits(min_count, max_size)
         sentences = stream_sentences(
             paths, word_splitter, text_column=text_column, words_column=words_column, input_format=input_format,
             progress=progress, description="counting the vocabulary",
@@ -270,16 +197,9 @@ class ELMoWordVocabulary:
     def from_word_counts(
         cls, word_counts: Mapping[str, int], num_sentences: int, min_count: int = 1, max_size: int | None = None
     ) -> "ELMoWordVocabulary":
-        """
-        Build the vocabulary from word counts already made (e.g. summed over the shards of a big corpus).
-
-        Args:
-            word_counts (`Mapping[str, int]`): occurrences of each word; a literal `<UNK>` counts as `<UNK>`.
-            num_sentences (`int`): sentences with at least one word: the counts of `<S>` and `</S>`.
-            min_count, max_size: as in [`~ELMoWordVocabulary.from_sentences`].
-        """
-        _check_min_count(min_count)
-        _check_max_size(max_size)
+        """The vocabulary of counts already made (e.g. summed over shards): ``word_counts`` (a literal `<UNK>`
+        counts as `<UNK>`) and ``num_sentences`` (those with a word: the counts of `<S>` and `</S>`)."""
+        _check_limits(min_count, max_size)
         check_int("num_sentences", num_sentences, 0)
         if num_sentences == 0 or not word_counts:
             raise ValueError("the corpus is empty: it has no sentence with at least one word")
@@ -293,10 +213,7 @@ class ELMoWordVocabulary:
             if problem is not None:
                 raise ValueError(f"the corpus word {word!r} (seen {count} times) {problem}")
             check_int(f"the count of {word!r}", count, 1)
-        ranked = sorted(
-            ((word, count) for word, count in word_counts.items() if word != UNK_TOKEN),
-            key=lambda word_and_count: (-word_and_count[1], word_and_count[0]),
-        )
+        ranked = _by_count((word, count) for word, count in word_counts.items() if word != UNK_TOKEN)
         kept = [(word, count) for word, count in ranked if count >= min_count]
         if max_size is not None:
             kept = kept[: max_size - len(SPECIAL_WORDS)]
@@ -315,27 +232,18 @@ class ELMoWordVocabulary:
     def counted_on(
         self, sentences: Iterable[Sequence[str]], add_words: bool = False, min_count: int = 1, max_size: int | None = None
     ) -> "ELMoWordVocabulary":
-        """
-        This vocabulary, every word keeping its id, with the counts of another corpus (as defined in the module
-        docstring): for continuing the pre-training of a model on new text, whose softmax rows are these words.
-
-        Args:
-            sentences (`Iterable[Sequence[str]]`): the new corpus, one list of words per sentence.
-            add_words (`bool`, *optional*, defaults to `False`): also append the corpus words this vocabulary lacks,
-                seen at least `min_count` times, most frequent first (ties by word), after the existing ids.
-            min_count, max_size: for the added words, as in [`~ELMoWordVocabulary.from_sentences`]; `max_size`
-                bounds the whole vocabulary and never removes an existing word.
-        """
-        _check_min_count(min_count)
-        _check_max_size(max_size)
+        """This vocabulary, every word keeping its id, with the counts of another corpus (``sentences``): for
+        continuing a model's pre-training on new text. ``add_words``: also append the corpus words it lacks, seen
+        ``min_count`` times, most frequent first (ties by word); ``max_size`` bounds the whole vocabulary and never
+        removes an existing word."""
+        _check_limits(min_count, max_size)
         word_counts, num_sentences = _count_words(sentences)
         if num_sentences == 0:
             raise ValueError("the corpus is empty: it has no sentence with at least one word")
         added: list[str] = []
         if add_words:
-            candidates = sorted(
-                ((word, count) for word, count in word_counts.items() if word not in self._word_to_id and count >= min_count),
-                key=lambda word_and_count: (-word_and_count[1], word_and_count[0]),
+            candidates = _by_count(
+                (word, count) for word, count in word_counts.items() if word not in self._word_to_id and count >= min_count
             )
             room = len(candidates) if max_size is None else max(0, max_size - len(self._words))
             added = [word for word, _ in candidates[:room]]
@@ -404,13 +312,8 @@ class ELMoWordVocabulary:
 
     # ---- files ----
     def save(self, directory: str | Path) -> tuple[Path, ...]:
-        """
-        Write `vocab.txt` (bilm-tf's format) and, when counts are known, `vocab_counts.tsv` into `directory`
-        (created if needed). A `vocab_counts.tsv` left there by an earlier save is removed when there are no counts.
-
-        Returns:
-            `tuple[Path, ...]`: the files written.
-        """
+        """Write `vocab.txt` (bilm-tf's format) and, when counts are known, `vocab_counts.tsv` (else an earlier one
+        is removed) into `directory` (created if needed); returns the files written."""
         directory = Path(directory)
         if directory.exists() and not directory.is_dir():
             raise NotADirectoryError(f"save() takes a directory, got the file {directory}")
@@ -427,17 +330,10 @@ class ELMoWordVocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> "ELMoWordVocabulary":
-        """
-        Load a vocabulary written by `save`, or a bilm-tf vocabulary file.
-
-        Args:
-            path (`str` or `Path`): a directory holding `vocab.txt` (and optionally `vocab_counts.tsv`, whose words
-                must match), or the path of a vocabulary file itself (counts are then unknown).
-
-        The file is read like bilm-tf reads it (each line stripped, a `!!!MAXTERMID` line skipped), but strictly:
-        `<S>`, `</S>`, `<UNK>` must be the first three lines, in this order, and no line may be empty, hold
-        whitespace inside a word, or repeat a word. Errors name the file and the line.
-        """
+        """A vocabulary written by `save` (a directory: `vocab.txt` and, if there, `vocab_counts.tsv`, whose words
+        must match) or a bilm-tf vocabulary file (counts unknown). Read as bilm-tf reads it (lines stripped, a
+        `!!!MAXTERMID` line skipped) but strictly: `<S>`, `</S>`, `<UNK>` first, no empty, spaced or repeated
+        word; errors name the file and the line."""
         path = Path(path)
         if path.is_dir():
             vocabulary_file, counts_file = path / VOCABULARY_FILE_NAME, path / COUNTS_FILE_NAME
@@ -549,16 +445,7 @@ def sentence_bilm_labels(word_ids: Sequence[int], label_boundary_positions: bool
     return next_word[1:], previous_word[:-1]
 
 
-
 __all__ = [
-    "BOS_WORD_ID",
-    "COUNTS_FILE_NAME",
-    "ELMoWordVocabulary",
-    "EOS_WORD_ID",
-    "SPECIAL_WORDS",
-    "UNK_TOKEN",
-    "UNK_WORD_ID",
-    "VOCABULARY_FILE_NAME",
-    "check_sentence_words",
-    "sentence_bilm_labels",
+    "BOS_WORD_ID", "COUNTS_FILE_NAME", "ELMoWordVocabulary", "EOS_WORD_ID", "SPECIAL_WORDS", "UNK_TOKEN", "UNK_WORD_ID",
+    "VOCABULARY_FILE_NAME", "check_sentence_words", "sentence_bilm_labels",
 ]

@@ -11,17 +11,7 @@ from .options import PretrainingError, PretrainingInterrupted, PretrainingOption
 from .run import pretrain
 
 __all__ = [
-    "CorpusScore",
-    "DataCollatorForBiLM",
-    "ELMoLanguageModelScorer",
-    "ELMoWordVocabulary",
-    "LexicalSubstitute",
-    "PretrainingError",
-    "PretrainingInterrupted",
-    "PretrainingOptions",
-    "PretrainingReport",
-    "SentenceScore",
-    "WindowedBiLMStream",
-    "WordPrediction",
-    "pretrain",
+    "CorpusScore", "DataCollatorForBiLM", "ELMoLanguageModelScorer", "ELMoWordVocabulary", "LexicalSubstitute",
+    "PretrainingError", "PretrainingInterrupted", "PretrainingOptions", "PretrainingReport", "SentenceScore",
+    "WindowedBiLMStream", "WordPrediction", "pretrain",
 ]

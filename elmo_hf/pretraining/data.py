@@ -1,18 +1,7 @@
-"""Training data for ELMo's biLM: sentence datasets, and batches with forward and backward LM targets.
-
-Two regimes (design, worked examples and the bilm-tf comparison: docs/design/pretraining-data.md):
-
-1. **Per sentence** (`DataCollatorForBiLM`, a `Trainer` data collator). Each sentence is its own row; `ELMoModel`
-   wraps it in `<S> ... </S>` itself and starts from its initial LSTM state. Targets are aligned with the WORD
-   positions of `ELMoModel`'s output (or, on request, with the positions `keep_sentence_boundaries=True` returns).
-2. **The original's windows** (`WindowedBiLMStream`, an `IterableDataset`). The corpus is one long token stream
-   per batch row, cut into consecutive fixed windows (bilm-tf: 20 tokens); row b of batch k + 1 continues row b of
-   batch k, so the model carries its LSTM state across batches. The sentence boundaries ARE in the input here, and
-   the backward LM reads its own, reversed stream, as in bilm-tf.
-
-Sentence datasets (`words` column) come from `elmo_hf.corpus.load_sentences` (any corpus format); word ids come
-from an `ELMoWordVocabulary`. Every label tensor uses -100 (`IGNORE_INDEX`, transformers' and PyTorch's ignore
-index) where there is nothing to predict.
+"""Training data for ELMo's biLM: per-sentence batches (``DataCollatorForBiLM``) and bilm-tf's windows with the LSTM
+state carried across batches (``WindowedBiLMStream``), with forward and backward LM targets from an
+``ELMoWordVocabulary``; -100 (``IGNORE_INDEX``) where there is nothing to predict. Design, worked examples and the
+bilm-tf comparison: docs/design/pretraining-data.md.
 """
 
 from __future__ import annotations
@@ -43,9 +32,7 @@ logger = logging.getLogger(__name__)
 REMAINDER_CHOICES = ("drop", "pad")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Per-sentence regime
-# ----------------------------------------------------------------------------------------------------------------
+# Per-sentence regime -------------------------------------------------------------------------------------------------
 def _pad_rows(rows: Sequence[Sequence[int]], length: int) -> np.ndarray:
     padded = np.full((len(rows), length), IGNORE_INDEX, dtype=np.int64)
     for index, row in enumerate(rows):
@@ -56,54 +43,25 @@ def _pad_rows(rows: Sequence[Sequence[int]], length: int) -> np.ndarray:
 @dataclass
 class DataCollatorForBiLM:
     r"""
-    Per-sentence biLM batches for `ELMoModel`-based pre-training (a `Trainer` `data_collator`).
+    Per-sentence biLM batches for `ELMoModel`-based pre-training (a `Trainer` `data_collator`; a worked example:
+    docs/design/pretraining-data.md, "Per-sentence regime"). Takes features with a `words` list (or a raw `text`
+    string, split by `tokenizer`) and returns:
 
-    Takes features with a `words` list (or a raw `text` string, split by `tokenizer`) and returns:
+    - `input_ids` (`(batch, T, max_characters_per_token)`): the words' character ids as `ELMoTokenizer` makes them
+      (no `<S>`/`</S>`: the model adds them); `attention_mask` (`(batch, T)`): 1 for a word, 0 for padding.
+    - `next_word_labels` / `previous_word_labels` (`(batch, T)`): the forward / backward LM target of each word
+      position (the next word, `</S>` after the last; the previous word, `<S>` before the first); -100 at padding.
 
-    - `input_ids` (`torch.LongTensor` of shape `(batch, T, max_characters_per_token)`): character ids of the
-      words, right-padded with all-zero rows, exactly as `ELMoTokenizer` makes them (no `<S>`/`</S>`: the model
-      adds them).
-    - `attention_mask` (`torch.LongTensor` of shape `(batch, T)`): 1 for a word, 0 for padding.
-    - `next_word_labels` (`torch.LongTensor` of shape `(batch, T)`): the forward LM target of each word position,
-      the vocabulary id of the following word, `</S>` (1) after the last word; -100 at padding.
-    - `previous_word_labels` (`torch.LongTensor` of shape `(batch, T)`): the backward LM target, the id of the
-      preceding word, `<S>` (0) before the first word; -100 at padding.
-
-    T is the longest sentence (rounded up to `pad_to_multiple_of`). The labels are aligned with the WORD positions
-    of `ELMoModel`'s output, whose `<S>`/`</S>` positions are removed: position i of the output is word i, whose
-    forward state has read `<S> w1 ... wi` and whose backward state has read `</S> wn ... wi`.
-
-    Worked example, vocabulary `<S>`=0, `</S>`=1, `<UNK>`=2, `the`=3, `cat`=4, `sat`=5, features
-    `{"words": ["the", "cat", "sat"]}` and `{"words": ["the", "dog"]}` (`dog` is unknown):
-
-    ```
-    position                    0       1       2
-    words (row 0)               the     cat     sat
-    next_word_labels[0]         4 cat   5 sat   1 </S>
-    previous_word_labels[0]     0 <S>   3 the   4 cat
-    words (row 1)               the     dog     (pad)
-    next_word_labels[1]         2 <UNK> 1 </S>  -100
-    previous_word_labels[1]     0 <S>   3 the   -100
-    attention_mask              [[1, 1, 1], [1, 1, 0]]
-    ```
-
-    A sentence of n words has n forward and n backward targets here; bilm-tf also trains `<S> -> w1` (forward) and
-    `</S> -> wn` (backward), n + 1 per direction. `label_boundary_positions=True` gives those too: the labels then
-    have T + 2 columns aligned with `ELMoModel(..., keep_sentence_boundaries=True)`, whose row for a sentence of n
-    words is `<S> w1 ... wn </S>` followed by padding (see `sentence_bilm_labels`). For the example, row 0 becomes
-    next `[3, 4, 5, 1, -100]`, previous `[-100, 0, 3, 4, 5]`; row 1: next `[3, 2, 1, -100, -100]`, previous
-    `[-100, 0, 3, 2, -100]`.
-
-    With `Trainer` and a `datasets.Dataset` of `words`, set `remove_unused_columns=False` in `TrainingArguments`
-    (otherwise `Trainer` drops the `words` column, which the model's `forward` does not take, before the collator
-    sees it).
+    T is the longest sentence (rounded up to `pad_to_multiple_of`); the labels are aligned with the WORD positions of
+    `ELMoModel`'s output. `label_boundary_positions=True` adds bilm-tf's `<S> -> w1` and `</S> -> wn` targets: T + 2
+    label columns aligned with `ELMoModel(..., keep_sentence_boundaries=True)` (`sentence_bilm_labels`). With
+    `Trainer`, set `remove_unused_columns=False` so that the `words` column reaches the collator.
 
     Args:
         vocabulary ([`ELMoWordVocabulary`]): maps words to the LM heads' classes.
-        tokenizer ([`ELMoTokenizer`], *optional*): makes the character ids and splits `text` features. Needed for
-            `text` features; without it, `words` are encoded with the default 50 characters per word.
-        label_boundary_positions (`bool`, *optional*, defaults to `False`): labels for the `<S>`/`</S>` positions
-            too (T + 2 columns), as described above.
+        tokenizer ([`ELMoTokenizer`], *optional*): makes the character ids and splits `text` features (needed for
+            them); without it, `words` are encoded with the default 50 characters per word.
+        label_boundary_positions (`bool`, *optional*, defaults to `False`): labels for `<S>`/`</S>` too, see above.
         pad_to_multiple_of (`int`, *optional*): round T up to a multiple of this.
         return_tensors (`str`, *optional*, defaults to `"pt"`): `"pt"` (torch) or `"np"` (NumPy).
     """
@@ -168,9 +126,7 @@ class DataCollatorForBiLM:
         )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The original's regime: fixed windows over a stream per batch row, state carried across batches
-# ----------------------------------------------------------------------------------------------------------------
+# The original's regime: fixed windows over a stream per batch row, state carried across batches ----------------------
 # Entries of the stream's token table: the padding token, the two boundaries, then every distinct corpus word.
 _PADDING_ENTRY, _BOS_ENTRY, _EOS_ENTRY = 0, 1, 2
 _TOKEN_DTYPE = np.dtype(np.int32)  # token-table entries on disk: 2**31 distinct words is room enough
@@ -179,14 +135,9 @@ TOKEN_FILE_PREFIX = ".elmo-hf-windowed-tokens."
 
 
 class _TokenFile:
-    """
-    The corpus's token-table entries (int32), sentence after sentence, in a temporary file that has no name: it is
-    unlinked as it is created (``tempfile.TemporaryFile``), so it never outlives the process, a crash included, and
-    no directory listing (no output directory's record) ever sees it. Written in chunks of `_WRITE_CHUNK_TOKENS`,
-    read with explicit reads (``os.pread``), never memory-mapped: what was read is the caller's array and nothing
-    else stays resident, so the process's memory does not grow with the file. Reads are positional, so a forked
-    DataLoader worker shares the file safely.
-    """
+    """The corpus's token-table entries (int32) in a temporary file that has no name (unlinked as it is created: it
+    never outlives the process, and no output directory's record sees it), written in chunks, read with positional
+    ``os.pread`` (never memory-mapped, so memory does not grow with the file; safe in a forked worker)."""
 
     def __init__(self, directory: str | Path | None):
         self._file = tempfile.TemporaryFile(dir=directory, prefix=TOKEN_FILE_PREFIX, suffix=TEMPORARY_SUFFIX)
@@ -276,13 +227,9 @@ def _length_of(sentences: Any) -> int | None:
 
 
 class _EpochPositions:
-    """
-    The N positions of an epoch (pairs of consecutive tokens of one sentence, in stream order), read from the token
-    file on demand: ``pairs(p)`` gives the left and the right tokens (token-table entries) at stream positions ``p``
-    (an int array of any shape). Memory: the epoch's sentence order and where each
-    sentence's positions start in the stream, (num_sentences,) int64 each; a lookup reads only the sentences it
-    touches (one read per run of sentences that lie one after another in the file).
-    """
+    """The N positions of an epoch read from the token file on demand: ``pairs(p)`` gives the left and right
+    token-table entries at stream positions ``p`` (any shape). Memory: the sentence order and each sentence's start
+    in the stream, (num_sentences,) int64 each; a lookup reads only the sentences it touches."""
 
     def __init__(self, corpus: _Corpus, order: np.ndarray):
         self._corpus = corpus
@@ -329,89 +276,43 @@ def iterate_sentences(sentences: Iterable[Any], words_column: str) -> Iterator[A
 
 class WindowedBiLMStream(torch.utils.data.IterableDataset):
     r"""
-    The corpus as bilm-tf trains on it: one token stream per batch row, cut into consecutive windows of
-    `window_size` positions, so that the model can carry its LSTM state from batch to batch (row b of batch k + 1
-    continues row b of batch k).
+    The corpus as bilm-tf trains on it (docs/design/pretraining-data.md, "The original's regime"): one token stream
+    per batch row, cut into consecutive windows of `window_size` positions; row b of batch k + 1 continues row b of
+    batch k, so the model carries its LSTM state across batches. A *position* is a pair of consecutive tokens of one
+    sentence `<S> w1 ... wn </S>` (n + 1 per sentence); the epoch's N positions (sentences in a seeded order per
+    epoch) are split into `num_rows` contiguous rows (`numpy.array_split` sizes). The forward direction reads a row's
+    positions in order (input the left token, label the right one); the backward direction the same positions in
+    reverse (input the right token, label the left one), read left to right by the backward LSTM.
 
-    **The stream.** Sentences (in a seeded random order per epoch, or in corpus order) are wrapped as
-    `<S> w1 ... wn </S>` and concatenated. A *position* is a pair of consecutive tokens of one sentence (a sentence
-    of n words gives n + 1: `<S>`->w1, w1->w2, ..., wn->`</S>`). The epoch's N positions are split into `num_rows`
-    contiguous parts (`numpy.array_split` sizes: the first N % num_rows rows get one more); each row reads its own
-    part of the corpus.
+    `remainder="drop"` (bilm-tf) yields `num_batches = (N // num_rows) // window_size` full batches and drops the rest
+    of every row (`num_dropped_positions`); `"pad"` (exact evaluation) yields every position once, the tail padded
+    (`attention_mask` 0, labels -100). Iterating yields one example per (batch, row), batch-major, so a `DataLoader`
+    with `batch_size=len(rows)` rebuilds the batches (`batches()` yields them directly). Each batch: `input_ids` and
+    `backward_input_ids` (`(R, window_size, max_characters_per_token)`), `attention_mask`, `next_word_labels` and
+    `previous_word_labels` (aligned with `backward_input_ids`) (`(R, window_size)`), `window_index` (`(R,)`, k: 0
+    starts an epoch) and `row_index` (`(R,)`, 0 ... R - 1).
 
-    **Forward direction** (`input_ids`, `next_word_labels`): a row's positions in order; the input is the left token
-    of the pair, the label the vocabulary id of the right token. So the input stream is `<S> a1 a2 a3 <S> b1 ...`
-    and the labels `a1 a2 a3 </S> b1 b2 ...`: `</S>` is only ever a target and `<S>` only an input, exactly
-    bilm-tf's `_get_batch`. Across a window boundary the label of a window's last position is the input of the next
-    window's first position, except where a sentence ends: label `</S>`, next input `<S>`.
-
-    **Backward direction** (`backward_input_ids`, `previous_word_labels`): the same row's positions in REVERSE
-    order, input the right token, label the id of the left token: `</S> b2 b1 </S> a3 a2 a1` with labels
-    `b2 b1 <S> a3 a2 a1 <S>`. This is bilm-tf's reverse dataset (`encode(reverse=True)`: `</S> wn ... w1 <S>`) read
-    left to right by the backward LSTM, whose state thus always comes from text to the RIGHT of what it predicts.
-    A single stream with the backward LSTM reading each window right to left cannot carry state: its state after
-    window k has read the token that window k + 1's first backward position must predict. Read the backward tensors
-    left to right (no per-row reversal). Both directions cover the same positions (the same pairs) of each row.
-
-    **End of the epoch** (`remainder`): `"drop"` (bilm-tf, which drops its last incomplete batch) yields
-    `num_batches = (N // num_rows) // window_size` full batches and drops the rest of every row, the end of its
-    part of the corpus, in both directions; `num_dropped_positions` says how many. `"pad"` (for exact evaluation)
-    yields `ceil(longest row / window_size)` batches: every position once, the tail padded with all-zero character
-    rows, `attention_mask` 0 and labels -100 (a padded window's real positions come first).
-
-    **Batches.** Iterating the dataset yields one example per (batch, row), batch-major, so a `DataLoader` with
-    `batch_size=num_rows` rebuilds the batches (`batches()` yields them directly). Each batch:
-
-    - `input_ids` (`(num_rows, window_size, max_characters_per_token)`): forward inputs, boundaries included.
-    - `attention_mask` (`(num_rows, window_size)`): 1 at real positions (both directions), 0 at padding.
-    - `next_word_labels` (`(num_rows, window_size)`): forward targets, aligned with `input_ids`.
-    - `backward_input_ids` (`(num_rows, window_size, max_characters_per_token)`): backward inputs, in the
-      backward LSTM's reading order.
-    - `previous_word_labels` (`(num_rows, window_size)`): backward targets, aligned with `backward_input_ids`.
-    - `window_index` (`(num_rows,)`): k, the batch's index in the epoch (0 starts an epoch: a model may reset its
-      state there, and check that k grows by one between calls); `row_index` (`(num_rows,)`): 0 ... num_rows - 1.
-
-    **Several processes** (`rank`, `world_size`: data-parallel training). The batch of `num_rows` rows is global
-    (bilm-tf's `batch_size` over all its GPUs); process `rank` of `world_size` builds and yields only its own
-    contiguous block of `num_rows // world_size` rows, `rows = range(rank * n, (rank + 1) * n)`, and so carries only
-    those rows' LSTM state. Everything else is global and the same in every process: the epoch's sentence order,
-    the split of its positions into `num_rows` rows, and `num_batches` (from all rows, so that every process yields
-    the same number of batches). Concatenating the processes' batches in rank order gives the one-process batch.
-    In each process's batches `row_index` is `0 .. num_rows // world_size - 1` (the row within its block).
-
-    **With `Trainer`**: `per_device_train_batch_size=num_rows // world_size`, `dataloader_num_workers=0` (more
-    workers would interleave batches; iterating refuses more than one), no shuffling (an `IterableDataset` is never
-    shuffled by `Trainer`); `Trainer` calls `set_epoch` through accelerate before each epoch (a hand-written loop
-    calls it itself), which gives that epoch its own sentence order. Under several processes accelerate would
-    re-shard an `IterableDataset` (or dispatch rank 0's batches); `ELMoPreTrainingTrainer` gives each process a
-    data loader of its own stream instead.
+    With several processes the batch of `num_rows` rows is global and process `rank` yields only its block
+    `rows_of_rank(num_rows, rank, world_size)` of R rows. With `Trainer` use `ELMoPreTrainingTrainer`
+    (`dataloader_num_workers=0`: batches must come in order). Memory does not grow with the corpus (its tokens live
+    in a nameless temporary file). Both: docs/design/pretraining-data.md.
 
     Args:
         sentences (`Iterable[list[str]]`, `datasets.Dataset` or `IterableDataset`): the corpus, read once at
             construction (a dataset's `words_column`). Sentences without words are skipped.
-        vocabulary ([`ELMoWordVocabulary`]): maps target words to the LM classes (unknown -> `<UNK>`); inputs are
-            characters, so unknown words keep their spelling in the input.
+        vocabulary ([`ELMoWordVocabulary`]): maps target words to the LM classes (unknown -> `<UNK>`).
         num_rows (`int`): rows per batch (bilm-tf's `batch_size`).
         window_size (`int`, *optional*, defaults to 20): positions per window (bilm-tf's `unroll_steps`).
-        shuffle (`bool`, *optional*, defaults to `True`): shuffle the sentence order for every epoch (bilm-tf's
-            `shuffle_on_load`); `False` keeps corpus order (consecutive sentences stay neighbours).
-        seed (`int`, *optional*, defaults to 0): the order of epoch e is `numpy.random.default_rng([seed, e])`'s
-            permutation.
-        remainder (`str`, *optional*, defaults to `"drop"`): `"drop"` or `"pad"`, see above.
+        shuffle (`bool`, *optional*, defaults to `True`): epoch e's order is `numpy.random.default_rng([seed, e])`'s
+            permutation; `False` keeps corpus order.
+        seed (`int`, *optional*, defaults to 0), remainder (`str`, *optional*, defaults to `"drop"`): see above.
         words_column (`str`, *optional*, defaults to `"words"`): the column of words in a dataset or in dict rows.
         max_characters_per_token (`int`, *optional*, defaults to 50), unicode_errors (`str`, *optional*, defaults
             to `"strict"`): as in `ELMoTokenizer`.
-        token_directory (*optional*): where the corpus's tokens are kept while the stream lives (4 bytes per word
-            and boundary, in a file without a name that nothing else sees and that goes with the process; default:
-            the system's temporary directory). `elmo-hf pretrain` uses its output directory's disk.
+        token_directory (*optional*): where the token file lives (default: the system's temporary directory).
         progress (`bool`, *optional*, defaults to `False`): a progress bar of the corpus read at construction.
-        rank (`int`, *optional*, defaults to 0), world_size (`int`, *optional*, defaults to 1): this process's
-            index and the number of processes sharing the batch; `num_rows` must be a multiple of `world_size`.
-
-    **Memory.** The corpus is read once, as it streams by: its tokens go to the token file in chunks and are read
-    back a batch at a time with explicit reads; memory holds the token table (the distinct words, their character
-    ids and labels) and a few numbers per sentence (its place in the file and its length; per epoch its place in the
-    order), never the corpus itself. See docs/design/pretraining-data.md, "Corpora larger than memory".
+        rank (`int`, *optional*, defaults to 0), world_size (`int`, *optional*, defaults to 1): this process and the
+            number sharing the batch; `num_rows` must be a multiple of `world_size`.
     """
 
     def __init__(

@@ -1,18 +1,8 @@
-"""The model a pre-training run continues from: ``elmo-hf pretrain --init-from`` (bilm-tf's ``restart.py`` on a new
-corpus).
-
-``init_from`` is either
-
-- an ``ELMoForPreTraining`` directory with its word vocabulary: a converted bilm-tf checkpoint (``elmo-hf convert
-  --checkpoint``) or an earlier ``elmo-hf pretrain`` output (``config.json`` + weights + ``vocab.txt``); or
-- a bilm-tf TensorFlow checkpoint (its save directory or ``model.ckpt-N``, with ``options.json`` beside it),
-  converted on the fly by ``conversion.convert_tf_checkpoint`` (the ``convert`` extra); its vocabulary file is
-  ``init_vocab``.
-
-The run keeps the model's vocabulary, so that every softmax row keeps its word; the new corpus only gives the counts
-(``ELMoWordVocabulary.counted_on``). With ``add_words`` the corpus words the vocabulary lacks are appended, and their
-softmax rows start where ``<UNK>`` was (``grow_softmax``). The architecture is the model's: a run with ``init_from``
-takes no ``config``.
+"""The model a pre-training run continues from (``elmo-hf pretrain --init-from``, bilm-tf's ``restart.py`` on a new
+corpus): an ``ELMoForPreTraining`` directory with its ``vocab.txt``, or a bilm-tf TensorFlow checkpoint converted on
+the fly (the ``convert`` extra; its vocabulary is ``init_vocab``). The run keeps the model's architecture and
+vocabulary, the new corpus gives the counts, and added words' softmax rows start as ``<UNK>``'s (``grow_softmax``).
+What a user sees: docs/guide/pretraining.md, "Continuing a model (`--init-from`)".
 """
 
 from __future__ import annotations
@@ -51,7 +41,7 @@ class InitialModel:
 
 
 def load_initial_model(init_from: str | Path, init_vocab: str | Path | None = None, with_weights: bool = True) -> InitialModel:
-    """Read ``init_from`` (see the module docstring); ``init_vocab`` replaces a directory's ``vocab.txt`` and is
+    """Read ``init_from`` (the module docstring); ``init_vocab`` replaces a directory's ``vocab.txt`` and is
     required for a TF checkpoint. Without ``with_weights`` only the configuration and vocabulary are read (cheap).
     Raises ``InitialModelError``."""
     init_from = Path(init_from)
@@ -140,12 +130,9 @@ def _from_tf_checkpoint(checkpoint: Path, init_vocab: str | Path | None, with_we
 def grow_softmax(
     weight: torch.Tensor, bias: torch.Tensor, added_counts: Sequence[int]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The softmax ``weight`` (V, P) and ``bias`` (V,) with one row per added word appended; the old rows unchanged.
-
-    An added word was ``<UNK>`` to the model, so its row starts as ``<UNK>``'s: the same output vector, and the bias
-    of ``<UNK>`` plus ``log(count / sum(added_counts))``. The added words then share, by corpus count, exactly the
-    probability ``<UNK>`` has in every context; the old words keep their ratios to each other and lose at most the
-    factor ``1 / (1 + p(<UNK>))`` until training moves them."""
+    """The softmax ``weight`` (V, P) and ``bias`` (V,) with one row per added word appended, the old rows unchanged:
+    ``<UNK>``'s output vector and ``<UNK>``'s bias plus ``log(count / sum(added_counts))``, so the added words share
+    ``<UNK>``'s probability by count (docs/guide/pretraining.md, "Continuing a model")."""
     counts = torch.as_tensor(added_counts, dtype=torch.float64)
     if counts.numel() == 0:
         return weight, bias

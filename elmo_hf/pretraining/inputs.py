@@ -24,18 +24,12 @@ from ..tokenization_elmo import ELMoTokenizer
 from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER
 from .data import WindowedBiLMStream
 from .initial_model import InitialModel
-from .options import (
-    CONFIG_PRESETS,
-    PretrainingError,
-    PretrainingOptions,
-)
+from .options import CONFIG_PRESETS, PretrainingError, PretrainingOptions
 
 logger = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Configuration
-# ----------------------------------------------------------------------------------------------------------------
+# Configuration -------------------------------------------------------------------------------------------------------
 def load_pretraining_config(spec: str | Path) -> ELMoConfig:
     """The architecture to pre-train: a `CONFIG_PRESETS` name, or a JSON file holding `ELMoConfig` fields (a
     `config.json`) or an original `options.json` (sections `lstm` and `char_cnn`; its training keys `dropout` and
@@ -100,9 +94,7 @@ def warn_about_truncated_words(tokenizer: ELMoTokenizer, vocabulary: ELMoWordVoc
     return len(truncated)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Data
-# ----------------------------------------------------------------------------------------------------------------
+# Data ----------------------------------------------------------------------------------------------------------------
 def load_training_sentences(paths: Sequence[str | Path], options: PretrainingOptions) -> Dataset:
     """One `Dataset` with a `words` column from the corpus files ``paths`` (any format ``elmo_hf.corpus`` reads), in
     the order given; raises `PretrainingError` naming a file or row that cannot be read, or a corpus without words."""
@@ -180,21 +172,27 @@ def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequ
 
 
 def _evaluation_data(
-    sentences: Dataset,
-    vocabulary: ELMoWordVocabulary,
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    what: str,
+    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str,
     args: TrainingArguments,
 ):
     """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once (windowed: this
     process's rows of the stream)."""
     if options.regime == "sentence":
         return sentences
+    return windowed_stream(sentences, vocabulary, options, config, what, args, training=False)
+
+
+def windowed_stream(
+    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str,
+    args: TrainingArguments, training: bool, token_directory: str | Path | None = None,
+) -> WindowedBiLMStream:
+    """This process's rows of the run's windowed stream of `sentences`: shuffled per epoch, the remainder dropped
+    (`training`), or in corpus order with every position once; `PretrainingError` naming `what` if it cannot be."""
     try:
         return WindowedBiLMStream(
-            sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=False,
-            remainder="pad", max_characters_per_token=config.max_characters_per_token,
+            sentences, vocabulary, num_rows=options.batch_size, window_size=options.window_size, shuffle=training,
+            seed=options.seed, remainder="drop" if training else "pad", progress=training and options.progress,
+            max_characters_per_token=config.max_characters_per_token, token_directory=token_directory,
             rank=args.process_index, world_size=args.world_size,
         )
     except ValueError as error:

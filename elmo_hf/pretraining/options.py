@@ -15,32 +15,18 @@ from ..word_splitters_elmo import DEFAULT_WORD_SPLITTER, WORD_SPLITTERS, build_w
 
 # Architectures by name; every other field keeps ELMoConfig's default. word_vocab_size comes from the vocabulary.
 CONFIG_PRESETS: dict[str, dict[str, Any]] = {
-    # Seconds per hundred steps on two CPU cores: for smoke tests and CI.
+    # For smoke tests and CI.
     "tiny": dict(
-        char_embedding_dim=8,
-        char_cnn_filters=[[1, 16], [2, 16], [3, 32]],
-        num_highway_layers=1,
-        projection_dim=32,
-        lstm_cell_size=64,
-        num_lstm_layers=2,
-        cell_clip=3.0,
-        projection_clip=3.0,
-        use_skip_connections=True,
+        char_embedding_dim=8, char_cnn_filters=[[1, 16], [2, 16], [3, 32]], num_highway_layers=1, projection_dim=32,
+        lstm_cell_size=64, num_lstm_layers=2, cell_clip=3.0, projection_clip=3.0, use_skip_connections=True,
         lm_dropout=0.0,
     ),
     # The demo model: the released models' shape (char CNN -> highway -> projection, 2 projected LSTM layers with
     # clipping and a skip connection), scaled down to train on a CPU.
     "small": dict(
-        char_embedding_dim=16,
-        char_cnn_filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 128], [6, 128]],
-        num_highway_layers=1,
-        projection_dim=128,
-        lstm_cell_size=512,
-        num_lstm_layers=2,
-        cell_clip=3.0,
-        projection_clip=3.0,
-        use_skip_connections=True,
-        lm_dropout=0.1,
+        char_embedding_dim=16, char_cnn_filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 128], [6, 128]],
+        num_highway_layers=1, projection_dim=128, lstm_cell_size=512, num_lstm_layers=2, cell_clip=3.0,
+        projection_clip=3.0, use_skip_connections=True, lm_dropout=0.1,
     ),
 }
 DEFAULT_CONFIG = "small"  # the architecture of a new model when no config is given
@@ -50,25 +36,11 @@ REPORT_FILE_NAME = "pretraining_report.json"
 HDF5_DIRECTORY_NAME = "hdf5"
 CHECKPOINT_PREFIX = "checkpoint-"
 # Options a resumed run may change: how long and how often, not what is trained.
-OPTIONS_CHANGEABLE_ON_RESUME = frozenset(
-    {
-        "output_dir",
-        "max_steps",
-        "epochs",
-        "save_steps",
-        "save_total_limit",
-        "eval_steps",
-        "logging_steps",
-        "max_time_minutes",
-        "export_hdf5",
-        "progress",
-        "resume",
-        "overwrite",
-        "handle_interrupt",
-        "num_threads",
-        "dataset_cache_dir",
-    }
-)
+OPTIONS_CHANGEABLE_ON_RESUME = frozenset({
+    "output_dir", "max_steps", "epochs", "save_steps", "save_total_limit", "eval_steps", "logging_steps",
+    "max_time_minutes", "export_hdf5", "progress", "resume", "overwrite", "handle_interrupt", "num_threads",
+    "dataset_cache_dir",
+})
 
 
 class PretrainingError(ELMoHFError):
@@ -88,70 +60,50 @@ class PretrainingInterrupted(KeyboardInterrupt):
 @dataclass
 class PretrainingOptions:
     r"""
-    Everything `pretrain` needs. Paths may be `str` or `Path`.
+    Everything `pretrain` needs (the command line's options: docs/guide/pretraining.md). Paths may be `str` or `Path`.
 
     Args:
-        corpus (`list`): training files: text (one sentence per line), `.conllu`, JSON lines, CSV, Parquet, saved
-            datasets, directories of shards (the 1B Word Benchmark's layout, read in name order) or glob patterns.
-        output_dir: where the model, tokenizer, vocabulary, checkpoints and report go. It must be empty or absent
-            unless `resume` (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run
-            there; a directory without `pretraining_options.json` is never deleted).
-        config (`str`, *optional*): `"tiny"`, `"small"` (`CONFIG_PRESETS`; the default), or a JSON file:
-            `ELMoConfig` fields (a `config.json`) or an original `options.json` (its training keys `dropout` and
-            `n_negative_samples_batch` become `lm_dropout` and `softmax_num_samples`). Not with `init_from`.
-        held_out (`list`, *optional*): held-out files; without them `held_out_fraction` of the corpus sentences
-            (seeded random sample) is held out.
-        held_out_fraction (`float`, defaults to 0.05).
+        corpus (`list`): training files of any format elmo-hf reads (one sentence per line for text), directories of
+            shards (read in name order) or glob patterns.
+        output_dir: where the model, tokenizer, vocabulary, checkpoints and report go: empty or absent unless `resume`
+            (continue from its latest checkpoint) or `overwrite` (delete an earlier pre-training run there).
+        config (`str`, *optional*): `"tiny"`, `"small"` (`CONFIG_PRESETS`; the default), or a JSON file of `ELMoConfig`
+            fields or an original `options.json` (`dropout`, `n_negative_samples_batch` -> `lm_dropout`,
+            `softmax_num_samples`). Not with `init_from`.
+        held_out (`list`, *optional*), held_out_fraction (`float`, defaults to 0.05): held-out files, else a seeded
+            random fraction of the corpus sentences.
         word_splitter (`str`, *optional*): how text lines become words (`ELMoTokenizer`'s splitters; `"kiwi"` /
-            `"mecab"` for Korean morphemes need their extra). Saved in the tokenizer config. Defaults to the splitter
-            an `init_from` directory's tokenizer records (another one is warned about), else `"moses"`.
-        max_characters_per_token (`int`, *optional*): character slots of a new model's words (begin- and end-of-word
-            included, so a word keeps `N - 2` UTF-8 bytes; a Hangul syllable takes 3); defaults to the config's (50
-            for the presets). At least the widest character filter; a resumed run must keep it; not with
-            `init_from` (the initial model keeps its slots).
+            `"mecab"` need their extra); defaults to what an `init_from` tokenizer records, else `"moses"`.
+        max_characters_per_token (`int`, *optional*): a new model's character slots per word (a word keeps `N - 2`
+            UTF-8 bytes); defaults to the config's; at least the widest filter; not with `init_from`.
         text_column / words_column (`str`, *optional*): the column of raw sentences / lists of words in structured
-            corpora (JSON lines, CSV, Parquet, saved datasets); by default `text`, and the words of CoNLL-U files.
-        min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*): vocabulary of the LM softmax; rarer
-            words are `<UNK>`. `max_vocab_size` counts `<S>`, `</S>`, `<UNK>`.
-        regime (`str`, defaults to `"windowed"`): `"windowed"` (bilm-tf: windows of `window_size` positions, LSTM
-            state carried across batches) or `"sentence"` (each sentence from the initial state).
-        window_size (`int`, defaults to 20), batch_size (`int`, defaults to 32): rows per batch (sentences per batch
-            in the sentence regime); under `torchrun`, the global batch, split evenly over the processes.
-        max_steps (`int`, *optional*): optimizer steps; without it, `epochs` epochs.
-        epochs (`float`, defaults to 1.0).
-        optimizer (`str`, defaults to `"adam"`): `"adam"` (AdamW, no weight decay) or `"adagrad"` (bilm-tf's).
-        learning_rate (`float`, *optional*): defaults to 5e-3 (adam) or 0.2 (adagrad).
-        lr_scheduler (`str`, defaults to `"linear"`): after the warm-up, `"linear"` decay to 0, `"constant"` or
-            `"cosine"`.
-        warmup_ratio (`float`, defaults to 0.02): linear warm-up over this fraction of the steps.
-        max_grad_norm (`float`, defaults to 10.0): global gradient-norm clipping (bilm-tf's `all_clip_norm_val`).
-        softmax_samples (`int`, *optional*): sampled softmax in training with this many negatives (0: full softmax);
-            defaults to the config's `softmax_num_samples`.
-        dropout (`float`, *optional*): `lm_dropout`; defaults to the config's.
+            corpora; by default `text`, and the words of CoNLL-U files.
+        min_count (`int`, defaults to 2), max_vocab_size (`int`, *optional*, `<S>`, `</S>`, `<UNK>` included): the LM
+            softmax's vocabulary; other words are `<UNK>`.
+        regime (`str`, defaults to `"windowed"`): bilm-tf's windows of `window_size` positions with the LSTM state
+            carried, or `"sentence"` (each sentence from the initial state).
+        window_size (`int`, defaults to 20), batch_size (`int`, defaults to 32): rows (or sentences) per batch; under
+            `torchrun` the global batch, split evenly over the processes.
+        max_steps (`int`, *optional*), epochs (`float`, defaults to 1.0): optimizer steps, else epochs.
+        optimizer (`str`, defaults to `"adam"`): `"adam"` (AdamW, no weight decay) or `"adagrad"` (bilm-tf's);
+            learning_rate (`float`, *optional*) defaults to 5e-3 / 0.2.
+        lr_scheduler (`str`, defaults to `"linear"`), warmup_ratio (`float`, defaults to 0.02), max_grad_norm
+            (`float`, defaults to 10.0, bilm-tf's `all_clip_norm_val`).
+        softmax_samples (`int`, *optional*; 0: full softmax), dropout (`float`, *optional*): default to the config's.
         save_steps (`int`, defaults to 500), save_total_limit (`int`, defaults to 2): checkpoints.
-        eval_steps (`int`, defaults to 500): held-out perplexity every this many steps and before the first (0: only
-            at the end).
-        logging_steps (`int`, defaults to 50).
-        train_eval_sentences (`int`, defaults to 2000): size of the fixed (seeded) sample of training sentences
-            whose perplexity the report gives.
-        seed (`int`, defaults to 0): model initialisation, held-out split, sentence order, dropout.
-        max_time_minutes (`float`, *optional*): stop (with a checkpoint, the final evaluation and save) after
-            the first step past this wall time.
-        export_hdf5 (`bool`): also write `output_dir/hdf5/` (`options.json`, `weights.hdf5`, `vocab.txt`) with the
-            converter (`elmo_hf.conversion`, the `convert` extra).
-        progress (`bool`, defaults to `True`): `Trainer`'s progress bar (`False`: its logs printed as lines).
-        handle_interrupt (`bool`, defaults to `True`): the first Ctrl-C (SIGINT) finishes the step in progress,
-            saves a checkpoint and raises `PretrainingInterrupted`; a second one stops at once.
-        num_threads (`int`, *optional*): `torch.set_num_threads` for the run (process-wide, restored afterwards). On
-            a CPU shared with other jobs, 1 thread can be many times faster than oversubscribed cores.
+        eval_steps (`int`, defaults to 500; 0: only at the end), logging_steps (`int`, defaults to 50).
+        train_eval_sentences (`int`, defaults to 2000): the seeded sample of training sentences the report scores.
+        seed (`int`, defaults to 0): initialisation, held-out split, sentence order, dropout.
+        max_time_minutes (`float`, *optional*): stop (checkpoint, final evaluation and save) after this wall time.
+        export_hdf5 (`bool`): also write `output_dir/hdf5/` with the converter (the `convert` extra).
+        progress (`bool`, defaults to `True`): `Trainer`'s progress bar (`False`: its logs as lines).
+        handle_interrupt (`bool`, defaults to `True`): the first Ctrl-C finishes the step, saves a checkpoint and
+            raises `PretrainingInterrupted`; a second one stops at once.
+        num_threads (`int`, *optional*): `torch.set_num_threads` for the run (restored afterwards).
         dataset_cache_dir (*optional*): `datasets` cache for the loaded sentences.
-        init_from (*optional*): continue pre-training this model instead of a new one (bilm-tf's `restart.py`): an
-            `ELMoForPreTraining` directory with its `vocab.txt` (`elmo-hf convert --checkpoint`, an earlier run) or a
-            bilm-tf TensorFlow checkpoint (save directory or `model.ckpt-N`, `options.json` beside it). Its
-            architecture and vocabulary are kept (no `config`); the corpus gives the vocabulary's counts.
-        init_vocab (*optional*): the vocabulary file of an `init_from` TF checkpoint (or one replacing a directory's).
-        add_words (`bool`): with `init_from`, append the corpus words the model's vocabulary lacks (`min_count`,
-            `max_vocab_size` apply to them); their softmax rows start as `<UNK>`'s (`initial_model.grow_softmax`).
+        init_from (*optional*), init_vocab (*optional*), add_words (`bool`): continue pre-training a model
+            (`initial_model.py`): its architecture and vocabulary are kept, the corpus gives the counts; `init_vocab`
+            is a TF checkpoint's vocabulary file; `add_words` appends the corpus words it lacks.
     """
 
     corpus: Sequence[str | Path]
@@ -345,18 +297,7 @@ class PretrainingReport:
 
 
 __all__ = [
-    "CHECKPOINT_PREFIX",
-    "CONFIG_PRESETS",
-    "DEFAULT_CONFIG",
-    "HDF5_DIRECTORY_NAME",
-    "LR_SCHEDULERS",
-    "OPTIMIZERS",
-    "OPTIONS_CHANGEABLE_ON_RESUME",
-    "PRETRAINING_OPTIONS_FILE_NAME",
-    "PretrainingError",
-    "PretrainingInterrupted",
-    "PretrainingOptions",
-    "PretrainingReport",
-    "REGIMES",
-    "REPORT_FILE_NAME",
+    "CHECKPOINT_PREFIX", "CONFIG_PRESETS", "DEFAULT_CONFIG", "HDF5_DIRECTORY_NAME", "LR_SCHEDULERS", "OPTIMIZERS",
+    "OPTIONS_CHANGEABLE_ON_RESUME", "PRETRAINING_OPTIONS_FILE_NAME", "PretrainingError", "PretrainingInterrupted",
+    "PretrainingOptions", "PretrainingReport", "REGIMES", "REPORT_FILE_NAME",
 ]

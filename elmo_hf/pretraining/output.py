@@ -1,16 +1,8 @@
-"""The output directory of ``elmo-hf pretrain``: how a run opens it, and how it records every file before writing it.
-
-The output is recorded like every in-place output (``elmo_hf.storage.ownership``): ``--overwrite``, ``--resume`` and
-the clean-up after a failure delete or trust only what the marker's record proves the run's; a file no record lists
-(``checkpoint-99/notes.txt``, a file named ``checkpoint-5``, a ``runs/`` folder of the user's) is refused with its
-name, never deleted. Nothing of the run appears under a final name before the marker records it in flight
-(``RunOutput``): a checkpoint folder before the Trainer creates it (``ELMoPreTrainingTrainer(before_checkpoint=)``),
-the files whose names ``save_pretrained`` chooses through a hidden folder recorded first
-(``OutputDirectory.put_in_place``). A run killed at any instant (half a checkpoint written, the final files half
-saved) leaves only files a record lists, so ``--resume`` and ``--overwrite`` both go on without refusing the run's own.
-
-Under ``torchrun`` only the main process opens (and locks) the directory and writes there; the others get its path
-and the checkpoint to resume from (a broadcast) and a ``RunOutput`` that records nothing.
+"""The output directory of ``elmo-hf pretrain``: how a run opens it (only the main process under ``torchrun``; the
+others get its path and checkpoint by a broadcast), and how it records every file in the marker before writing it
+(``RunOutput``), so that a run killed at any instant leaves only files a record lists and ``--resume`` and
+``--overwrite`` go on without refusing the run's own. Why: docs/design/pretraining-trainer.md, "The output
+directory".
 """
 
 from __future__ import annotations
@@ -27,13 +19,8 @@ from transformers import TrainingArguments
 from ..corpus.vocabulary import COUNTS_FILE_NAME, VOCABULARY_FILE_NAME
 from ..storage.output_directory import OutputDirectory, OutputKind, open_output_directory
 from .options import (
-    CHECKPOINT_PREFIX,
-    HDF5_DIRECTORY_NAME,
-    OPTIONS_CHANGEABLE_ON_RESUME,
-    PRETRAINING_OPTIONS_FILE_NAME,
-    REPORT_FILE_NAME,
-    PretrainingError,
-    PretrainingOptions,
+    CHECKPOINT_PREFIX, HDF5_DIRECTORY_NAME, OPTIONS_CHANGEABLE_ON_RESUME, PRETRAINING_OPTIONS_FILE_NAME,
+    REPORT_FILE_NAME, PretrainingError, PretrainingOptions,
 )
 from .trainer import checkpoint_problem, checkpoints_of, latest_complete_checkpoint
 

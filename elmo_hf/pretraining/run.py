@@ -1,34 +1,8 @@
-"""Pre-train an ELMo biLM on text: the library behind ``elmo-hf pretrain``. What a run is told and
-reports (``PretrainingOptions``, ``PretrainingReport``) is ``options.py``.
-
-    from elmo_hf.pretraining import PretrainingOptions, pretrain
+"""Pre-train an ELMo biLM on text: ``pretrain``, the library behind ``elmo-hf pretrain``, in five named steps
+(options -> data -> model -> train -> report; under ``torchrun`` only the main process writes). What a run is told
+and reports is ``options.py``. The steps, and how several processes share them: docs/design/pretraining-trainer.md.
 
     report = pretrain(PretrainingOptions(corpus=["tinyshakespeare.txt"], output_dir="elmo-shakespeare", config="small"))
-    print(report.describe())
-
-``pretrain`` runs five named steps (docs/guide/pretraining.md, "Pre-training (elmo-hf pretrain)"):
-
-1. Options (``_resolve_options``): the architecture (a preset, a config or ``options.json``, or the ``init_from``
-   model, read once here with its weights); the output directory is opened under the output policy.
-2. Data (``_prepare_data``): sentences from text files (one sentence per line, split by the tokenizer's word
-   splitter), ``.conllu`` files, structured files or directories of shards, into a `datasets` cache on disk; the
-   held-out sentences are the ``held_out`` files or a seeded random ``held_out_fraction`` of the corpus. The word
-   vocabulary of the LM softmax is counted on the TRAINING sentences only (``min_count``, ``max_vocab_size``), a
-   batch at a time, and saved as ``vocab.txt`` + ``vocab_counts.tsv``.
-3. Model (``_build_model``): a new ``ELMoForPreTraining``, the initial model's weights, or a checkpoint's config.
-4. Train (``_train``): ``transformers.Trainer`` trains [`ELMoForPreTraining`] in bilm-tf's regime (``"windowed"``:
-   fixed windows over one token stream per batch row, LSTM state carried between batches) or per sentence
-   (``"sentence"``), with periodic checkpoints, evaluation of the exact held-out perplexity
-   (``bilm_perplexity_metrics``) and resumption.
-5. Report (``_report``): the final model, tokenizer, vocabulary and a report (``pretraining_report.json``: exact
-   train / held-out perplexity per direction against the unigram baseline of the vocabulary counts) are written to
-   the output directory; optionally the biLM is exported to the original ``options.json`` + ``weights.hdf5``.
-
-Under ``torchrun`` (several processes, data-parallel; ``elmo_hf.pretraining.trainer`` says how a step stays equal to
-a one-process step) every process runs these steps on its own share of each batch, and only the main process
-writes: it alone opens (and locks) the output directory and tells the others the checkpoint to resume from; the
-corpus is read and the vocabulary counted by each node's main process first (so that the others find the datasets
-cache), then by the others, identically, without writing; the model, report and export are the main process's.
 """
 
 from __future__ import annotations
@@ -40,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,31 +32,16 @@ from ..corpus.vocabulary import ELMoWordVocabulary
 from ..modeling_elmo_pretraining import ELMoForPreTraining, bilm_perplexity_metrics
 from ..runtime.parallelism import torch_threads
 from ..tokenization_elmo import ELMoTokenizer
-from .data import DataCollatorForBiLM, WindowedBiLMStream, iterate_sentences, rows_of_rank
+from .data import DataCollatorForBiLM, iterate_sentences, rows_of_rank
 from .inputs import (
-    _evaluation_data,
-    check_pretrainable,
-    load_pretraining_config,
-    load_training_sentences,
-    sample_sentences,
-    split_held_out,
-    unigram_perplexity,
-    warn_about_truncated_words,
-    with_character_slots,
+    _evaluation_data, check_pretrainable, load_pretraining_config, load_training_sentences, sample_sentences,
+    split_held_out, unigram_perplexity, warn_about_truncated_words, with_character_slots, windowed_stream,
     with_initial_word_splitter,
 )
 from .initial_model import InitialModel, InitialModelError, initial_state_for, load_initial_model
 from .options import (
-    CONFIG_PRESETS,
-    HDF5_DIRECTORY_NAME,
-    OPTIMIZERS,
-    PRETRAINING_OPTIONS_FILE_NAME,
-    REGIMES,
-    REPORT_FILE_NAME,
-    PretrainingError,
-    PretrainingInterrupted,
-    PretrainingOptions,
-    PretrainingReport,
+    CONFIG_PRESETS, HDF5_DIRECTORY_NAME, OPTIMIZERS, PRETRAINING_OPTIONS_FILE_NAME, REGIMES, REPORT_FILE_NAME,
+    PretrainingError, PretrainingInterrupted, PretrainingOptions, PretrainingReport,
 )
 from .output import RunOutput, output_directory
 from .trainer import ELMoPreTrainingTrainer, latest_complete_checkpoint
@@ -90,9 +49,7 @@ from .trainer import ELMoPreTrainingTrainer, latest_complete_checkpoint
 logger = logging.getLogger(__name__)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The initial model (`--init-from`) and the HDF5 export (`elmo_hf.conversion`, imported only when asked for)
-# ----------------------------------------------------------------------------------------------------------------
+# The HDF5 export (`elmo_hf.conversion`, imported only when asked for) ------------------------------------------
 def _hdf5_exporter():
     """`elmo_hf.conversion.convert_hf_to_allennlp.convert_hf_to_allennlp`; raises `PretrainingError` saying what to
     install (h5py)."""
@@ -124,9 +81,7 @@ def export_hdf5(model_dir: str | Path, output_dir: str | Path | None = None, ove
     return output_dir
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Trainer pieces
-# ----------------------------------------------------------------------------------------------------------------
+# Trainer pieces ------------------------------------------------------------------------------------------------
 class _StopControl(TrainerCallback):
     """Stops training at a step boundary, with a checkpoint: on the first SIGINT (a second one interrupts at once)
     and past `max_time_seconds`."""
@@ -250,11 +205,7 @@ def bilm_tf_adagrad(learning_rate: float, window_size: int) -> tuple[type[torch.
     the mean loss trained here the accumulator starts at ``1 / window_size**2`` (torch's default, 0, makes the first
     steps ``lr``-sized for every weight). bilm-tf clips that ``W``-times gradient at ``all_clip_norm_val``: its 10 is
     ``max_grad_norm = 10 / window_size`` here."""
-    return torch.optim.Adagrad, {
-        "lr": learning_rate,
-        "initial_accumulator_value": 1.0 / window_size**2,
-        "eps": 1e-10,
-    }
+    return torch.optim.Adagrad, {"lr": learning_rate, "initial_accumulator_value": 1.0 / window_size**2, "eps": 1e-10}
 
 
 def _perplexity_metrics(metrics: dict[str, float], prefix: str) -> dict[str, float]:
@@ -271,11 +222,9 @@ def _log_history_curves(log_history: list[dict[str, Any]]) -> tuple[list[list[fl
     return losses, curve, initial
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The run
-# ----------------------------------------------------------------------------------------------------------------
+# The run -------------------------------------------------------------------------------------------------------------
 def pretrain(options: PretrainingOptions) -> PretrainingReport:
-    """Run `options` (see `PretrainingOptions` and the module docstring) and return the report, also written to
+    """Run `options` (see `PretrainingOptions`) and return the report, also written to
     `output_dir/pretraining_report.json`. Raises `PretrainingError` (bad options, inputs or output directory;
     nothing trained) and `PretrainingInterrupted` (Ctrl-C; a checkpoint was saved first)."""
     with torch_threads(options.num_threads):
@@ -288,11 +237,25 @@ def _pretrain(options: PretrainingOptions) -> PretrainingReport:
     options, config, initial = _resolve_options(options)
     args = _training_arguments(options, Path(options.output_dir), evaluate=options.eval_steps > 0)
     with output_directory(options, args) as output:
+        setup = _RunSetup(options, config, initial, args, output, start)
         with args.main_process_first(desc="corpus and vocabulary"):
             data = _prepare_data(options, config, initial)
-        config, model = _build_model(options, config, data, initial, output, args)
-        training = _train(options, config, model, data, output, args)
-        return _report(options, config, model, data, training, initial, output, start, args)
+        model = _build_model(setup, data)
+        training = _train(setup, model, data)
+        return _report(setup, model, data, training)
+
+
+@dataclass
+class _RunSetup:
+    """What every step after the first reads: the resolved options, the architecture (a resumed run's checkpoint's,
+    once the model is built), the initial model, the ``TrainingArguments``, the opened output and the start time."""
+
+    options: PretrainingOptions
+    config: ELMoConfig
+    initial: InitialModel | None
+    args: TrainingArguments
+    output: RunOutput
+    start: float
 
 
 # Step 1: options -------------------------------------------------------------------------------------------------
@@ -370,17 +333,11 @@ def _counted(sentences: Iterator[list[str]], bar: CorpusProgress) -> Iterator[li
 
 
 # Step 3: model ---------------------------------------------------------------------------------------------------
-def _build_model(
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    data: _RunData,
-    initial: InitialModel | None,
-    output: RunOutput,
-    args: TrainingArguments,
-) -> tuple[ELMoConfig, ELMoForPreTraining]:
-    """(the config, the model): a resumed run's from its checkpoint (its vocabulary must be the saved one); a new
-    run's from ``config`` sized to the vocabulary, starting from the initial model's weights when there is one, with
+def _build_model(setup: _RunSetup, data: _RunData) -> ELMoForPreTraining:
+    """The model (its config in ``setup.config``): a resumed run's from its checkpoint (its vocabulary must be the
+    saved one); a new run's sized to the vocabulary, starting from the initial model's weights when there is one, with
     the vocabulary, tokenizer and options saved first (by the main process, each file recorded before it is there)."""
+    options, config, initial, output = setup.options, setup.config, setup.initial, setup.output
     output_dir, checkpoint = output.path, output.checkpoint
     if checkpoint is not None:
         saved_vocabulary = ELMoWordVocabulary.load(output_dir)
@@ -398,9 +355,10 @@ def _build_model(
             config.lm_dropout = options.dropout
         config.architectures = [ELMoForPreTraining.__name__]
         config.pad_token_id = data.tokenizer.pad_token_id  # what Trainer would align it to, with a warning
-        if args.should_save:
+        if setup.args.should_save:
             output.put_in_place(lambda folder: _save_vocabulary_tokenizer_and_options(options, data, folder))
             output.record()
+    setup.config = config
     set_seed(options.seed)
     model = ELMoForPreTraining(config)
     if initial is not None and checkpoint is None:
@@ -409,7 +367,7 @@ def _build_model(
     # The biLM loss does not read the scalar mix (a downstream task's weights); frozen, so that DDP does not wait for
     # gradients that never come (an optimizer skips them either way: one process trains exactly as before).
     model.elmo.scalar_mixes.requires_grad_(False)
-    return config, model
+    return model
 
 
 def _save_vocabulary_tokenizer_and_options(options: PretrainingOptions, data: _RunData, folder: Path) -> None:
@@ -430,28 +388,16 @@ class _Training:
     stop_reason: str | None
 
 
-def _train(
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    model: ELMoForPreTraining,
-    data: _RunData,
-    output: RunOutput,
-    args: TrainingArguments,
-) -> _Training:
+def _train(setup: _RunSetup, model: ELMoForPreTraining, data: _RunData) -> _Training:
     """Train (or resume) with ``ELMoPreTrainingTrainer``, evaluate, save the model, tokenizer and trainer state
     (the main process; each checkpoint and file recorded before it is there). Raises ``PretrainingInterrupted``
     after a Ctrl-C (a checkpoint is saved first)."""
+    options, config, args, output = setup.options, setup.config, setup.args, setup.output
     output_dir, checkpoint = output.path, output.checkpoint
     if options.regime == "windowed":
-        try:
-            train_data = WindowedBiLMStream(
-                data.train, data.vocabulary, num_rows=options.batch_size, window_size=options.window_size,
-                shuffle=True, seed=options.seed, remainder="drop", max_characters_per_token=config.max_characters_per_token,
-                token_directory=output_dir, progress=options.progress,
-                rank=args.process_index, world_size=args.world_size,
-            )
-        except ValueError as error:
-            raise PretrainingError(f"training data: {error}") from None
+        train_data = windowed_stream(
+            data.train, data.vocabulary, options, config, "training data", args, training=True, token_directory=output_dir
+        )
         collator = default_data_collator
     else:
         train_data = data.train
@@ -465,15 +411,9 @@ def _train(
         options.max_time_minutes * 60 if options.max_time_minutes is not None else None, options.handle_interrupt
     )
     trainer = ELMoPreTrainingTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_data,
-        eval_dataset=held_out_data if evaluate_periodically else None,
-        data_collator=collator,
-        processing_class=data.tokenizer,
-        compute_metrics=bilm_perplexity_metrics,
-        callbacks=[stop_control, _RecordAfterEachCheckpoint(output.record)],
-        before_checkpoint=output.before_checkpoint,
+        model=model, args=args, train_dataset=train_data, eval_dataset=held_out_data if evaluate_periodically else None,
+        data_collator=collator, processing_class=data.tokenizer, compute_metrics=bilm_perplexity_metrics,
+        callbacks=[stop_control], before_checkpoint=output.before_checkpoint, after_checkpoint=output.record,
         optimizer_cls_and_kwargs=(
             bilm_tf_adagrad(options.resolved_learning_rate, options.window_size) if options.optimizer == "adagrad" else None
         ),
@@ -498,31 +438,11 @@ def _save_model_tokenizer_and_state(model: ELMoForPreTraining, tokenizer: ELMoTo
     state.save_to_json(str(folder / TRAINER_STATE_NAME))  # what Trainer.save_state writes
 
 
-class _RecordAfterEachCheckpoint(TrainerCallback):
-    """Calls ``record()`` (the output's record of what the run wrote) after each checkpoint is saved: complete, every
-    process's part of it written (``ELMoPreTrainingTrainer._save_checkpoint`` waits for all of them)."""
-
-    def __init__(self, record: Callable[[], None]):
-        self.record = record
-
-    def on_save(self, args, state, control, **kwargs):
-        self.record()
-
-
 # Step 5: report --------------------------------------------------------------------------------------------------
-def _report(
-    options: PretrainingOptions,
-    config: ELMoConfig,
-    model: ELMoForPreTraining,
-    data: _RunData,
-    training: _Training,
-    initial: InitialModel | None,
-    output: RunOutput,
-    start: float,
-    args: TrainingArguments,
-) -> PretrainingReport:
+def _report(setup: _RunSetup, model: ELMoForPreTraining, data: _RunData, training: _Training) -> PretrainingReport:
     """The report (``pretraining_report.json``), after the optional HDF5 export; both written by the main process
     (every process returns the report), each file recorded before it is there."""
+    options, initial, output = setup.options, setup.initial, setup.output
     output_dir, checkpoint = output.path, output.checkpoint
     losses, eval_curve, initial_metrics = _log_history_curves(training.state.log_history)
     state = training.state
@@ -536,7 +456,7 @@ def _report(
         max_steps=state.max_steps,
         epochs=float(state.epoch or 0.0),
         tokens_seen=int(state.num_input_tokens_seen),
-        wall_time_seconds=time.monotonic() - start,
+        wall_time_seconds=time.monotonic() - setup.start,
         train_runtime_seconds=float(training.metrics.get("train_runtime", 0.0)),
         steps_per_second=float(training.metrics.get("train_steps_per_second", 0.0)),
         num_parameters=model.num_parameters(),
@@ -552,12 +472,12 @@ def _report(
         held_out_initial=initial_metrics,
         stopped_early=training.stop_reason,
         resumed_from=checkpoint.name if checkpoint is not None else None,
-        config=config.to_diff_dict(),
+        config=setup.config.to_diff_dict(),
         options=options.to_dict(),
         loss_history=losses,
         eval_history=eval_curve,
     )
-    if not args.should_save:
+    if not setup.args.should_save:
         return report
     if options.export_hdf5:
         output.put_in_place(lambda folder: export_hdf5(output_dir, folder / HDF5_DIRECTORY_NAME))
@@ -568,20 +488,7 @@ def _report(
 
 
 __all__ = [
-    "CONFIG_PRESETS",
-    "OPTIMIZERS",
-    "REGIMES",
-    "PretrainingError",
-    "PretrainingInterrupted",
-    "PretrainingOptions",
-    "PretrainingReport",
-    "export_hdf5",
-    "load_pretraining_config",
-    "load_training_sentences",
-    "pretrain",
-    "sample_sentences",
-    "split_held_out",
-    "unigram_perplexity",
-    "warn_about_truncated_words",
-    "with_character_slots",
+    "CONFIG_PRESETS", "OPTIMIZERS", "REGIMES", "PretrainingError", "PretrainingInterrupted", "PretrainingOptions",
+    "PretrainingReport", "export_hdf5", "load_pretraining_config", "load_training_sentences", "pretrain",
+    "sample_sentences", "split_held_out", "unigram_perplexity", "warn_about_truncated_words", "with_character_slots",
 ]

@@ -1,54 +1,6 @@
-"""Training loop pieces for ELMo pre-training: bilm-tf's LSTM state carried from window to window, outside the model.
-
-In bilm-tf's regime (``WindowedBiLMStream``) row b of window k + 1 continues row b of window k, so each window starts
-from the LSTM state the previous one ended in. ``ELMoForPreTraining`` keeps no state between calls (calling it twice on
-one batch gives the same output); the state lives here:
-
-- ``CarriedLstmState``: the state each stream ("train", "eval") is in, handed out for the next window and checked:
-  windows must come in order, a stream restarts at window 0, batches must not be split.
-- ``ELMoPreTrainingTrainer``: ``transformers.Trainer`` that passes that state into every windowed batch
-  (``compute_loss``), keeps the detached state that comes out (truncated backpropagation through time), saves the
-  training stream's state in every checkpoint (``carried_lstm_state.safetensors``) and restores it on resume, so a
-  resumed run continues exactly where the interrupted one was. Per-sentence batches carry nothing.
-
-**Several processes** (``torchrun``; DDP through accelerate). One optimizer step equals the one-process step on the
-same global batch:
-
-- Data: each process reads its own rows of the global batch (``WindowedBiLMStream(rank=, world_size=)``) from a data
-  loader of its own; accelerate is not let re-shard or dispatch it (``get_train_dataloader``). Per-sentence batches
-  are sharded by Trainer (accelerate's ``BatchSamplerShard``: process r takes batch r of each group of world_size
-  consecutive batches of the seeded order, so the global batch is the one-process batch).
-- Loss: DDP averages the processes' gradients, and a process's mean NLL would weight its tokens by its own count;
-  ``get_batch_samples`` therefore counts the step's predictions per direction over ALL processes (one small
-  all-reduce per step), and ``compute_loss`` returns ``world_size * mean over directions (process NLL sum /
-  global count)``: averaged by DDP, exactly the global batch's bilm-tf loss, whatever the padding.
-- Sampled softmax: the negatives come from a generator seeded from (seed, step, micro-batch), the same in every
-  process and in a one-process run (bilm-tf draws one sample set per batch and direction). Dropout masks come from
-  each process's torch generator and differ from a one-process run's.
-- Checkpoints: the carried state of every process is gathered, in rank order, into one
-  ``carried_lstm_state.safetensors`` holding the state of all ``num_rows`` rows (the layout of a one-process run);
-  each process resumes from its own rows of it, so a run may resume with another number of processes that divides
-  ``num_rows``.
-- Evaluation: windowed, each process evaluates its own rows of the evaluation stream; per sentence, every process
-  reads every batch and evaluates its own share of the batch's sentences (``prediction_step``). Trainer gathers the
-  sums: every prediction counts once, and more processes evaluate faster.
-
-**Complete checkpoints.** A checkpoint is many files, written by several processes (Trainer's weights, optimizer,
-scheduler and ``trainer_state.json``, each process's ``rng_state_{rank}.pth``, then the carried state). A run killed
-while it writes one leaves a folder that looks resumable and is not: resumed after a kill that fell between
-``trainer_state.json`` and the carried state, a run went on from the initial LSTM state and ended with other weights,
-silently. So ``_save_checkpoint`` marks the folder ``checkpoint_in_progress`` first, and once every process has
-written its files (a barrier), the main process writes ``checkpoint_complete.json`` (every file's size, synced to
-disk) and only then deletes older checkpoints beyond ``save_total_limit``: a complete checkpoint is always kept.
-``train`` resumes from the newest checkpoint whose record holds (``latest_complete_checkpoint``;
-``checkpoint_problem`` says why one does not) and deletes the incomplete ones after it, which the run writes again.
-A folder with neither the record nor the in-progress mark but with its ``trainer_state.json`` was written before
-checkpoints had a record, and is taken as it is.
-
-**Resuming at the last step.** Trainer resumed from a checkpoint at ``max_steps`` trains one step more (it checks the
-step count after a step, not before): a run killed after its last checkpoint, in its final evaluation, ended at
-step max_steps + 1 with a checkpoint of it. ``train`` loads such a checkpoint's weights and state and trains nothing.
-"""
+"""``transformers.Trainer`` for ELMo pre-training: bilm-tf's LSTM state carried from window to window outside the
+model (``CarriedLstmState``), data-parallel steps equal to one-process steps, and checkpoints recorded complete so a
+resumed run continues exactly. Why and how: docs/design/pretraining-trainer.md."""
 
 from __future__ import annotations
 
@@ -64,7 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.data_loader import prepare_data_loader
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch.utils.data import DataLoader
 from transformers import Trainer, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
@@ -131,8 +84,8 @@ class CarriedLstmState:
             self._streams.pop(stream, None)
 
     def save(self, stream: str, path: Path, carried: tuple[int, LstmState] | None = None) -> None:
-        """Write ``stream``'s state (if any; ``carried``: a ``get``-shaped state to write instead, e.g. every
-        process's rows gathered) to a safetensors file: ``hidden`` (L, 2, rows, P), ``cell`` (L, 2, rows, D)."""
+        """Write ``stream``'s state (or ``carried``, e.g. every process's rows gathered), if any, to a safetensors
+        file: ``hidden`` (L, 2, rows, P), ``cell`` (L, 2, rows, D)."""
         carried = carried if carried is not None else self._streams.get(stream)
         if carried is None:
             return
@@ -141,14 +94,10 @@ class CarriedLstmState:
         save_file(tensors, str(path), metadata={"stream": stream, "next_window": str(next_window)})
 
     def load(self, stream: str, path: Path, device: torch.device, rows: range | None = None) -> None:
-        """Restore ``stream``'s state from a file written by ``save``: its ``rows`` (default: all of them; a
-        process of a data-parallel run takes its own block of the global batch's rows)."""
-        from safetensors import safe_open
-
-        with safe_open(str(path), framework="pt") as file:
+        """Restore ``stream``'s state from a file written by ``save``: its ``rows`` (default: all of them)."""
+        with safe_open(str(path), framework="pt") as file:  # on the CPU: safetensors refuses a multi-CPU run's "cpu:0"
             metadata = file.metadata()
-        tensors = load_file(str(path))  # on the CPU (safetensors refuses torch's "cpu:0" of a multi-CPU run)
-        hidden, cell = tensors["hidden"].to(device), tensors["cell"].to(device)
+            hidden, cell = (file.get_tensor(name).to(device) for name in ("hidden", "cell"))
         if rows is not None:
             if rows.stop > hidden.shape[2]:
                 raise ValueError(
@@ -159,9 +108,7 @@ class CarriedLstmState:
         self._streams[stream] = (int(metadata["next_window"]), (hidden, cell))
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Complete checkpoints (module docstring)
-# ----------------------------------------------------------------------------------------------------------------
+# Complete checkpoints: docs/design/pretraining-trainer.md, "Complete checkpoints".
 def _checkpoint_step(path: Path) -> int | None:
     match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", path.name)
     return int(match.group(1)) if match and path.is_dir() else None
@@ -253,23 +200,24 @@ def negative_sampling_seed(seed: int, step: int, micro_batch: int) -> int:
 
 
 class ELMoPreTrainingTrainer(Trainer):
-    """``transformers.Trainer`` for ``ELMoForPreTraining`` that carries the LSTM state between windowed batches, and
-    whose data-parallel steps equal one-process steps on the same global batch (see the module docstring). Use it
-    like ``Trainer``; ``carried_state`` holds the state. With several processes, give each its own
-    ``WindowedBiLMStream(..., rank=args.process_index, world_size=args.world_size)`` and
-    ``per_device_train_batch_size = num_rows // world_size``, and freeze the biLM's scalar mixes, which the loss does
-    not read (``model.elmo.scalar_mixes.requires_grad_(False)``, as ``elmo-hf pretrain`` does), or DDP waits for their
-    gradients (otherwise: ``ddp_find_unused_parameters=True``). ``before_checkpoint(folder)``, if given, is called
-    in the main process before a checkpoint folder is created or written (``elmo-hf pretrain`` records it in flight
-    in its output's marker); every process waits for it."""
+    """``transformers.Trainer`` for ``ELMoForPreTraining`` that carries the LSTM state between windowed batches
+    (``carried_state``) and whose data-parallel steps equal one-process steps (docs/design/pretraining-trainer.md).
+    With several processes, give each ``WindowedBiLMStream(..., rank=args.process_index, world_size=args.world_size)``
+    and ``per_device_train_batch_size = num_rows // world_size``, and freeze the biLM's scalar mixes, which the loss
+    does not read, or DDP waits for their gradients. ``before_checkpoint(folder)``, if given, is called in the main
+    process before a checkpoint folder is created (every process waits for it); ``after_checkpoint()`` in every
+    process once the checkpoint is complete."""
 
     # compute_loss divides by the step's prediction counts (all micro-batches, all processes): Trainer must not
     # divide again by the gradient accumulation steps.
     loss_is_scaled_for_ga = True
 
-    def __init__(self, *args, before_checkpoint: Callable[[Path], None] | None = None, **kwargs):
+    def __init__(
+        self, *args, before_checkpoint: Callable[[Path], None] | None = None,
+        after_checkpoint: Callable[[], None] | None = None, **kwargs,
+    ):
         super().__init__(*args, **kwargs)
-        self.before_checkpoint = before_checkpoint
+        self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint
         self.carried_state = CarriedLstmState()
         self._sampling_step = (-1, 0)  # (optimizer step, micro-batches drawn in it)
 
@@ -286,10 +234,9 @@ class ELMoPreTrainingTrainer(Trainer):
         )
 
     def get_eval_dataloader(self, eval_dataset=None) -> DataLoader:
-        """A windowed stream: this process's rows. Per sentence: every batch of the whole set, of world_size times
-        the per-device batch size, in every process (``prediction_step`` evaluates this process's share). Both as plain data loaders, so that accelerate's ``gather_for_metrics`` drops nothing from the
-        per-batch sums the model outputs: it takes them for samples and cuts the last batch's to the number of
-        samples left over (a last batch of one sentence lost its backward sums)."""
+        """A windowed stream: this process's rows. Per sentence: every batch of world_size times the per-device
+        size, in every process (``prediction_step`` takes this process's share). Plain data loaders: accelerate's
+        ``gather_for_metrics`` would cut the per-batch sums of a last batch to the samples left over."""
         dataset = self.eval_dataset if eval_dataset is None else eval_dataset
         if isinstance(dataset, str):
             dataset = self.eval_dataset[dataset]
@@ -366,7 +313,7 @@ class ELMoPreTrainingTrainer(Trainer):
         num_items_in_batch: torch.Tensor | int | None = None,
     ):
         """The batch's bilm-tf loss; in training, with the step's global prediction counts (``num_items_in_batch``
-        from ``get_batch_samples``), ``world_size * mean over directions (NLL sum / count)`` (module docstring)."""
+        from ``get_batch_samples``), ``world_size * mean over directions (NLL sum / count)``."""
         extra: dict[str, Any] = {}
         if model.training:
             extra["negative_sampling_generator"] = self._negative_sampling_generator()
@@ -398,9 +345,8 @@ class ELMoPreTrainingTrainer(Trainer):
 
     # ---- checkpoints and resuming ----
     def _save_checkpoint(self, model, trial):
-        """Trainer's checkpoint, then the training stream's carried state, then (once every process has written its
-        part) the record that makes it complete; older checkpoints beyond ``save_total_limit`` are deleted only then
-        (module docstring, "Complete checkpoints")."""
+        """Trainer's checkpoint, the carried state, then (every process's part written) the record that makes it
+        complete; only then are older checkpoints beyond ``save_total_limit`` deleted."""
         checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
         if self.args.should_save and self.before_checkpoint is not None:
             self.before_checkpoint(checkpoint)
@@ -421,9 +367,9 @@ class ELMoPreTrainingTrainer(Trainer):
         self.accelerator.wait_for_everyone()  # every process's files (rng_state_{rank}.pth) are written
         if self.args.should_save:
             _complete_checkpoint(checkpoint, self.state.global_step, self.args.world_size)
-            rotate_checkpoints(
-                str(checkpoint.parent), save_total_limit, self.state.best_model_checkpoint, use_mtime=False
-            )
+            rotate_checkpoints(str(checkpoint.parent), save_total_limit, self.state.best_model_checkpoint, use_mtime=False)
+        if self.after_checkpoint is not None:
+            self.after_checkpoint()
 
     def _gathered(self, carried: tuple[int, LstmState] | None) -> tuple[int, LstmState] | None:
         """Every process's rows of the state, in rank order: (L, 2, num_rows, ...) each. The processes run the same
@@ -439,7 +385,7 @@ class ELMoPreTrainingTrainer(Trainer):
         """``Trainer.train``. Resuming (``True``: from ``latest_complete_checkpoint``; a path must be a complete
         checkpoint, or ``ValueError`` says what is wrong with it): the main process deletes the incomplete checkpoints
         after it, the training stream's carried state is restored (this process's rows of it), and a checkpoint that
-        already holds the last step is loaded without training (module docstring)."""
+        already holds the last step is loaded without training."""
         checkpoint = resume_from_checkpoint
         if checkpoint is True:
             checkpoint = latest_complete_checkpoint(self.args.output_dir)
@@ -487,13 +433,7 @@ class ELMoPreTrainingTrainer(Trainer):
 
 
 __all__ = [
-    "CARRIED_STATE_FILE_NAME",
-    "CHECKPOINT_COMPLETE_FILE_NAME",
-    "CHECKPOINT_IN_PROGRESS_FILE_NAME",
-    "CarriedLstmState",
-    "ELMoPreTrainingTrainer",
-    "checkpoint_problem",
-    "checkpoints_of",
-    "latest_complete_checkpoint",
+    "CARRIED_STATE_FILE_NAME", "CHECKPOINT_COMPLETE_FILE_NAME", "CHECKPOINT_IN_PROGRESS_FILE_NAME", "CarriedLstmState",
+    "ELMoPreTrainingTrainer", "checkpoint_problem", "checkpoints_of", "latest_complete_checkpoint",
     "negative_sampling_seed",
 ]

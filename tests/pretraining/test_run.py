@@ -406,3 +406,20 @@ def test_overwrite_keeps_the_previous_run_whole_until_the_new_one_completes(corp
     caplog.clear()
     assert main(pretrain_args(corpus, output, "--max-steps", 1, "--overwrite")) == 0
     assert "is complete: deleted the previous output" in caplog.text and sorted(os.listdir(tmp_path)) == ["run"]
+
+
+def test_every_pretrain_option_reaches_a_field_of_the_options():
+    """`elmo-hf pretrain` passes each option given to the `PretrainingOptions` field of its name (two renamed): an
+    option without a field would be dropped without a word."""
+    import argparse
+    import dataclasses
+
+    from elmo_hf_cli import build_parser
+    from elmo_hf.pretraining.options import PretrainingOptions
+    from elmo_hf_cli.pretrain import RENAMED_OPTIONS
+
+    (commands,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    destinations = {action.dest for action in commands.choices["pretrain"]._actions} - {"help", "no_progress"}
+    fields = {field.name for field in dataclasses.fields(PretrainingOptions)}
+    assert {RENAMED_OPTIONS.get(name, name) for name in destinations} <= fields
+    assert len(destinations) == 37  # every option of the command line's table before it was read by name
