@@ -39,7 +39,6 @@ from ..storage.files import fill_temporary, move_into_place, sha256_of_file, tem
 from ..storage.interrupts import sigint_deferred
 from .embedder import ELMoEmbedder, PreparedSentences
 from .parquet import INPUT_ROW_COLUMN, shard_table, write_parquet
-from .shard_names import EMBED_SHARDS
 from ..runtime.parallelism import torch_threads
 from .workers import EmbeddingWorkerPool
 
@@ -397,20 +396,9 @@ class ShardRunner:
         source.check_column(embedder.input_column, input_features)
         return Features({INPUT_ROW_COLUMN: Value("int64"), **input_features, **embedder.features})
 
-    def run(self, chunks: Iterable[Rows], output_dir: Path, first_index: int, record: Callable[[dict], None]) -> None:
-        """Shards ``first_index``, ``first_index + 1``, ... (``EMBED_SHARDS``) from ``chunks`` of rows into
-        ``output_dir``; ``record(entry)`` is called for each, in order, once its file is in place."""
-        numbered = ((output_dir / EMBED_SHARDS.name(index), rows) for index, rows in enumerate(chunks, first_index))
-        self._run(numbered, record)
-
-    def write(self, rows: Rows, path: Path) -> dict[str, Any]:
-        """The shard of ``rows`` written to ``path`` atomically (a damaged shard redone, an empty input's shard); its
-        manifest entry."""
-        entries: list[dict] = []
-        self._run([(path, rows)], entries.append)
-        return entries[0]
-
-    def _run(self, shards: Iterable[tuple[Path, Rows]], record: Callable[[dict], None]) -> None:
+    def run(self, shards: Iterable[tuple[Path, Rows]], record: Callable[[dict], None]) -> None:
+        """Write each shard (its path, named by the caller: ``EMBED_SHARDS``, and its rows), putting the files in
+        place in order; ``record(entry)`` is called for each, in order, once its file is in place."""
         run = _Run(self, iter(shards), record)
         self.stages.begin()
         try:
@@ -425,9 +413,15 @@ class ShardRunner:
         finally:
             self.stages.stop()
 
+    def write(self, rows: Rows, path: Path) -> dict[str, Any]:
+        """The shard of ``rows`` written to ``path`` atomically (a damaged shard redone); its manifest entry."""
+        entries: list[dict] = []
+        self.run([(path, rows)], entries.append)
+        return entries[0]
+
 
 class _Run:
-    """The state of one ``ShardRunner._run``: what is read, in flight (a temporary file made, not in place yet),
+    """The state of one ``ShardRunner.run``: what is read, in flight (a temporary file made, not in place yet),
     written and waiting for the shards before it, and where the run stops."""
 
     def __init__(self, runner: ShardRunner, shards: Iterator[tuple[Path, Rows]], record: Callable[[dict], None]):

@@ -95,10 +95,6 @@ class EmbeddingRunSummary:
     truncated_words: int = 0
     max_characters_per_token: int | None = None
 
-    @property
-    def words_per_second(self) -> float:
-        return self.words_this_run / self.seconds if self.seconds > 0 else 0.0
-
     def describe(self) -> str:
         resumed = f", resumed at input row {self.resumed_from_row:,}" if self.resumed_from_row else ""
         redone = f", {plural(self.redone_shards, 'damaged shard')} redone" if self.redone_shards else ""
@@ -106,6 +102,7 @@ class EmbeddingRunSummary:
         if self.truncated_words:
             slots = f" {self.max_characters_per_token}" if self.max_characters_per_token else ""
             skipped += f", {plural(self.truncated_words, 'word')} cut to the model's{slots} character slots"
+        rate = self.words_this_run / self.seconds if self.seconds > 0 else 0.0
         if self.already_complete:
             return (
                 f"{self.output_dir} is already complete: {plural(self.sentences, 'sentence')}, "
@@ -114,7 +111,7 @@ class EmbeddingRunSummary:
         return (
             f"embedded {plural(self.sentences, 'sentence')} ({plural(self.words, 'word')}{skipped}) into "
             f"{plural(self.shards, 'shard')} in {self.output_dir}; this run: {plural(self.words_this_run, 'word')} in "
-            f"{self.seconds:.1f} s = {self.words_per_second:,.0f} words/s{resumed}{redone}"
+            f"{self.seconds:.1f} s = {rate:,.0f} words/s{resumed}{redone}"
         )
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .ownership import OutputDirectoryError
+from .ownership import OutputDirectoryError, beside
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ LOCK_SUFFIX = ".elmo-hf.lock"
 
 
 def lock_path_of(directory: Path) -> Path:
-    return directory.parent / f".{directory.name}{LOCK_SUFFIX}"
+    return beside(directory, LOCK_SUFFIX)
 
 
 def _holder_is_gone(holder: dict[str, Any]) -> bool:
@@ -45,11 +45,10 @@ def _holder_is_gone(holder: dict[str, Any]) -> bool:
 
 
 class OutputLock:
-    """The exclusive lock of one output directory (see the module docstring)."""
+    """The exclusive lock file ``path`` (``lock_path_of``) of one output directory (see the module docstring)."""
 
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.path = lock_path_of(directory)
+    def __init__(self, path: Path):
+        self.path = path
         self.holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -58,6 +57,11 @@ class OutputLock:
         }
         self.held = False
         self._descriptor: int | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The output directory this lock guards (``lock_path_of``'s argument), for messages."""
+        return self.path.parent / self.path.name[1 : -len(LOCK_SUFFIX)]
 
     def acquire(self) -> None:
         while True:

@@ -45,11 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import fsync_directory, write_atomically
+from .files import fsync_parent_of, write_atomically
 from .ownership import (
     MARKER_NAME,
     OutputDirectoryError,
     OutputKind,
+    beside,
     read_marker,
     unproven_files,
 )
@@ -62,7 +63,7 @@ REPLACED_SUFFIX = ".replaced"
 
 
 def journal_path_of(directory: Path) -> Path:
-    return directory.parent / f".{directory.name}{SWAP_JOURNAL_SUFFIX}"
+    return beside(directory, SWAP_JOURNAL_SUFFIX)
 
 
 def make_staging_directory(path: Path) -> Path:
@@ -99,7 +100,7 @@ def write_journal(path: Path, journal: dict[str, Any]) -> None:
 def move(source: Path, destination: Path) -> None:
     """Rename ``source`` to ``destination`` (an absent path, or an empty folder), durably."""
     os.rename(source, destination)
-    fsync_directory(destination.parent)
+    fsync_parent_of(destination)
 
 
 def delete_file(path: str) -> None:
@@ -129,12 +130,12 @@ def replace_with_staging(path: Path, staging: Path) -> None:
     """Put the complete output in ``staging`` in place of ``path`` (absent, or an output ``check_deletable`` passed)."""
     token = token_of(staging)
     replaced = _replaced_path(path, token)
-    fsync_directory(staging)
+    fsync_parent_of(staging / MARKER_NAME)  # the staging folder's own entries
     write_journal(path, {"target": path.name, "staging": staging.name, "replaced": replaced.name, "run": token})
     _swap_in(path, staging, replaced)
     remove_tree(replaced)
     journal_path_of(path).unlink()
-    fsync_directory(path.parent)
+    fsync_parent_of(path)
 
 
 def _swap_in(path: Path, staging: Path, replaced: Path) -> None:
@@ -154,20 +155,21 @@ class InPlaceReplacement:
     replaced: Path  # where the old output is kept, whole, until the new one is complete
 
 
-def _read_journal(path: Path) -> dict[str, Any] | None:
+def _read_journal(journal_path: Path) -> dict[str, Any] | None:
     try:
-        journal = json.loads(journal_path_of(path).read_text(encoding="utf-8"))
+        journal = json.loads(journal_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return journal if isinstance(journal, dict) else None
 
 
-def unfinished_in_place_replacement(path: Path) -> InPlaceReplacement | None:
-    """The in-place --overwrite of ``path`` that a killed run left unfinished (its old output aside), if any."""
-    journal = _read_journal(path)
+def unfinished_in_place_replacement(journal_path: Path) -> InPlaceReplacement | None:
+    """The in-place --overwrite that a killed run left unfinished (its old output aside), if its journal
+    (``journal_path_of(output)``) says so."""
+    journal = _read_journal(journal_path)
     if journal is None or not journal.get("in_place") or journal.get("new_complete"):
         return None
-    return InPlaceReplacement(str(journal["run"]), path.parent / str(journal["replaced"]))
+    return InPlaceReplacement(str(journal["run"]), journal_path.parent / str(journal["replaced"]))
 
 
 def set_aside(path: Path) -> InPlaceReplacement:
@@ -220,10 +222,10 @@ def after_a_failed_replacement(path: Path, kind: OutputKind, replacing: InPlaceR
 
 def finish_in_place_replacement(path: Path, replacing: InPlaceReplacement) -> None:
     """Step 3: the new output is complete; the old one is deleted, then the journal."""
-    write_journal(path, {**(_read_journal(path) or {}), "new_complete": True})
+    write_journal(path, {**(_read_journal(journal_path_of(path)) or {}), "new_complete": True})
     remove_tree(replacing.replaced)
     journal_path_of(path).unlink()
-    fsync_directory(path.parent)
+    fsync_parent_of(path)
     logger.warning("the new output at %s is complete: deleted the previous output (kept at %s until now)", path, replacing.replaced)
 
 
@@ -247,10 +249,10 @@ def unfinished_replacement_message(path: Path, replacing: InPlaceReplacement, re
 
 def recover_interrupted_replacement(path: Path) -> list[str]:
     """Finish a replacement of ``path`` that a killed run left (its journal), and delete staging folders an earlier
-    run left unfinished; returns (and logs) what was done, naming each folder. Call it holding ``path``'s lock."""
+    run left unfinished (those no journal names); returns (and logs) what was done, naming each folder. Call it
+    holding ``path``'s lock."""
     done, known = [], set()
-    journal_path = journal_path_of(path)
-    if journal_path.exists():
+    if beside(path, SWAP_JOURNAL_SUFFIX).exists():
         journal = _readable_journal(path)
         replaced = path.parent / journal["replaced"]
         staging = path.parent / journal["staging"] if journal["staging"] else None
@@ -260,14 +262,24 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
             done += _recover_in_place(path, journal, replaced, who)
         else:
             done += _recover_staged(path, journal, staging, replaced, who)
-    done += _delete_unfinished_staging(path, known)
+    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
+    # run may be writing under its own lock, is not one of this output's.
+    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
+    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
+        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
+            continue
+        if any(leftover.iterdir()) and read_marker(leftover) is None:
+            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
+            continue
+        shutil.rmtree(leftover)
+        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
     for message in done:
         logger.warning("%s", message)
     return done
 
 
 def _readable_journal(path: Path) -> dict[str, Any]:
-    journal = _read_journal(path)
+    journal = _read_journal(journal_path_of(path))
     if journal is None or not all(name in journal for name in ("staging", "replaced", "run")):
         journal_path = journal_path_of(path)
         raise OutputDirectoryError(
@@ -329,23 +341,6 @@ def _recover_in_place(path: Path, journal: dict, replaced: Path, who: str) -> li
         return []
     journal_path_of(path).unlink()
     return [message]
-
-
-def _delete_unfinished_staging(path: Path, known: set[str]) -> list[str]:
-    """Delete ``path``'s staging folders that no journal names (their runs never finished)."""
-    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
-    # run may be writing under its own lock, is not one of this output's.
-    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
-    done = []
-    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
-        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
-            continue
-        if any(leftover.iterdir()) and read_marker(leftover) is None:
-            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
-            continue
-        shutil.rmtree(leftover)
-        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
-    return done
 
 
 __all__ = [
