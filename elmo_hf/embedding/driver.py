@@ -1,32 +1,20 @@
 """Embed a corpus into a directory of Parquet shards plus a manifest, resumably: ``embed_corpus``, what `elmo-hf embed`
-calls.
+calls (docs/design/embedding.md, "Output directory and resume").
 
 Output directory layout::
 
-    OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage.output_directory)
+    OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage)
     OUT/shard-00000.parquet   the input's first rows (shard_size of them, fewer where they hold more than
                               shard_characters characters), in input order (names: shard_names.EMBED_SHARDS)
-    OUT/shard-00001.parquet   ...
     OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard (its rows,
-                              words, skipped rows, words cut to the model's character slots, bytes, sha256) and
-                              their totals
+                              words, skipped rows, cut words, bytes, sha256) and their totals
     OUT/dataset/              only with output_format="dataset": the shards as a `save_to_disk` directory
 
-The directory follows elmo-hf's output policy (``elmo_hf.storage``): a run holds its lock, ``overwrite`` deletes only
-an embedding output, and a run that fails before its first shard leaves nothing behind.
-
-Nothing is lost: a shard is written to a temporary name, flushed and renamed, and only then listed in the manifest
-(itself replaced atomically), with its size and sha256; just before a shard gets its name, the output's marker
-records it in flight (name and size), so a kill between the rename and the manifest's update leaves it proven the
-run's. ``resume=True`` trusts nothing it has not checked (``manifest.continue_from``): it deletes what the manifest
-does not list only where a record proves it the run's and refuses, naming them, files no record lists; it verifies
-every listed shard (size and sha256) and redoes any that is missing or damaged, then continues after the last one. A
-shard's content depends only on its input rows, so the result is byte-identical to an uninterrupted run. The shards
-are written by the engine (``engine.ShardRunner``), in this process or in worker processes.
-
-Each shard has the columns ``input_row`` (0-based row of the input; line - 1 for text files), the input's columns,
-then the embedder's (``words``, ``num_words``, vectors). Load them with
-``datasets.load_dataset("parquet", data_files=sorted(glob("OUT/shard-*.parquet")), split="train")``.
+A shard is written to a temporary name, flushed and renamed (recorded in flight in the marker just before), then
+listed in the manifest. ``resume=True`` trusts nothing it has not checked (``manifest.continue_from``): it deletes
+only what a record proves the run's, verifies every listed shard and redoes a damaged one, then continues after the
+last; the result is byte-identical to an uninterrupted run. Each shard has the columns ``input_row``, the input's
+columns, then the embedder's; load them with ``datasets.load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations
@@ -141,12 +129,7 @@ def _worker_counts(
         )
     workers = check_int("workers", workers, 1)
     worker_threads = check_int("worker_threads", worker_threads, 1)
-    if workers > 1 and embedder.model.device.type != "cpu":
-        raise ValueError(
-            f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "
-            "for several GPUs use --engine ray with --ray-gpus-per-worker"
-        )
-    return workers, worker_threads
+    return workers, worker_threads  # more than one on a GPU is refused by the pool (EmbeddingWorkerPool)
 
 
 @dataclass

@@ -1,25 +1,16 @@
 """The embedding engine: one task runner for the stages of every shard, split -> embed -> write, with the files put in
-place in shard order.
+place in shard order (docs/design/embedding.md, "The engine").
 
-A shard is a task (``ShardTask``: its input rows, a temporary file beside its place, its name) of three stages:
-``split`` (the rows into words, windows, length-grouped model batches and their character ids; CPU only), ``embed``
-(the model) and ``write`` (the Arrow table, Parquet into the temporary file, its sha256). ``ShardRunner.run`` reads
-the shards' rows, hands each task to its executor, and moves the written files into place strictly in shard order,
-recording each (``record(entry)``: the manifest) before the next, so the record never has a gap. It runs the stages
-one of two ways, the same tasks and bytes either way:
+A shard is a ``ShardTask`` (its rows, a temporary file beside its place, its name) of three stages: ``split`` (words,
+windows, model batches, character ids), ``embed`` (the model) and ``write`` (Parquet into the temporary file, its
+sha256). ``ShardRunner.run`` hands each task to its executor and moves the written files into place strictly in
+shard order, recording each (``record(entry)``: the manifest) before the next. ``StagesHere`` (one process) runs the
+stages of consecutive shards on three threads; ``StagesInWorkers`` runs each task whole in a worker process
+(``workers.EmbeddingWorkerPool``), or here while no worker is up and none is busy. The same tasks give the same
+bytes either way.
 
-- ``StagesHere`` (one process, ``workers=1``): the stages of consecutive shards on three threads: shard k + 1 is split
-  on a reading thread and shard k - 1 written on a writing thread while shard k is embedded on this one. On a GPU
-  the device then never waits for the CPU's work; on the CPU it overlaps the stages too (docs/design/embedding.md,
-  "The staged pipeline");
-- ``StagesInWorkers`` (``workers=N``): each task whole in a worker process (``workers.EmbeddingWorkerPool``): vectors
-  never cross a pipe and N workers write N files at once; this process runs a task itself while no worker is up and
-  none is busy.
-
-On an error or Ctrl-C the runner stops reading, lets its executor finish what needs no new work (the shards being
-written; workers are stopped at once), puts what is finished in place in order up to the first gap, and removes the
-temporary file of every other task: what is in place is recorded, nothing else of the run's stays. An invalid row
-(or a read error) stops the run once the shards before it are in place.
+On an error or Ctrl-C the runner stops reading, puts what is finished in place in order up to the first gap and
+removes every other task's temporary file: what is in place is recorded, nothing else of the run's stays.
 """
 
 from __future__ import annotations

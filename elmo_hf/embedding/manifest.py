@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,13 +256,7 @@ def continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     check_same_run(output_dir, "input", previous.input, fresh.input)
     check_same_run(output_dir, "options", previous.options, fresh.options)
     check_same_run(output_dir, "model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]})
-    listed = previous.entries()
-    for path in output_dir.iterdir():
-        if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
-            raise OutputDirectoryError(
-                f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
-                "not write; replace it with the file itself or move it away"
-            )
+    listed = previous.entries()  # a symbolic link was refused when the output was opened (it proves nothing)
     # By record only: a shard renamed just before a kill (the in-flight record), temporary files named with the
     # output's recorded token, files an earlier run recorded; anything else stops the resume, named, and nothing goes.
     for name in remove_unlisted(output_dir, EMBEDDINGS_OUTPUT, listed):
@@ -446,25 +439,9 @@ def _holds_only_what_it_lists(output_dir: Path, manifest: Manifest) -> bool:
 
 
 __all__ = [
-    "DEFAULT_OUTPUT_FORMAT",
-    "DEFAULT_SHARD_CHARACTERS",
-    "DEFAULT_SHARD_SIZE",
-    "EMBEDDINGS_OUTPUT",
-    "EmbeddingRunSummary",
-    "MANIFEST_NAME",
-    "Manifest",
-    "OPTIONS_BEFORE_THEY_EXISTED",
-    "check_before_loading",
-    "check_same_run",
-    "checked_run_options",
-    "complete_summary",
-    "continue_from",
-    "describe_run",
-    "embedding_request",
-    "has_finished_shards",
-    "model_files",
-    "model_fingerprint",
-    "shard_problem",
-    "verify_embedding_output",
+    "DEFAULT_OUTPUT_FORMAT", "DEFAULT_SHARD_CHARACTERS", "DEFAULT_SHARD_SIZE", "EMBEDDINGS_OUTPUT",
+    "EmbeddingRunSummary", "MANIFEST_NAME", "Manifest", "OPTIONS_BEFORE_THEY_EXISTED", "check_before_loading",
+    "check_same_run", "checked_run_options", "complete_summary", "continue_from", "describe_run", "embedding_request",
+    "has_finished_shards", "model_files", "model_fingerprint", "shard_problem", "verify_embedding_output",
     "with_options_of_older_runs",
 ]

@@ -1,17 +1,11 @@
 """Writing files so that a crash never leaves a half-written one under its final name.
 
-``write_atomically(path, write)``: ``write`` fills a temporary file beside ``path`` (a name unique to this process and
-call, so two writers never share one), which is flushed to disk and renamed over ``path``; the directory entry is
-flushed too. After a crash ``path`` is either complete or absent / its old self. If ``write`` fails (a full disk, an
-exception), the temporary file is removed and the error propagates (an ``OSError`` naming ``path``).
-
-The same two steps apart, for a file filled in one process and put in place by another (the embedding workers write
-shards that the main process renames in order): ``temporary_path_beside`` (the creator knows the name, and removes
-it if the run fails), ``fill_temporary`` (the writer) and ``move_into_place`` (the one that decides the order: it
-flushes the file to disk, then renames it).
-``temporary_file_beside`` is the creation for a block that fills and moves the file itself: a failure in the block,
-Ctrl-C included, removes it. A Ctrl-C never lands between a temporary file's creation and the name its cleanup holds
-(``interrupts.sigint_deferred``): a caller that keeps one past a block creates it in such a block too.
+``write_atomically(path, write)``: ``write`` fills a new temporary file beside ``path``, which is flushed and renamed
+over ``path`` (the directory entry flushed too); on failure it is removed and the error names ``path``. The same
+steps apart, for a file filled in one process and put in place by another (the embedding workers' shards):
+``temporary_path_beside`` (the creator, which removes it if the run fails), ``fill_temporary`` (the writer) and
+``move_into_place`` (which flushes and renames). ``temporary_file_beside`` removes the file when its block fails,
+Ctrl-C included (``interrupts.sigint_deferred``).
 """
 
 from __future__ import annotations

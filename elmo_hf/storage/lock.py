@@ -1,17 +1,11 @@
-"""One writer per output directory: an ``flock`` on ``.<name>.elmo-hf.lock`` beside it, held for the whole run.
+"""One writer per output directory: an ``flock`` on ``.<name>.elmo-hf.lock`` beside it, held for the whole run
+(docs/design/architecture.md, "Output directories").
 
-The kernel (on NFS the lock server: Linux emulates ``flock`` there with a whole-file POSIX lock) gives the flock to
-exactly one open file and takes it back when its holder dies, however it dies; so when several runs find a crashed
-run's lock at once, exactly one takes it over (with a warning), and no staleness check decides who wins. The file
-holds the holder's pid, host, start time and command, for messages and as one more guard: a lock file naming
-another host is refused even with its flock free (a file system may not share flocks between hosts), with the command
-to remove it. On one host the free flock is the proof that its holder is gone.
-
-The file is opened with ``O_NOFOLLOW`` and must be a regular file of one link: a link planted under the lock's name
-is refused with its name, and content that is not an elmo-hf lock is refused, never overwritten. Release unlinks the
-file only if the name still points to the file this lock holds (same inode), never a lock another run took since.
-The lock lives beside the output (an output that does not exist yet, or is replaced, cannot hold it), so the folder
-around the output must take new files and support file locks; where it does not, the run is refused naming it.
+The kernel gives the flock to exactly one open file and takes it back when its holder dies, so exactly one of several
+runs takes over a crashed run's lock (with a warning). The file holds the holder's pid, host, start time and command
+for messages; one naming another host is refused even with its flock free. It is opened with ``O_NOFOLLOW`` and must
+be a regular file of one link holding an elmo-hf lock, else it is refused and never written. Release unlinks it only
+while the name still points to the file this lock holds.
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
-"""One policy for every directory elmo-hf writes (``embed``, ``pretrain``, ``convert``, ``export``, ``neighbours
-build``, the Ray engine): how a run opens its output, from three pieces.
+"""One policy for every directory elmo-hf writes (docs/design/architecture.md, "Output directories"): ``open_output_directory``
+(written in place, resumable), ``staged_output_directory`` (written beside and renamed into place at the end) and
+``check_output_directory`` (what opening would refuse, answered before a slow start), from three pieces:
+``ownership.py`` (the marker and its record), ``lock.py`` (one writer) and ``replacement.py`` (journal, renames,
+recovery after a kill). The output directory is named once, to one of these; the run then works with the
+``OutputDirectory`` handle and the names of its files.
 
-- ``ownership.py``: the ownership marker and its record of what a run wrote; deletion by record only.
-- ``lock.py``: one writer per output (an ``flock`` beside it, never through a link).
-- ``replacement.py``: a staged or in-place replacement with a journal, and recovery after a kill.
-
-Commands describe their output with an ``OutputKind`` (the names it writes) and open it with ``open_output_directory``
-(written in place, resumable) or ``staged_output_directory`` (written beside and renamed into place at the end, so
-the directory appears only complete); ``check_output_directory`` answers before a slow start what opening would
-refuse. The output directory is named once, to one of these; the run then works with the ``OutputDirectory`` handle
-and the names of its files.
-
-Opening in place holds the lock for the whole block, after finishing what a killed run left
-(``recover_interrupted_replacement``):
-
-- neither ``resume`` nor ``overwrite``: the directory must be absent or empty;
-- ``resume``: an existing directory must be an output of the kind without foreign entries; it is continued
-  (``resumed=True``); an absent or empty one starts a new output;
-- ``overwrite``: an existing, non-empty directory must be deletable (``check_deletable``); it is set aside whole and
-  deleted only when the run completes (``replacement.py``).
-
-A directory that a run created (or found empty) and that holds nothing worth keeping (``worth_keeping(path)``) when
-the run fails is removed again (for a kind that records every file it writes, only what a record proves), with any
-parent folders the run created while they are empty; outputs worth keeping (finished shards, checkpoints) stay, so
-the run can be resumed. ``describe_existing(path)`` words what an existing output of the kind holds, for the message
-refusing to write over it (which mentions --resume only when the command is ``resumable``, or ``resumable(path)``
-says the existing output can be continued).
+Opening in place holds the lock for the whole block, after finishing what a killed run left: without ``resume`` or
+``overwrite`` the directory must be absent or empty; ``resume`` continues an output of the kind without foreign
+entries (``resumed=True``); ``overwrite`` sets a deletable output aside whole and deletes it when the run completes.
+If the block raises, a directory the run created (or found empty) that holds nothing ``worth_keeping(path)`` is
+removed again (for a kind that records every file it writes, only what a record proves), with the parent folders
+the run created. ``describe_existing(path)`` words an existing output of the kind in the refusal, which mentions
+--resume only when the command is ``resumable`` (or ``resumable(path)``).
 """
 
 from __future__ import annotations
@@ -41,38 +27,14 @@ from pathlib import Path
 from .files import RECORDED_TOKENS
 from .lock import LOCK_SUFFIX, OutputLock, lock_path_of
 from .ownership import (
-    MARKER_NAME,
-    TEMPORARIES_KEY,
-    OutputDirectory,
-    OutputDirectoryError,
-    OutputKind,
-    beside,
-    check_deletable,
-    describe_entries,
-    files_in,
-    marker_at,
-    read_marker,
-    remove_unlisted,
-    remove_what_the_run_wrote,
-    rewrite_marker,
-    unproven_files,
-    unrecorded_files,
-    write_marker,
+    MARKER_NAME, TEMPORARIES_KEY, OutputDirectory, OutputDirectoryError, OutputKind, beside, check_deletable,
+    describe_entries, files_in, marker_at, read_marker, remove_unlisted, remove_what_the_run_wrote, rewrite_marker,
+    unproven_files, unrecorded_files, write_marker,
 )
 from .replacement import (
-    SWAP_JOURNAL_SUFFIX,
-    InPlaceReplacement,
-    after_a_failed_replacement,
-    discard,
-    finish_in_place_replacement,
-    journal_path_of,
-    make_staging_directory,
-    recover_interrupted_replacement,
-    replace_with_staging,
-    set_aside,
-    token_of,
-    unfinished_in_place_replacement,
-    unfinished_replacement_message,
+    SWAP_JOURNAL_SUFFIX, InPlaceReplacement, after_a_failed_replacement, discard, finish_in_place_replacement,
+    journal_path_of, make_staging_directory, recover_interrupted_replacement, replace_with_staging, set_aside, token_of,
+    unfinished_in_place_replacement, unfinished_replacement_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -345,19 +307,7 @@ def staged_output_directory(
 
 
 __all__ = [
-    "MARKER_NAME",
-    "OutputDirectory",
-    "OutputDirectoryError",
-    "OutputKind",
-    "OutputLock",
-    "check_deletable",
-    "check_output_directory",
-    "describe_entries",
-    "journal_path_of",
-    "lock_path_of",
-    "open_output_directory",
-    "read_marker",
-    "recover_interrupted_replacement",
-    "remove_unlisted",
-    "staged_output_directory",
+    "MARKER_NAME", "OutputDirectory", "OutputDirectoryError", "OutputKind", "OutputLock", "check_deletable",
+    "check_output_directory", "describe_entries", "journal_path_of", "lock_path_of", "open_output_directory",
+    "read_marker", "recover_interrupted_replacement", "remove_unlisted", "staged_output_directory",
 ]

@@ -1,24 +1,12 @@
-"""What a run proves it wrote: the ownership marker and its record of files; deletion by record only.
+"""What a run proves it wrote: the ownership marker and its record of files; deletion by record only
+(docs/design/architecture.md, "Output directories").
 
-**The marker.** A new output directory gets an ownership marker before anything else (``.elmo-hf-output.json``:
-format, version, the kind of output, the elmo-hf version, the creation time), created with ``O_EXCL | O_NOFOLLOW`` so
-that it is never written through a link or over a file planted meanwhile.
-
-**The record.** The marker lists every file the run wrote, with its size (``files``: written when a staged output is
-complete, when an in-place run ends and after each checkpoint; a kind's own record, such as the embedding manifest,
-adds each shard as it is finished). An in-place output's marker also records a token (``temporaries``): while a run
-has it open, every temporary file made in it is named ``.<name>.<token>.<random>.tmp``
-(``files.temporary_names_recorded``), so one a killed run left is proven that output's, and a user's ``.draft.tmp``
-is not. A run about to put a file under its final name records it first (``OutputDirectory.record_in_flight``), so a
-kill before the kind's own record lists it cannot orphan it; files whose names a library chooses are written into a
-hidden folder recorded first and moved into place one by one, each recorded with its size (``put_in_place``). A
-resumed output keeps the in-flight record a killed run left (``carry_in_flight``).
-
-**Deletion by record.** ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
-``remove_what_the_run_wrote`` (after a failure) delete only what one of these records proves (``proof``); names prove
-nothing, so a ``my_finetune.py`` in a converted model or a ``notes.txt`` in a checkpoint folder is refused (or kept)
-with its name. The current directory, its parents, the home directory, ``/``, an input of the run or a directory
-holding one, and a path that is a symbolic link are never deleted.
+The marker (``.elmo-hf-output.json``) is created first, with ``O_EXCL | O_NOFOLLOW``. It lists every file the run
+wrote with its size (``files``), the files a run is about to put under their final names (``in_flight``:
+``OutputDirectory.record_in_flight``, ``put_in_place``) and the token in the names of the run's temporary files
+(``temporaries``). ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
+``remove_what_the_run_wrote`` (after a failure) delete only what one of these records, or the kind's own (the
+embedding manifest), proves (``proof``); names prove nothing. ``protection_of`` names what is never deleted.
 """
 
 from __future__ import annotations
@@ -403,22 +391,7 @@ def describe_entries(directory: Path, limit: int = 10) -> str:
 
 
 __all__ = [
-    "MARKER_NAME",
-    "OutputDirectory",
-    "OutputDirectoryError",
-    "OutputKind",
-    "beside",
-    "check_deletable",
-    "describe_entries",
-    "files_in",
-    "proof",
-    "protection_of",
-    "marker_at",
-    "read_marker",
-    "remove_unlisted",
-    "remove_what_the_run_wrote",
-    "rewrite_marker",
-    "unproven_files",
-    "unrecorded_files",
-    "write_marker",
+    "MARKER_NAME", "OutputDirectory", "OutputDirectoryError", "OutputKind", "beside", "check_deletable",
+    "describe_entries", "files_in", "proof", "protection_of", "marker_at", "read_marker", "remove_unlisted",
+    "remove_what_the_run_wrote", "rewrite_marker", "unproven_files", "unrecorded_files", "write_marker",
 ]

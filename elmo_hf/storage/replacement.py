@@ -1,31 +1,14 @@
-"""Replacing an output so that a kill at any instant loses nothing and mixes nothing: a journal, renames, recovery.
+"""Replacing an output so that a kill at any instant loses nothing and mixes nothing: a journal, renames, recovery
+(docs/design/architecture.md, "Output directories").
 
-**Staged** (``convert``, ``export``, ``neighbours build``): the output is written into ``.<name>.<token>.staging``
-beside the target, then ``replace_with_staging``:
-  1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
-     old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
-  2. the old output is renamed aside, the staging folder into place (between the two renames the target is absent and
-     the old output whole under its recorded name);
-  3. the old output is deleted under its recorded name, its marker last, then the journal.
-
-**In place** (``embed``, ``pretrain``, the Ray engine: built at the target so that a killed run can be resumed): an
-``--overwrite`` keeps the old output, whole, until the new one is complete:
-  1. the journal (``in_place``, the old output's name aside, the run's token, which the new output's marker carries
-     too) is written, then the old output renamed aside (``set_aside``);
-  2. the new run grows at the target; its marker (``run``) and record say whose files these are;
-  3. when it completes, the journal is marked ``new_complete``, the old output deleted, then the journal
-     (``finish_in_place_replacement``).
-A run that fails (an error, Ctrl-C) with nothing worth keeping at the target moves its own files away (proven by its
-record) and puts the old output back; with work worth keeping it keeps both and says how to go on
-(``after_a_failed_replacement``).
-
-**Recovery** (``recover_interrupted_replacement``, under the output's lock, before anything else): a journal whose new
-output was complete is finished; where the old output was never set aside the journal is dropped; where the new run
-left nothing at the target the old output is put back; otherwise the unfinished new output stays at the target and
-the old one aside, for the opening run to continue (``--resume``), start over (``--overwrite``) or refuse. A staging
-folder without a journal (its run never finished) is deleted. Each is logged, naming the folder. So the target holds
-the whole old output, nothing, or only the new run's own files, and the whole old output exists, at the target or
-under the journal's name, until the new one is complete.
+**Staged** (``replace_with_staging``): the complete staging folder ``.<name>.<token>.staging`` beside the target,
+the journal ``.<name>.elmo-hf.swap`` written, the old output renamed to ``.<name>.<token>.replaced``, the staging
+folder into place, then the old output deleted (its marker last) and the journal. **In place** (``set_aside``,
+``finish_in_place_replacement``, ``after_a_failed_replacement``): the journal (``in_place``) written and the old
+output renamed aside; the new run grows at the target and the old output is deleted once the journal says the new
+one is complete, or put back after a failure that left nothing worth keeping. **Recovery**
+(``recover_interrupted_replacement``, under the lock, before anything else) finishes or undoes what a killed run
+left and deletes staging folders no journal names, logging each.
 
 Every step that changes the disk goes through one of three functions, ``write_journal``, ``move`` and
 ``delete_file``: tests kill a run between any two steps by patching one of them in a child process.
@@ -46,14 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import fsync_parent_of, write_atomically
-from .ownership import (
-    MARKER_NAME,
-    OutputDirectoryError,
-    OutputKind,
-    beside,
-    read_marker,
-    unproven_files,
-)
+from .ownership import MARKER_NAME, OutputDirectoryError, OutputKind, beside, read_marker, unproven_files
 
 logger = logging.getLogger(__name__)
 
@@ -344,14 +320,7 @@ def _recover_in_place(path: Path, journal: dict, replaced: Path, who: str) -> li
 
 
 __all__ = [
-    "InPlaceReplacement",
-    "after_a_failed_replacement",
-    "finish_in_place_replacement",
-    "journal_path_of",
-    "make_staging_directory",
-    "recover_interrupted_replacement",
-    "replace_with_staging",
-    "set_aside",
-    "unfinished_in_place_replacement",
-    "unfinished_replacement_message",
+    "InPlaceReplacement", "after_a_failed_replacement", "finish_in_place_replacement", "journal_path_of",
+    "make_staging_directory", "recover_interrupted_replacement", "replace_with_staging", "set_aside",
+    "unfinished_in_place_replacement", "unfinished_replacement_message",
 ]
