@@ -129,7 +129,12 @@ def _worker_counts(
         )
     workers = check_int("workers", workers, 1)
     worker_threads = check_int("worker_threads", worker_threads, 1)
-    return workers, worker_threads  # more than one on a GPU is refused by the pool (EmbeddingWorkerPool)
+    if workers > 1 and embedder.model.device.type != "cpu":
+        raise ValueError(
+            f"workers > 1 run on the CPU only (the model is on {embedder.model.device}): one process drives a GPU best; "
+            "for several GPUs use --engine ray with --ray-gpus-per-worker"
+        )
+    return workers, worker_threads
 
 
 @dataclass

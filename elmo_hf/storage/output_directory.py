@@ -1,9 +1,9 @@
-"""One policy for every directory elmo-hf writes (docs/design/architecture.md, "Output directories"): ``open_output_directory``
-(written in place, resumable), ``staged_output_directory`` (written beside and renamed into place at the end) and
-``check_output_directory`` (what opening would refuse, answered before a slow start), from three pieces:
-``ownership.py`` (the marker and its record), ``lock.py`` (one writer) and ``replacement.py`` (journal, renames,
-recovery after a kill). The output directory is named once, to one of these; the run then works with the
-``OutputDirectory`` handle and the names of its files.
+"""One policy for every directory elmo-hf writes (docs/design/architecture.md, "Output directories"):
+``open_output_directory`` (written in place, resumable), ``staged_output_directory`` (written beside and renamed
+into place at the end) and ``check_output_directory`` (what opening would refuse, answered before a slow start),
+from three pieces: ``ownership.py`` (the marker and its record), ``lock.py`` (one writer) and ``replacement.py``
+(journal, renames, recovery after a kill). The output directory is named once, to one of these; the run then
+works with the ``OutputDirectory`` handle and the names of its files.
 
 Opening in place holds the lock for the whole block, after finishing what a killed run left: without ``resume`` or
 ``overwrite`` the directory must be absent or empty; ``resume`` continues an output of the kind without foreign
