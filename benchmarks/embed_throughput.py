@@ -124,7 +124,7 @@ def end_to_end(embedder: ELMoEmbedder, corpus: Path, work_dir: Path, shard_size:
         "words": summary.words,
         "shards": summary.shards,
         "seconds": round(seconds, 3),
-        "words_per_second": round(summary.words_per_second, 1),
+        "words_per_second": round(summary.words_this_run / summary.seconds, 1),
         "stage_seconds": {stage: round(busy, 3) for stage, busy in summary.stage_seconds.items()},
         "stage_fraction_of_wall": {stage: round(busy / seconds, 3) for stage, busy in summary.stage_seconds.items()},
     }

@@ -32,6 +32,7 @@ from elmo_hf import DEFAULT_MODEL_DIR  # noqa: E402
 from elmo_hf.corpus.readers import CorpusSource  # noqa: E402
 from elmo_hf.embedding.embedder import DEFAULT_TOKEN_CACHE_WORDS, ELMoEmbedder  # noqa: E402
 from elmo_hf.embedding.engine import ShardRunner, shards_of_rows  # noqa: E402
+from elmo_hf.embedding.shard_names import EMBED_SHARDS  # noqa: E402
 
 DEFAULT_INPUT = REPOSITORY_ROOT / "data" / "corpora" / "tinyshakespeare.txt"
 
@@ -79,7 +80,7 @@ def timed_run(source: CorpusSource, embedder: ELMoEmbedder, shard_size: int, ser
     with tempfile.TemporaryDirectory() as directory:
         chunks = shards_of_rows(source.rows(start=0), shard_size, 0, embedder.input_column)
         started = time.perf_counter()
-        runner.run(chunks, Path(directory), 0, entries.append)
+        runner.run(((Path(directory) / EMBED_SHARDS.name(index), rows) for index, rows in enumerate(chunks)), entries.append)
         seconds = time.perf_counter() - started
     words = sum(entry["words"] for entry in entries)
     return {"words_per_second": round(words / seconds), "seconds": round(seconds, 3), "sha256": [entry["sha256"] for entry in entries]}

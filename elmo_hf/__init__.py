@@ -40,6 +40,36 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
 
 __version__ = "0.1.0"  # the one statement of the version: pyproject.toml reads it (dynamic = ["version"])
 
+
+def imported_name(package: str, names: dict[str, str], name: str) -> Any:
+    """``name`` of ``package``, from the module of the package that ``names`` says defines it; kept as an attribute
+    of the package, so that this runs once per name."""
+    value = getattr(importlib.import_module(f".{names[name]}", package), name)
+    setattr(sys.modules[package], name, value)
+    return value
+
+
+def lazy_names(
+    package: str, names: dict[str, str], before: Callable[[str], None] | None = None
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package`` (PEP 562), the one lazy mechanism of ``elmo_hf``,
+    ``elmo_hf.corpus`` and ``elmo_hf.embedding``: each of ``names`` (public name -> the package's module that defines
+    it) is imported on first use (``imported_name``), after ``before(module)`` where given. transformers'
+    ``_LazyModule`` would import transformers with the package, which the command line's checks must not."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if before is not None:
+            before(names[name])
+        return imported_name(package, names, name)
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(names))
+
+    return __getattr__, __dir__
+
+
 # The module of this package -> the public names it defines, each imported on first use (transformers' layout).
 _IMPORT_STRUCTURE = {
     "choices_elmo": ["DEFAULT_MODEL_DIR"],  # the shipped checkpoint, what `elmo-hf embed` uses when no model is named
@@ -92,22 +122,16 @@ def register_model_classes() -> None:
 
 def _lazy_name(name: str) -> Any:
     """The value of a `LAZY_NAMES` name, its module imported (and kept as an attribute of this package) if need be."""
-    value = getattr(importlib.import_module(f".{LAZY_NAMES[name]}", __name__), name)
-    globals()[name] = value
-    return value
+    return imported_name(__name__, LAZY_NAMES, name)
 
 
-def __getattr__(name: str) -> Any:
-    """A `LAZY_NAMES` name on first use; a model class's are registered first (`register_model_classes`)."""
-    if name not in LAZY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if LAZY_NAMES[name] in _MODELING_MODULES:
+def _before_import(module: str) -> None:
+    """A model class's module: the model classes are registered first (`register_model_classes`)."""
+    if module in _MODELING_MODULES:
         register_model_classes()
-    return _lazy_name(name)
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(LAZY_NAMES))
+__getattr__, __dir__ = lazy_names(__name__, LAZY_NAMES, before=_before_import)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -8,8 +8,7 @@ first use, so that ``elmo_hf.embedding.manifest`` imports without torch."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .. import lazy_names
 
 # Public name -> the module of this package that defines it.
 LAZY_NAMES = {
@@ -18,16 +17,6 @@ LAZY_NAMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in LAZY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{LAZY_NAMES[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(LAZY_NAMES))
-
+__getattr__, __dir__ = lazy_names(__name__, LAZY_NAMES)
 
 __all__ = ["DEFAULT_MODEL_DIR", "ELMoEmbedder", "EmbeddingRunSummary", "Manifest", "embed_corpus", "embed_dataset", "embed_texts"]

@@ -1,32 +1,20 @@
 """Embed a corpus into a directory of Parquet shards plus a manifest, resumably: ``embed_corpus``, what `elmo-hf embed`
-calls.
+calls (docs/design/embedding.md, "Output directory and resume").
 
 Output directory layout::
 
-    OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage.output_directory)
+    OUT/.elmo-hf-output.json  ownership marker (elmo_hf.storage)
     OUT/shard-00000.parquet   the input's first rows (shard_size of them, fewer where they hold more than
                               shard_characters characters), in input order (names: shard_names.EMBED_SHARDS)
-    OUT/shard-00001.parquet   ...
     OUT/manifest.json         input identity, model fingerprint, options, one entry per finished shard (its rows,
-                              words, skipped rows, words cut to the model's character slots, bytes, sha256) and
-                              their totals
+                              words, skipped rows, cut words, bytes, sha256) and their totals
     OUT/dataset/              only with output_format="dataset": the shards as a `save_to_disk` directory
 
-The directory follows elmo-hf's output policy (``elmo_hf.storage``): a run holds its lock, ``overwrite`` deletes only
-an embedding output, and a run that fails before its first shard leaves nothing behind.
-
-Nothing is lost: a shard is written to a temporary name, flushed and renamed, and only then listed in the manifest
-(itself replaced atomically), with its size and sha256; just before a shard gets its name, the output's marker
-records it in flight (name and size), so a kill between the rename and the manifest's update leaves it proven the
-run's. ``resume=True`` trusts nothing it has not checked (``manifest.continue_from``): it deletes what the manifest
-does not list only where a record proves it the run's and refuses, naming them, files no record lists; it verifies
-every listed shard (size and sha256) and redoes any that is missing or damaged, then continues after the last one. A
-shard's content depends only on its input rows, so the result is byte-identical to an uninterrupted run. The shards
-are written by the engine (``engine.ShardRunner``), in this process or in worker processes.
-
-Each shard has the columns ``input_row`` (0-based row of the input; line - 1 for text files), the input's columns,
-then the embedder's (``words``, ``num_words``, vectors). Load them with
-``datasets.load_dataset("parquet", data_files=sorted(glob("OUT/shard-*.parquet")), split="train")``.
+A shard is written to a temporary name, flushed and renamed (recorded in flight in the marker just before), then
+listed in the manifest. ``resume=True`` trusts nothing it has not checked (``manifest.continue_from``): it deletes
+only what a record proves the run's, verifies every listed shard and redoes a damaged one, then continues after the
+last; the result is byte-identical to an uninterrupted run. Each shard has the columns ``input_row``, the input's
+columns, then the embedder's; load them with ``datasets.load_dataset("parquet", data_files=...)``.
 """
 
 from __future__ import annotations
@@ -36,7 +24,6 @@ import shutil
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
@@ -45,10 +32,11 @@ import pyarrow.parquet as pq
 from datasets import Dataset
 
 from ..corpus.readers import CorpusSource
-from ..storage.output_directory import open_output_directory
+from ..storage.output_directory import OutputDirectory, open_output_directory
 from ..validation_elmo import check_int
 from .embedder import ELMoEmbedder
 from .engine import ShardRunner, shards_of_rows
+from .shard_names import EMBED_SHARDS
 from .manifest import (
     DEFAULT_OUTPUT_FORMAT, DEFAULT_SHARD_CHARACTERS, DEFAULT_SHARD_SIZE, EMBEDDINGS_OUTPUT, MANIFEST_NAME,
     SAVED_DATASET_CACHE_DIR, SAVED_DATASET_DIR, EmbeddingRunSummary, Manifest, checked_run_options, complete_summary,
@@ -103,7 +91,6 @@ def embed_corpus(
     run_options = checked_run_options(shard_size, shard_characters, output_format)
     num_rows = source.num_rows()  # a text file's lines are counted once: here, for the workers and the progress bar
     workers, worker_threads = _worker_counts(source, embedder, num_rows, run_options, workers, worker_threads)
-    output_dir = Path(output_dir)
     fresh = Manifest(
         input=source.identity(),
         model={
@@ -113,20 +100,20 @@ def embed_corpus(
         options={**embedder.options(), **run_options},
         request=embedder.request,
     )
-    run = _CorpusRun(source, embedder, output_dir, fresh, run_options, num_rows, progress)
+    run = _CorpusRun(source, embedder, fresh, run_options, num_rows, progress)
     try:
         with ExitStack() as stack:
             # The workers start before the output directory's lock is taken: forked, they would hold copies of it (an
             # flock belongs to the open file, which a fork shares). They hold and write nothing of the directory, so
             # they are stopped after it is released.
             pool = stack.enter_context(EmbeddingWorkerPool(embedder, workers, worker_threads)) if workers > 1 else None
-            output = stack.enter_context(open_output_directory(
+            run.output = stack.enter_context(open_output_directory(
                 output_dir, EMBEDDINGS_OUTPUT, resume=resume, overwrite=overwrite, inputs=[source.path],
                 worth_keeping=has_finished_shards, describe_existing=describe_run,
             ))
-            return run.in_output(output, pool)
+            return run.in_output(pool)
     except KeyboardInterrupt:
-        raise EmbeddingInterrupted(output_dir, len(run.manifest.shards) if output_dir.exists() else 0) from None
+        raise EmbeddingInterrupted(Path(output_dir), len(run.manifest.shards) if Path(output_dir).exists() else 0) from None
 
 
 def _worker_counts(
@@ -186,38 +173,41 @@ class _Progress:
 
 @dataclass
 class _CorpusRun:
-    """One ``embed_corpus`` run inside its open output directory: ``manifest`` is the fresh one, or once resumed the
-    run's own."""
+    """One ``embed_corpus`` run inside its open ``output`` directory: ``manifest`` is the fresh one, or once resumed
+    the run's own."""
 
     source: CorpusSource
     embedder: ELMoEmbedder
-    output_dir: Path
     manifest: Manifest
     run_options: dict[str, Any]
     num_rows: int | None
     show_progress: bool
     progress: _Progress = field(default_factory=_Progress)
+    output: OutputDirectory | None = None
 
-    def in_output(self, output, pool: EmbeddingWorkerPool | None) -> EmbeddingRunSummary:
+    @property
+    def output_dir(self) -> Path:
+        return self.output.path
+
+    def in_output(self, pool: EmbeddingWorkerPool | None) -> EmbeddingRunSummary:
         """Resume (redoing damaged shards) or start, write the shards after the last one listed, complete the run."""
         runner = ShardRunner(self.source, self.embedder, self.progress, pool)
-        runner.before_in_place = output.record_in_flight
+        runner.before_in_place = self.output.record_in_flight
         redone = 0
-        if output.resumed:
+        if self.output.resumed:
             self.manifest = continue_from(self.output_dir, self.manifest)
             redone = self._redo_damaged_shards(runner)
             self.progress.words = 0  # the rate covers new shards only
         resumed_from_row = self.manifest.rows_done
         if self.manifest.complete:
             if redone and self.run_options["output_format"] == "dataset":
-                self._write_saved_dataset(output)
+                self._write_saved_dataset()
             return complete_summary(self.output_dir, self.manifest, self.embedder.tokenizer.max_characters_per_token, redone)
         self.progress.open(self.num_rows, resumed_from_row, self.show_progress)
         try:
-            record = partial(self._record, output=output)
-            runner.run(self._chunks(resumed_from_row), self.output_dir, len(self.manifest.shards), record)
+            runner.run(self._shards(resumed_from_row), self._record)
             if self.run_options["output_format"] == "dataset":
-                self._write_saved_dataset(output)
+                self._write_saved_dataset()
             self.manifest.complete = True
             self.manifest.write(self.output_dir / MANIFEST_NAME)
             # Before the workers are stopped: their exit is not the run's.
@@ -232,23 +222,24 @@ class _CorpusRun:
             max_characters_per_token=self.embedder.tokenizer.max_characters_per_token,
         )
 
-    def _chunks(self, start_row: int) -> Iterator[list]:
-        """The input's rows from ``start_row`` in shards; an empty input still gives one (empty) shard, so that the
-        output loads, with the full schema."""
+    def _shards(self, start_row: int) -> Iterator[tuple[Path, list]]:
+        """The path of each shard to write (``EMBED_SHARDS``, after those listed) and the input's rows it holds, from
+        ``start_row``; an empty input still gives one (empty) shard, so that the output loads, with the full schema."""
         shard_size, shard_characters = self.run_options["shard_size"], self.run_options["shard_characters"]
         chunks = shards_of_rows(self.source.rows(start=start_row), shard_size, shard_characters, self.embedder.input_column)
+        first = len(self.manifest.shards)
         none = True
-        for chunk in chunks:
+        for index, chunk in enumerate(chunks, first):
             none = False
-            yield chunk
+            yield self.output.path / EMBED_SHARDS.name(index), chunk
         if none and not self.manifest.shards:
-            yield []
+            yield self.output.path / EMBED_SHARDS.name(first), []
 
-    def _record(self, entry: dict[str, Any], output) -> None:
+    def _record(self, entry: dict[str, Any]) -> None:
         self.progress.bar.update(entry["skipped_rows"])
         self.manifest.shards.append(entry)
         self.manifest.write(self.output_dir / MANIFEST_NAME)
-        output.settled(entry["file"])  # listed now: the next in-flight record leaves it out
+        self.output.settled(entry["file"])  # listed now: the next in-flight record leaves it out
 
     def _redo_damaged_shards(self, runner: ShardRunner) -> int:
         """Rewrite every listed shard that is missing or does not match its manifest entry; returns how many."""
@@ -267,12 +258,12 @@ class _CorpusRun:
             redone += 1
         return redone
 
-    def _write_saved_dataset(self, output) -> None:
+    def _write_saved_dataset(self) -> None:
         """Copy the shards into ``OUT/dataset`` (`save_to_disk` layout), through a cache inside OUT that is removed.
         Both folders are recorded in flight before they are made: a run killed while it writes them leaves them
         proven its own (datasets names the files inside)."""
         for folder in (SAVED_DATASET_DIR, SAVED_DATASET_CACHE_DIR):
-            output.record_in_flight(f"{folder}/", None)
+            self.output.record_in_flight(f"{folder}/", None)
         cache_dir = self.output_dir / SAVED_DATASET_CACHE_DIR
         target = self.output_dir / SAVED_DATASET_DIR
         for leftover in (cache_dir, target):

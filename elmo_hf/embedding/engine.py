@@ -1,25 +1,16 @@
 """The embedding engine: one task runner for the stages of every shard, split -> embed -> write, with the files put in
-place in shard order.
+place in shard order (docs/design/embedding.md, "The engine").
 
-A shard is a task (``ShardTask``: its input rows, a temporary file beside its place, its name) of three stages:
-``split`` (the rows into words, windows, length-grouped model batches and their character ids; CPU only), ``embed``
-(the model) and ``write`` (the Arrow table, Parquet into the temporary file, its sha256). ``ShardRunner.run`` reads
-the shards' rows, hands each task to its executor, and moves the written files into place strictly in shard order,
-recording each (``record(entry)``: the manifest) before the next, so the record never has a gap. It runs the stages
-one of two ways, the same tasks and bytes either way:
+A shard is a ``ShardTask`` (its rows, a temporary file beside its place, its name) of three stages: ``split`` (words,
+windows, model batches, character ids), ``embed`` (the model) and ``write`` (Parquet into the temporary file, its
+sha256). ``ShardRunner.run`` hands each task to its executor and moves the written files into place strictly in
+shard order, recording each (``record(entry)``: the manifest) before the next. ``StagesHere`` (one process) runs the
+stages of consecutive shards on three threads; ``StagesInWorkers`` runs each task whole in a worker process
+(``workers.EmbeddingWorkerPool``), or here while no worker is up and none is busy. The same tasks give the same
+bytes either way.
 
-- ``StagesHere`` (one process, ``workers=1``): the stages of consecutive shards on three threads: shard k + 1 is split
-  on a reading thread and shard k - 1 written on a writing thread while shard k is embedded on this one. On a GPU
-  the device then never waits for the CPU's work; on the CPU it overlaps the stages too (docs/design/embedding.md,
-  "The staged pipeline");
-- ``StagesInWorkers`` (``workers=N``): each task whole in a worker process (``workers.EmbeddingWorkerPool``): vectors
-  never cross a pipe and N workers write N files at once; this process runs a task itself while no worker is up and
-  none is busy.
-
-On an error or Ctrl-C the runner stops reading, lets its executor finish what needs no new work (the shards being
-written; workers are stopped at once), puts what is finished in place in order up to the first gap, and removes the
-temporary file of every other task: what is in place is recorded, nothing else of the run's stays. An invalid row
-(or a read error) stops the run once the shards before it are in place.
+On an error or Ctrl-C the runner stops reading, puts what is finished in place in order up to the first gap and
+removes every other task's temporary file: what is in place is recorded, nothing else of the run's stays.
 """
 
 from __future__ import annotations
@@ -39,7 +30,6 @@ from ..storage.files import fill_temporary, move_into_place, sha256_of_file, tem
 from ..storage.interrupts import sigint_deferred
 from .embedder import ELMoEmbedder, PreparedSentences
 from .parquet import INPUT_ROW_COLUMN, shard_table, write_parquet
-from .shard_names import EMBED_SHARDS
 from ..runtime.parallelism import torch_threads
 from .workers import EmbeddingWorkerPool
 
@@ -397,20 +387,9 @@ class ShardRunner:
         source.check_column(embedder.input_column, input_features)
         return Features({INPUT_ROW_COLUMN: Value("int64"), **input_features, **embedder.features})
 
-    def run(self, chunks: Iterable[Rows], output_dir: Path, first_index: int, record: Callable[[dict], None]) -> None:
-        """Shards ``first_index``, ``first_index + 1``, ... (``EMBED_SHARDS``) from ``chunks`` of rows into
-        ``output_dir``; ``record(entry)`` is called for each, in order, once its file is in place."""
-        numbered = ((output_dir / EMBED_SHARDS.name(index), rows) for index, rows in enumerate(chunks, first_index))
-        self._run(numbered, record)
-
-    def write(self, rows: Rows, path: Path) -> dict[str, Any]:
-        """The shard of ``rows`` written to ``path`` atomically (a damaged shard redone, an empty input's shard); its
-        manifest entry."""
-        entries: list[dict] = []
-        self._run([(path, rows)], entries.append)
-        return entries[0]
-
-    def _run(self, shards: Iterable[tuple[Path, Rows]], record: Callable[[dict], None]) -> None:
+    def run(self, shards: Iterable[tuple[Path, Rows]], record: Callable[[dict], None]) -> None:
+        """Write each shard (its path, named by the caller: ``EMBED_SHARDS``, and its rows), putting the files in
+        place in order; ``record(entry)`` is called for each, in order, once its file is in place."""
         run = _Run(self, iter(shards), record)
         self.stages.begin()
         try:
@@ -425,9 +404,15 @@ class ShardRunner:
         finally:
             self.stages.stop()
 
+    def write(self, rows: Rows, path: Path) -> dict[str, Any]:
+        """The shard of ``rows`` written to ``path`` atomically (a damaged shard redone); its manifest entry."""
+        entries: list[dict] = []
+        self.run([(path, rows)], entries.append)
+        return entries[0]
+
 
 class _Run:
-    """The state of one ``ShardRunner._run``: what is read, in flight (a temporary file made, not in place yet),
+    """The state of one ``ShardRunner.run``: what is read, in flight (a temporary file made, not in place yet),
     written and waiting for the shards before it, and where the run stops."""
 
     def __init__(self, runner: ShardRunner, shards: Iterator[tuple[Path, Rows]], record: Callable[[dict], None]):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,10 +94,6 @@ class EmbeddingRunSummary:
     truncated_words: int = 0
     max_characters_per_token: int | None = None
 
-    @property
-    def words_per_second(self) -> float:
-        return self.words_this_run / self.seconds if self.seconds > 0 else 0.0
-
     def describe(self) -> str:
         resumed = f", resumed at input row {self.resumed_from_row:,}" if self.resumed_from_row else ""
         redone = f", {plural(self.redone_shards, 'damaged shard')} redone" if self.redone_shards else ""
@@ -106,6 +101,7 @@ class EmbeddingRunSummary:
         if self.truncated_words:
             slots = f" {self.max_characters_per_token}" if self.max_characters_per_token else ""
             skipped += f", {plural(self.truncated_words, 'word')} cut to the model's{slots} character slots"
+        rate = self.words_this_run / self.seconds if self.seconds > 0 else 0.0
         if self.already_complete:
             return (
                 f"{self.output_dir} is already complete: {plural(self.sentences, 'sentence')}, "
@@ -114,7 +110,7 @@ class EmbeddingRunSummary:
         return (
             f"embedded {plural(self.sentences, 'sentence')} ({plural(self.words, 'word')}{skipped}) into "
             f"{plural(self.shards, 'shard')} in {self.output_dir}; this run: {plural(self.words_this_run, 'word')} in "
-            f"{self.seconds:.1f} s = {self.words_per_second:,.0f} words/s{resumed}{redone}"
+            f"{self.seconds:.1f} s = {rate:,.0f} words/s{resumed}{redone}"
         )
 
 
@@ -260,13 +256,7 @@ def continue_from(output_dir: Path, fresh: Manifest) -> Manifest:
     check_same_run(output_dir, "input", previous.input, fresh.input)
     check_same_run(output_dir, "options", previous.options, fresh.options)
     check_same_run(output_dir, "model weights", {"sha256": previous.model["sha256"]}, {"sha256": fresh.model["sha256"]})
-    listed = previous.entries()
-    for path in output_dir.iterdir():
-        if path.is_symlink():  # elmo-hf writes no links; deleting one (or through one) proves nothing
-            raise OutputDirectoryError(
-                f"cannot resume {output_dir}: {path} is a symbolic link (to {os.readlink(path)}), which elmo-hf does "
-                "not write; replace it with the file itself or move it away"
-            )
+    listed = previous.entries()  # a symbolic link was refused when the output was opened (it proves nothing)
     # By record only: a shard renamed just before a kill (the in-flight record), temporary files named with the
     # output's recorded token, files an earlier run recorded; anything else stops the resume, named, and nothing goes.
     for name in remove_unlisted(output_dir, EMBEDDINGS_OUTPUT, listed):
@@ -449,25 +439,9 @@ def _holds_only_what_it_lists(output_dir: Path, manifest: Manifest) -> bool:
 
 
 __all__ = [
-    "DEFAULT_OUTPUT_FORMAT",
-    "DEFAULT_SHARD_CHARACTERS",
-    "DEFAULT_SHARD_SIZE",
-    "EMBEDDINGS_OUTPUT",
-    "EmbeddingRunSummary",
-    "MANIFEST_NAME",
-    "Manifest",
-    "OPTIONS_BEFORE_THEY_EXISTED",
-    "check_before_loading",
-    "check_same_run",
-    "checked_run_options",
-    "complete_summary",
-    "continue_from",
-    "describe_run",
-    "embedding_request",
-    "has_finished_shards",
-    "model_files",
-    "model_fingerprint",
-    "shard_problem",
-    "verify_embedding_output",
+    "DEFAULT_OUTPUT_FORMAT", "DEFAULT_SHARD_CHARACTERS", "DEFAULT_SHARD_SIZE", "EMBEDDINGS_OUTPUT",
+    "EmbeddingRunSummary", "MANIFEST_NAME", "Manifest", "OPTIONS_BEFORE_THEY_EXISTED", "check_before_loading",
+    "check_same_run", "checked_run_options", "complete_summary", "continue_from", "describe_run", "embedding_request",
+    "has_finished_shards", "model_files", "model_fingerprint", "shard_problem", "verify_embedding_output",
     "with_options_of_older_runs",
 ]

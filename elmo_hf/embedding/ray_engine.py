@@ -1,29 +1,14 @@
-"""Bulk embedding on Ray Data, to scale past one machine (`pip install "elmo-hf[ray]"`; `elmo-hf embed --engine ray`).
+"""Bulk embedding on Ray Data, to scale past one machine (`pip install "elmo-hf[ray]"`; `elmo-hf embed --engine ray`;
+docs/design/embedding.md, "Ray engine").
 
-The input is read by Ray Data (the formats whose reader reads a whole file, ``ray_input_formats``: text, JSON lines,
-CSV, TSV, Parquet; files or directories, local or any filesystem pyarrow reaches), `map_batches` runs a pool of actors
-that each load the model once (`num_workers` replicas, `gpus_per_worker` GPUs each), and the vectors are written as
-Parquet files ``part-NNNNNN-<write id>.parquet`` (``shard_names.RAY_PARTS``), in input order.
-Each actor runs the same [`ELMoEmbedder`] as the datasets path, so the vectors are the same.
-
-Resources: every actor holds ``cpus_per_worker`` CPUs (and ``gpus_per_worker`` GPUs) for the whole job, so the pool
-is checked against the cluster before anything starts: each actor must fit on a node, and the nodes together must
-hold ``num_workers`` of them (a pool that cannot start would wait forever); otherwise ``ValueError`` names the
-numbers. Reading and writing are tasks that reserve no CPU (at most one per node at a time), so they always have
-room next to actors that fill every CPU (else the read task can wait for a CPU forever).
-
-Priority: a Ray started for the job runs its workers at niceness 0 (``ray_for_the_job``); at Ray's default, 15, the
-actors starve beside any other work on the node.
-
-The output directory follows elmo-hf's output policy (``elmo_hf.storage``): marked, locked by the driver while the
-job runs, replaced by ``overwrite`` only if it is an earlier Ray output, removed again if the job fails.
-
-Differences from the datasets engine, by design: Ray retries failed tasks itself and there is no `--resume` (a
-failed job is rerun with `overwrite=True`); each input file is read whole by one task and parsed by the datasets
-engine's rules (``file_table``: text lines split at `\n` only, blank CSV lines kept as rows), so every row gets the
-same `input_row` (with several files, the row's place in its own file); undecodable bytes in a text file stop the
-job, naming the line (even with --skip-invalid, which skips missing or non-string text). Vectors are stored as
-plain Arrow lists (``list<fixed_size_list<float, D>>``), so the files read anywhere without Ray or `datasets`.
+Ray Data reads the input (the formats whose reader reads a whole file, ``ray_input_formats``; each file by one task,
+parsed by the datasets engine's rules in ``file_table``), `map_batches` runs a pool of actors that each load the
+model once (`num_workers` replicas, `gpus_per_worker` GPUs each) and run the same ``ELMoEmbedder`` as the datasets
+engine, and the vectors are written as Parquet files ``part-NNNNNN-<write id>.parquet`` (``shard_names.RAY_PARTS``),
+in input order, as plain Arrow lists readable without Ray or `datasets`. The actor pool is checked against the
+cluster before anything starts (``check_actor_pool_fits``); reads and writes reserve no CPU; a Ray started for the job
+runs its workers at niceness 0 (``ray_for_the_job``). The output directory follows elmo-hf's output policy
+(``elmo_hf.storage``). There is no `--resume` (a failed job is rerun with `overwrite=True`).
 """
 
 from __future__ import annotations

@@ -1,35 +1,13 @@
-"""Data-parallel embedding on the CPU: N worker processes, each with its own copy of the embedder at one thread.
+"""Data-parallel embedding on the CPU: N worker processes, each with its own copy of the embedder
+(docs/design/embedding.md, "Threads and worker processes").
 
-``EmbeddingWorkerPool`` starts the workers without waiting for them, hands each worker that is up a shard's sentences
-at a time and returns their vectors. How a worker starts depends on its threads:
-
-- one thread (the default): ``fork``. The child shares the main process's imported torch and loaded embedder, so it is
-  up at once, where a spawned one imports torch and transformers and unpickles the embedder (docs/design/embedding.md,
-  "Threads and worker processes"). A child of a process whose OpenMP pool has run may hang in its own first parallel
-  region with more than one thread; at one thread torch runs every op inline, which is also how PyTorch's DataLoader
-  runs its forked workers;
-- more than one thread: ``spawn`` (a fresh interpreter, which receives the pickled embedder and sets its threads
-  before torch loads OpenMP).
-
-Each worker
-
-- ignores SIGINT and SIGTERM: Ctrl-C reaches the whole process group (as a SIGTERM to a group does: systemd,
-  ``kill -TERM -PGID``), and the main process decides (it stops the workers, with SIGKILL, and keeps what is
-  finished);
-- has the same weights, options and tokenizer as the main process's embedder, and a token-layer cache of its own
-  (bit-invariant by design, so which process embeds a shard changes no bit of its vectors);
-- says it is ready, then runs each task's work, a picklable callable ``work(embedder) -> result``, and sends back
-  its result or the error it raised. It reads its tasks on a thread of its own as they come (the one it embeds and
-  the next), so that handing a worker a large task never holds the main process up. ``EmbedSentences`` is the
-  vectors of some sentences (``ELMoEmbedder.embed_words``: windows, length-grouped batches, character ids, the
-  model); the embedding engine sends a whole shard instead (``engine.ShardTask``: its rows split into words,
-  embedded, its file written), so that the main process only reads rows and puts files in place, vectors never cross
-  a pipe, and N workers write N files at once.
-
-A worker that dies (killed, out of memory, a crash in native code) is seen through its process sentinel: the pool
-raises ``EmbeddingWorkerError`` naming the worker, its pid, how it ended and the task it held; nothing waits forever.
-``engine.StagesInWorkers`` (``embed_corpus(workers=N)``, ``elmo-hf embed --workers N``) drives it; see
-docs/design/embedding.md.
+``EmbeddingWorkerPool`` starts the workers without waiting for them (``fork`` at one thread, which shares the loaded
+embedder; ``spawn`` at more, which receives it pickled and sets its threads before torch loads OpenMP), hands each
+worker that is up a task at a time and returns its result. A task is a picklable ``work(embedder) -> result``:
+``EmbedSentences`` (vectors of some sentences) or the engine's ``ShardTask`` (a whole shard, its file written by the
+worker). Each worker ignores SIGINT and SIGTERM (the main process decides what they do to a run), reads its tasks on
+a thread of its own as they come, and sends back its result or the error it raised. A worker that dies is seen
+through its process sentinel: ``EmbeddingWorkerError`` names it, its pid, how it ended and the task it held.
 """
 
 from __future__ import annotations

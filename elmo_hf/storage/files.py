@@ -1,24 +1,18 @@
 """Writing files so that a crash never leaves a half-written one under its final name.
 
-``write_atomically(path, write)``: ``write`` fills a temporary file beside ``path`` (a name unique to this process and
-call, so two writers never share one), which is flushed to disk and renamed over ``path``; the directory entry is
-flushed too. After a crash ``path`` is either complete or absent / its old self. If ``write`` fails (a full disk, an
-exception), the temporary file is removed and the error propagates (an ``OSError`` naming ``path``).
-
-The same two steps apart, for a file filled in one process and put in place by another (the embedding workers write
-shards that the main process renames in order): ``temporary_path_beside`` (the creator knows the name, and removes
-it if the run fails), ``fill_temporary`` (the writer) and ``move_into_place`` (the one that decides the order: it
-flushes the file to disk, then renames it).
-``temporary_file_beside`` is the creation for a block that fills and moves the file itself: a failure in the block,
-Ctrl-C included, removes it. A Ctrl-C never lands between a temporary file's creation and the name its cleanup holds
-(``interrupts.sigint_deferred``): a caller that keeps one past a block creates it in such a block too.
+``write_atomically(path, write)``: ``write`` fills a new temporary file beside ``path``, which is flushed and renamed
+over ``path`` (the directory entry flushed too); on failure it is removed and the error names ``path``. The same
+steps apart, for a file filled in one process and put in place by another (the embedding workers' shards):
+``temporary_path_beside`` (the creator, which removes it if the run fails), ``fill_temporary`` (the writer) and
+``move_into_place`` (which flushes and renames). ``temporary_file_beside`` removes the file when its block fails,
+Ctrl-C included (``interrupts.sigint_deferred``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,63 +21,28 @@ from typing import Any
 from .interrupts import sigint_deferred
 
 TEMPORARY_SUFFIX = ".tmp"
-# Directories (absolute paths) whose output records a token for the temporary files made in them: open output
-# directories (``output_directory.open_output_directory``) register theirs, so that a temporary file a killed run
-# left there is proven that output's by its name, the token, and the record (never by its name alone).
-_RECORDED_TOKENS: dict[str, str] = {}
-
-
-@contextmanager
-def temporary_names_recorded(directory: Path, token: str) -> Iterator[None]:
-    """While the block runs, temporary files made under ``directory`` (at any depth) are named
-    ``.<name>.<token>.<random>.tmp``; the caller has recorded ``token`` in the directory's record first."""
-    key = os.path.abspath(directory)
-    _RECORDED_TOKENS[key] = token
-    try:
-        yield
-    finally:
-        _RECORDED_TOKENS.pop(key, None)
-
-
-def _recorded_token(directory: Path) -> str | None:
-    if not _RECORDED_TOKENS:
-        return None
-    folder = os.path.abspath(directory)
-    while True:
-        if folder in _RECORDED_TOKENS:
-            return _RECORDED_TOKENS[folder]
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
+# Directories (absolute paths) whose output records a token for the temporary files made in them (at any depth): an
+# open output directory (``output_directory.open_output_directory``) registers its own while it is open, so that a
+# temporary file a killed run left there is proven that output's by its name, the token and the record.
+RECORDED_TOKENS: dict[str, str] = {}
 
 
 def temporary_path_beside(path: Path) -> Path:
-    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (created, so no other writer can take the name;
-    ``.<name>.<token>.<random>.tmp`` in a directory that records a token: ``temporary_names_recorded``), with the
-    mode any new file gets (0666 less the umask: 0644 under umask 022; ``mkstemp`` makes it 0600, and the file
-    renamed into place would stay so)."""
-    token = _recorded_token(path.parent)
+    """A new, empty file ``.<name>.<random>.tmp`` beside ``path`` (``.<name>.<token>.<random>.tmp`` under a directory
+    in ``RECORDED_TOKENS``), created exclusively (no other writer can take the name, nor a link planted under it) with
+    the mode any new file gets (0666 less the umask), which the file keeps once renamed into place."""
+    folder, token = os.path.abspath(path.parent), None
+    while RECORDED_TOKENS and token is None and folder != os.path.dirname(folder):
+        token, folder = RECORDED_TOKENS.get(folder), os.path.dirname(folder)
     prefix = f".{path.name}." if token is None else f".{path.name}.{token}."
-    descriptor, name = tempfile.mkstemp(prefix=prefix, suffix=TEMPORARY_SUFFIX, dir=path.parent)
-    try:
-        os.fchmod(descriptor, 0o666 & ~current_umask())
-    finally:
-        os.close(descriptor)
-    return Path(name)
-
-
-def current_umask() -> int:
-    """The process's umask, read without changing it where Linux shows it (``/proc/self/status``)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: set and restore at once
-    os.umask(mask)
-    return mask
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        name = path.parent / f"{prefix}{secrets.token_hex(4)}{TEMPORARY_SUFFIX}"
+        try:
+            os.close(os.open(name, flags, 0o666))
+            return name
+        except FileExistsError:
+            continue
 
 
 def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
@@ -124,9 +83,8 @@ def fill_temporary(temporary: Path, path: Path, write: Callable[[Path], Any]) ->
 
 def move_into_place(temporary: Path, path: Path) -> None:
     """Flush the filled ``temporary`` to disk, rename it over ``path`` and flush the directory entry; on failure
-    ``temporary`` is removed (an ``OSError`` names ``path``). The file's flush is here, not in ``fill_temporary``:
-    the embedding workers fill shards that the main process moves, and waited 3-4 ms a shard on the disk (a local
-    ext4 disk; more on a network file system) with their core idle."""
+    ``temporary`` is removed (an ``OSError`` names ``path``). The flush is here, not in ``fill_temporary``, so that
+    an embedding worker that fills a shard never waits on the disk (docs/design/embedding.md)."""
     try:
         with open(temporary, "rb+") as file:
             os.fsync(file.fileno())
@@ -134,7 +92,7 @@ def move_into_place(temporary: Path, path: Path) -> None:
     except OSError as error:
         temporary.unlink(missing_ok=True)
         raise _naming(path, error) from error
-    fsync_directory(path.parent)
+    fsync_parent_of(path)
 
 
 def _naming(path: Path, error: OSError) -> OSError:
@@ -142,9 +100,9 @@ def _naming(path: Path, error: OSError) -> OSError:
     return OSError(error.errno, f"cannot write {path}: {error.strerror or error}")
 
 
-def fsync_directory(directory: Path) -> None:
-    """Flush a directory's entries (a rename or a new file in it) to disk."""
-    descriptor = os.open(directory, os.O_RDONLY)
+def fsync_parent_of(path: Path) -> None:
+    """Flush the entries of the folder holding ``path`` (its rename or creation) to disk."""
+    descriptor = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(descriptor)
     finally:
@@ -161,6 +119,6 @@ def sha256_of_file(path: Path) -> str:
 
 
 __all__ = [
-    "TEMPORARY_SUFFIX", "fill_temporary", "fsync_directory", "move_into_place", "sha256_of_file", "temporary_file_beside",
-    "temporary_names_recorded", "temporary_path_beside", "write_atomically",
+    "RECORDED_TOKENS", "TEMPORARY_SUFFIX", "fill_temporary", "fsync_parent_of", "move_into_place", "sha256_of_file",
+    "temporary_file_beside", "temporary_path_beside", "write_atomically",
 ]

@@ -1,17 +1,11 @@
-"""One writer per output directory: an ``flock`` on ``.<name>.elmo-hf.lock`` beside it, held for the whole run.
+"""One writer per output directory: an ``flock`` on ``.<name>.elmo-hf.lock`` beside it, held for the whole run
+(docs/design/architecture.md, "Output directories").
 
-The kernel (on NFS the lock server: Linux emulates ``flock`` there with a whole-file POSIX lock) gives the flock to
-exactly one open file and takes it back when its holder dies, however it dies; so when several runs find a crashed
-run's lock at once, exactly one takes it over (with a warning), and no staleness check decides who wins. The file
-holds the holder's pid, host, start time and command, for messages and as one more guard: a lock file naming
-another host is refused even with its flock free (a file system may not share flocks between hosts), with the command
-to remove it. On one host the free flock is the proof that its holder is gone.
-
-The file is opened with ``O_NOFOLLOW`` and must be a regular file of one link: a link planted under the lock's name
-is refused with its name, and content that is not an elmo-hf lock is refused, never overwritten. Release unlinks the
-file only if the name still points to the file this lock holds (same inode), never a lock another run took since.
-The lock lives beside the output (an output that does not exist yet, or is replaced, cannot hold it), so the folder
-around the output must take new files and support file locks; where it does not, the run is refused naming it.
+The kernel gives the flock to exactly one open file and takes it back when its holder dies, so exactly one of several
+runs takes over a crashed run's lock (with a warning). The file holds the holder's pid, host, start time and command
+for messages; one naming another host is refused even with its flock free. It is opened with ``O_NOFOLLOW`` and must
+be a regular file of one link holding an elmo-hf lock, else it is refused and never written. Release unlinks it only
+while the name still points to the file this lock holds.
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .ownership import OutputDirectoryError
+from .ownership import OutputDirectoryError, beside
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +29,7 @@ LOCK_SUFFIX = ".elmo-hf.lock"
 
 
 def lock_path_of(directory: Path) -> Path:
-    return directory.parent / f".{directory.name}{LOCK_SUFFIX}"
+    return beside(directory, LOCK_SUFFIX)
 
 
 def _holder_is_gone(holder: dict[str, Any]) -> bool:
@@ -45,11 +39,10 @@ def _holder_is_gone(holder: dict[str, Any]) -> bool:
 
 
 class OutputLock:
-    """The exclusive lock of one output directory (see the module docstring)."""
+    """The exclusive lock file ``path`` (``lock_path_of``) of one output directory (see the module docstring)."""
 
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.path = lock_path_of(directory)
+    def __init__(self, path: Path):
+        self.path = path
         self.holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -58,6 +51,11 @@ class OutputLock:
         }
         self.held = False
         self._descriptor: int | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The output directory this lock guards (``lock_path_of``'s argument), for messages."""
+        return self.path.parent / self.path.name[1 : -len(LOCK_SUFFIX)]
 
     def acquire(self) -> None:
         while True:

@@ -1,61 +1,40 @@
-"""One policy for every directory elmo-hf writes (``embed``, ``pretrain``, ``convert``, ``export``, ``neighbours
-build``, the Ray engine): how a run opens its output, from three pieces.
+"""One policy for every directory elmo-hf writes (docs/design/architecture.md, "Output directories"):
+``open_output_directory`` (written in place, resumable), ``staged_output_directory`` (written beside and renamed
+into place at the end) and ``check_output_directory`` (what opening would refuse, answered before a slow start),
+from three pieces: ``ownership.py`` (the marker and its record), ``lock.py`` (one writer) and ``replacement.py``
+(journal, renames, recovery after a kill). The output directory is named once, to one of these; the run then
+works with the ``OutputDirectory`` handle and the names of its files.
 
-- ``ownership.py``: the ownership marker and its record of what a run wrote; deletion by record only.
-- ``lock.py``: one writer per output (an ``flock`` beside it, never through a link).
-- ``replacement.py``: a staged or in-place replacement with a journal, and recovery after a kill.
-
-Commands describe their output with an ``OutputKind`` (the names it writes) and open it with ``open_output_directory``
-(written in place, resumable) or ``staged_output_directory`` (written beside and renamed into place at the end, so
-the directory appears only complete); ``check_output_directory`` answers before a slow start what opening would
-refuse. A directory that a run created (or found empty) and that holds nothing worth keeping when the run fails is
-removed again (for a kind that records every file it writes, only what a record proves), with any parent directories
-the run created while they are empty; outputs worth keeping (finished shards, checkpoints) stay, so the run can be
-resumed.
+Opening in place holds the lock for the whole block, after finishing what a killed run left: without ``resume`` or
+``overwrite`` the directory must be absent or empty; ``resume`` continues an output of the kind without foreign
+entries (``resumed=True``); ``overwrite`` sets a deletable output aside whole and deletes it when the run completes.
+If the block raises, a directory the run created (or found empty) that holds nothing ``worth_keeping(path)`` is
+removed again (for a kind that records every file it writes, only what a record proves), with the parent folders
+the run created. ``describe_existing(path)`` words an existing output of the kind in the refusal, which mentions
+--resume only when the command is ``resumable`` (or ``resumable(path)``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from .files import temporary_names_recorded
-from .lock import OutputLock, lock_path_of
+from .files import RECORDED_TOKENS
+from .lock import LOCK_SUFFIX, OutputLock, lock_path_of
 from .ownership import (
-    MARKER_NAME,
-    TEMPORARIES_KEY,
-    OutputDirectory,
-    OutputDirectoryError,
-    OutputKind,
-    check_deletable,
-    describe_entries,
-    files_in,
-    read_marker,
-    record_files,
-    remove_unlisted,
-    remove_what_the_run_wrote,
-    rewrite_marker,
-    unproven_files,
-    unrecorded_files,
-    write_marker,
+    MARKER_NAME, TEMPORARIES_KEY, OutputDirectory, OutputDirectoryError, OutputKind, beside, check_deletable,
+    describe_entries, files_in, marker_at, read_marker, remove_unlisted, remove_what_the_run_wrote, rewrite_marker,
+    unproven_files, unrecorded_files, write_marker,
 )
 from .replacement import (
-    InPlaceReplacement,
-    after_a_failed_replacement,
-    discard,
-    finish_in_place_replacement,
-    journal_path_of,
-    make_staging_directory,
-    recover_interrupted_replacement,
-    replace_with_staging,
-    set_aside,
-    token_of,
-    unfinished_in_place_replacement,
-    unfinished_replacement_message,
+    SWAP_JOURNAL_SUFFIX, InPlaceReplacement, after_a_failed_replacement, discard, finish_in_place_replacement,
+    journal_path_of, make_staging_directory, recover_interrupted_replacement, replace_with_staging, set_aside, token_of,
+    unfinished_in_place_replacement, unfinished_replacement_message,
 )
 
 logger = logging.getLogger(__name__)
@@ -83,45 +62,34 @@ def _remove_empty_folders(folder: Path, top: Path) -> None:
         folder = folder.parent
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold ``path``'s lock, after finishing what a killed run left (``recover_interrupted_replacement``). If the
-    block raises and ``path`` is gone (not kept), the parent folders made for the lock are removed again."""
-    try:
-        created_parent = _make_directory(path.parent)
-    except OSError as error:
-        raise OutputDirectoryError(
-            f"cannot write output {path}: cannot create its folder {path.parent} ({error.strerror}); choose another --output"
-        ) from None
-    lock = OutputLock(path)
-    try:
-        lock.acquire()
-        try:
-            recover_interrupted_replacement(path)
-            yield
-        finally:
-            lock.release()
-    except BaseException:
-        if created_parent is not None and not path.exists():
-            _remove_empty_folders(path.parent, created_parent)
-        raise
-
-
-def _checked_path(path: str | Path, resume: bool, overwrite: bool) -> Path:
+def _check_flags(resume: bool, overwrite: bool) -> None:
     if resume and overwrite:
         raise ValueError("pass either resume or overwrite, not both")
+
+
+def check_output_directory(
+    path: str | Path,
+    kind: OutputKind,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    inputs: Iterable[str | Path] = (),
+    describe_existing: Callable[[Path], str] | None = None,
+    resumable: Resumable = True,
+    locked: bool = False,
+) -> str | None:
+    """How a run writing ``kind`` in place opens ``path`` (``open_output_directory``, same arguments): ``"new"``
+    (absent or empty), ``"resume"`` or ``"overwrite"`` an existing output; raises ``OutputDirectoryError`` where it
+    must not. Reads only. Unless ``locked`` (the run, holding the lock, with no replacement left unfinished), it is
+    for a command to answer before its slow start (importing torch, loading a model), and returns None where the
+    answer is settled under the lock only: a lock file (another run, or one that died) or the journal of an
+    unfinished replacement is there."""
+    _check_flags(resume, overwrite)
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputDirectoryError(f"output {path} exists and is not a directory")
-    return path
-
-
-def _opening(
-    path: Path, kind: OutputKind, resume: bool, overwrite: bool, inputs: Iterable[str | Path],
-    describe_existing: Callable[[Path], str] | None, resumable: Resumable,
-) -> str:
-    """How a run writing ``kind`` in place opens ``path`` (no replacement of it left unfinished): ``"new"`` (absent or
-    empty), ``"resume"`` or ``"overwrite"`` an existing output; raises ``OutputDirectoryError`` where it must not."""
+    if not locked and (beside(path, LOCK_SUFFIX).exists() or beside(path, SWAP_JOURNAL_SUFFIX).exists()):
+        return None
     if not (path.is_dir() and any(path.iterdir())):
         return "new"
     if overwrite:
@@ -178,27 +146,6 @@ def _existing_output_message(
     )
 
 
-def check_output_directory(
-    path: str | Path,
-    kind: OutputKind,
-    *,
-    resume: bool = False,
-    overwrite: bool = False,
-    inputs: Iterable[str | Path] = (),
-    describe_existing: Callable[[Path], str] | None = None,
-    resumable: Resumable = True,
-) -> str | None:
-    """Refuse now what ``open_output_directory`` (same arguments) would refuse, reading only: no lock taken, nothing
-    written. For a command to answer before its slow start (importing torch, loading a model); the run checks again
-    under the lock. Returns how the run would open ``path`` (``"new"``, ``"resume"``, ``"overwrite"``), or None where
-    that is settled under the lock only: a lock file (another run, or one that died) or the journal of an unfinished
-    replacement is there."""
-    path = _checked_path(path, resume, overwrite)
-    if lock_path_of(path).exists() or journal_path_of(path).exists():
-        return None
-    return _opening(path, kind, resume, overwrite, inputs, describe_existing, resumable)
-
-
 def _continue_or_restart(
     path: Path, kind: OutputKind, replacing: InPlaceReplacement, resume: bool, overwrite: bool,
     inputs: Iterable[str | Path], resumable: Resumable,
@@ -219,31 +166,24 @@ def _continue_or_restart(
     return False
 
 
-def _claim(
-    path: Path, kind: OutputKind, resumed: bool, replacing: InPlaceReplacement | None
-) -> tuple[OutputDirectory, str]:
-    """Make ``path`` (if absent) and write its marker (a new output), or read the token of the output resumed; the
-    handle and the token that names the run's temporary files."""
-    path.mkdir(exist_ok=True)
+def _claim(marker: Path, kind: OutputKind, resumed: bool, run: str | None) -> str:
+    """Write the ``marker`` file of a new output, or read the token of the output resumed: the token that names the
+    run's temporary files."""
     if not resumed:
         token = secrets.token_hex(8)
-        write_marker(path, kind, run=replacing.run if replacing is not None else None, files={}, temporaries=token)
-    else:
-        token = (read_marker(path) or {}).get(TEMPORARIES_KEY)
-        if not (isinstance(token, str) and token):  # an output of an elmo-hf that named no token yet
-            token = secrets.token_hex(8)
-            rewrite_marker(path, **{TEMPORARIES_KEY: token})
-    unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
-    output = OutputDirectory(path, kind, resumed, unrecorded)
-    if resumed:
-        output.carry_in_flight()
-    return output, token
+        write_marker(marker, kind, run=run, files={}, temporaries=token)
+        return token
+    token = (marker_at(marker) or {}).get(TEMPORARIES_KEY)
+    if not (isinstance(token, str) and token):  # an output of an elmo-hf that named no token yet
+        token = secrets.token_hex(8)
+        rewrite_marker(marker, **{TEMPORARIES_KEY: token})
+    return token
 
 
 def _after_a_failure(
     output: OutputDirectory, replacing: InPlaceReplacement | None, created: bool, keep: bool
 ) -> None:
-    """The run's block raised: put back, remove or record what it wrote (see ``open_output_directory``)."""
+    """The run's block raised: put back, remove or record what it wrote (see the module docstring)."""
     path, kind = output.path, output.kind
     if replacing is not None:
         with contextlib.suppress(OSError):  # the run's own error (a full disk, say) is the one to report
@@ -267,6 +207,30 @@ def _remove_directory_contents(path: Path) -> None:
 
 
 @contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold ``path``'s lock, after finishing what a killed run left (``recover_interrupted_replacement``). If the
+    block raises and ``path`` is gone (not kept), the parent folders made for the lock are removed again."""
+    try:
+        created_parent = _make_directory(path.parent)
+    except OSError as error:
+        raise OutputDirectoryError(
+            f"cannot write output {path}: cannot create its folder {path.parent} ({error.strerror}); choose another --output"
+        ) from None
+    lock = OutputLock(beside(path, LOCK_SUFFIX))
+    try:
+        lock.acquire()
+        try:
+            recover_interrupted_replacement(path)
+            yield
+        finally:
+            lock.release()
+    except BaseException:
+        if created_parent is not None and not path.exists():
+            _remove_empty_folders(path.parent, created_parent)
+        raise
+
+
+@contextlib.contextmanager
 def open_output_directory(
     path: str | Path,
     kind: OutputKind,
@@ -278,35 +242,35 @@ def open_output_directory(
     describe_existing: Callable[[Path], str] | None = None,
     resumable: Resumable = True,
 ) -> Iterator[OutputDirectory]:
-    """Open ``path`` for a run that writes ``kind`` in place, holding its lock.
-
-    - Neither ``resume`` nor ``overwrite``: ``path`` must be absent or empty.
-    - ``resume``: an existing ``path`` must be an output of ``kind`` without foreign entries; it is continued
-      (``resumed=True``). An absent or empty ``path`` starts a new output.
-    - ``overwrite``: an existing non-empty ``path`` must be deletable (``check_deletable``); it is set aside whole
-      and deleted only when this run completes (``replacement.py``).
-
-    If the block raises, a directory this run created or found empty is removed again (with the parents it created)
-    unless ``worth_keeping(path)``. ``describe_existing(path)`` words what an existing output of this kind holds, for
-    the message refusing to write over it (which mentions --resume only when the command is ``resumable``, or
-    ``resumable(path)`` says the existing output can be continued)."""
-    path = _checked_path(path, resume, overwrite)
+    """Open ``path`` for a run that writes ``kind`` in place, holding its lock (see the module docstring)."""
+    _check_flags(resume, overwrite)
+    path = Path(path)
     with _locked(path):
-        replacing = unfinished_in_place_replacement(path)
+        replacing = unfinished_in_place_replacement(beside(path, SWAP_JOURNAL_SUFFIX))
         if replacing is not None:  # an earlier --overwrite of this output was killed: its old output is kept aside
             resumed = _continue_or_restart(path, kind, replacing, resume, overwrite, inputs, resumable)
         else:
-            opening = _opening(path, kind, resume, overwrite, inputs, describe_existing, resumable)
+            opening = check_output_directory(
+                path, kind, resume=resume, overwrite=overwrite, inputs=inputs, describe_existing=describe_existing,
+                resumable=resumable, locked=True,
+            )
             replacing = set_aside(path) if opening == "overwrite" else None
             resumed = opening == "resume"
         created = not path.exists()
-        output, token = _claim(path, kind, resumed, replacing)
+        path.mkdir(exist_ok=True)
+        token = _claim(path / MARKER_NAME, kind, resumed, replacing.run if replacing is not None else None)
+        unrecorded = frozenset(unproven_files(path, kind) or ()) if resumed else frozenset()
+        output = OutputDirectory(path, kind, resumed, unrecorded)
+        if resumed:
+            output.carry_in_flight()
+        RECORDED_TOKENS[os.path.abspath(path)] = token
         try:
-            with temporary_names_recorded(path, token):
-                yield output
+            yield output
         except BaseException:
             _after_a_failure(output, replacing, created, worth_keeping(path))
             raise
+        finally:
+            RECORDED_TOKENS.pop(os.path.abspath(path), None)
         output.record()
         if replacing is not None:
             finish_in_place_replacement(path, replacing)
@@ -325,7 +289,7 @@ def staged_output_directory(
     with _locked(path):
         if path.exists() and not path.is_dir():
             raise OutputDirectoryError(f"output {path} exists and is not a directory")
-        replacing = unfinished_in_place_replacement(path)
+        replacing = unfinished_in_place_replacement(beside(path, SWAP_JOURNAL_SUFFIX))
         if replacing is not None:
             raise OutputDirectoryError(unfinished_replacement_message(path, replacing, False))
         if path.exists() and not overwrite:
@@ -334,28 +298,16 @@ def staged_output_directory(
             check_deletable(path, kind, inputs)
         staging = make_staging_directory(path)
         try:
-            write_marker(staging, kind, run=token_of(staging))
+            write_marker(staging / MARKER_NAME, kind, run=token_of(staging))
             yield staging
-            record_files(staging, files_in(staging))
+            rewrite_marker(staging / MARKER_NAME, files=dict(sorted(files_in(staging).items())))
             replace_with_staging(path, staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # gone already after the swap
 
 
 __all__ = [
-    "MARKER_NAME",
-    "OutputDirectory",
-    "OutputDirectoryError",
-    "OutputKind",
-    "OutputLock",
-    "check_deletable",
-    "check_output_directory",
-    "describe_entries",
-    "journal_path_of",
-    "lock_path_of",
-    "open_output_directory",
-    "read_marker",
-    "recover_interrupted_replacement",
-    "remove_unlisted",
-    "staged_output_directory",
+    "MARKER_NAME", "OutputDirectory", "OutputDirectoryError", "OutputKind", "OutputLock", "check_deletable",
+    "check_output_directory", "describe_entries", "journal_path_of", "lock_path_of", "open_output_directory",
+    "read_marker", "recover_interrupted_replacement", "remove_unlisted", "staged_output_directory",
 ]

@@ -1,24 +1,12 @@
-"""What a run proves it wrote: the ownership marker and its record of files; deletion by record only.
+"""What a run proves it wrote: the ownership marker and its record of files; deletion by record only
+(docs/design/architecture.md, "Output directories").
 
-**The marker.** A new output directory gets an ownership marker before anything else (``.elmo-hf-output.json``:
-format, version, the kind of output, the elmo-hf version, the creation time), created with ``O_EXCL | O_NOFOLLOW`` so
-that it is never written through a link or over a file planted meanwhile.
-
-**The record.** The marker lists every file the run wrote, with its size (``files``: written when a staged output is
-complete, when an in-place run ends and after each checkpoint; a kind's own record, such as the embedding manifest,
-adds each shard as it is finished). An in-place output's marker also records a token (``temporaries``): while a run
-has it open, every temporary file made in it is named ``.<name>.<token>.<random>.tmp``
-(``files.temporary_names_recorded``), so one a killed run left is proven that output's, and a user's ``.draft.tmp``
-is not. A run about to put a file under its final name records it first (``OutputDirectory.record_in_flight``), so a
-kill before the kind's own record lists it cannot orphan it; files whose names a library chooses are written into a
-hidden folder recorded first and moved into place one by one, each recorded with its size (``put_in_place``). A
-resumed output keeps the in-flight record a killed run left (``carry_in_flight``).
-
-**Deletion by record.** ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
-``remove_what_the_run_wrote`` (after a failure) delete only what one of these records proves (``proof``); names prove
-nothing, so a ``my_finetune.py`` in a converted model or a ``notes.txt`` in a checkpoint folder is refused (or kept)
-with its name. The current directory, its parents, the home directory, ``/``, an input of the run or a directory
-holding one, and a path that is a symbolic link are never deleted.
+The marker (``.elmo-hf-output.json``) is created first, with ``O_EXCL | O_NOFOLLOW``. It lists every file the run
+wrote with its size (``files``), the files a run is about to put under their final names (``in_flight``:
+``OutputDirectory.record_in_flight``, ``put_in_place``) and the token in the names of the run's temporary files
+(``temporaries``). ``check_deletable`` (``--overwrite``), ``remove_unlisted`` (a resume) and
+``remove_what_the_run_wrote`` (after a failure) delete only what one of these records, or the kind's own (the
+embedding manifest), proves (``proof``); names prove nothing. ``protection_of`` names what is never deleted.
 """
 
 from __future__ import annotations
@@ -56,6 +44,11 @@ WRITING_PREFIX = ".writing."
 
 class OutputDirectoryError(ELMoHFError):
     """An output directory that a run must not write, delete or resume; the message says what is there and why."""
+
+
+def beside(directory: Path, suffix: str) -> Path:
+    """The hidden file or folder ``.<name><suffix>`` beside ``directory``: its lock, its replacement's journal."""
+    return directory.parent / f".{directory.name}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -98,13 +91,14 @@ class OutputDirectory:
     _in_flight_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self) -> None:
-        if read_marker(self.path) is None:
+        marker = marker_at(self.path / MARKER_NAME)
+        if marker is None:
             return
         files = {name: size for name, size in files_in(self.path).items() if name not in self.unrecorded_at_start}
         if self.kind.own_record is not None:  # a kind that records each file it writes: only what a record proves
-            proven = proof(self.path, self.kind)
+            proven = proof(marker, self.kind.own_record(self.path))
             files = {name: size for name, size in files.items() if proven(name, size)}
-        record_files(self.path, files)
+        rewrite_marker(self.path / MARKER_NAME, files=dict(sorted(files.items())), **{IN_FLIGHT_KEY: None})
 
     def record_in_flight(self, name: str, size: int | None) -> None:
         """Record in the marker, before it exists there, that the file ``name`` (relative; ``size`` bytes) is about to
@@ -113,7 +107,7 @@ class OutputDirectory:
         ``--overwrite`` then know it). Thread-safe; ``settled(name)`` drops it from the next write."""
         with self._in_flight_lock:
             self.in_flight[name] = size
-            rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight)})
+            rewrite_marker(self.path / MARKER_NAME, **{IN_FLIGHT_KEY: dict(self.in_flight)})
 
     def settled(self, name: str) -> None:
         """``name`` is listed by the kind's own record now (or gone): the next in-flight record leaves it out."""
@@ -134,7 +128,7 @@ class OutputDirectory:
             written = files_in(folder)
             with self._in_flight_lock:
                 self.in_flight.update(written)
-                rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight)})
+                rewrite_marker(self.path / MARKER_NAME, **{IN_FLIGHT_KEY: dict(self.in_flight)})
             for relative in written:
                 (self.path / relative).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(folder / relative, self.path / relative)
@@ -146,7 +140,7 @@ class OutputDirectory:
         """A resumed output: keep the in-flight record a killed run left (its files stay proven until this run's next
         ``record()`` lists them), less the folders of its unfinished ``put_in_place``, deleted (the record proves them
         its own)."""
-        marker = read_marker(self.path) or {}
+        marker = marker_at(self.path / MARKER_NAME) or {}
         carried = {
             name: size for name, size in _dict_field(marker, IN_FLIGHT_KEY).items()
             if isinstance(name, str) and (size is None or isinstance(size, int))
@@ -158,13 +152,18 @@ class OutputDirectory:
             del carried[name]
         with self._in_flight_lock:
             self.in_flight = {**carried, **self.in_flight}
-            rewrite_marker(self.path, **{IN_FLIGHT_KEY: dict(self.in_flight) or None})
+            rewrite_marker(self.path / MARKER_NAME, **{IN_FLIGHT_KEY: dict(self.in_flight) or None})
 
 
 def read_marker(directory: Path) -> dict[str, Any] | None:
     """The ownership marker of ``directory`` if it has a valid one, else None."""
+    return marker_at(directory / MARKER_NAME)
+
+
+def marker_at(path: Path) -> dict[str, Any] | None:
+    """The ownership marker in the file ``path`` if it is a valid one, else None."""
     try:
-        marker = json.loads((directory / MARKER_NAME).read_text(encoding="utf-8"))
+        marker = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT or marker.get("version") != MARKER_VERSION:
@@ -173,12 +172,13 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
 
 
 def write_marker(
-    directory: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None,
+    path: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None,
     temporaries: str | None = None,
 ) -> None:
-    """Write ``directory``'s ownership marker; ``run`` (the token of a staged output or of an in-place --overwrite)
-    tells a later run which side of an interrupted replacement holds the new output; ``files``: the record so far
-    (``{}`` for an in-place output, so that a killed run's files are proven by its kind's own record)."""
+    """Write the new ownership marker file ``path`` (``<output>/MARKER_NAME``); ``run`` (the token of a staged output
+    or of an in-place --overwrite) tells a later run which side of an interrupted replacement holds the new output;
+    ``files``: the record so far (``{}`` for an in-place output, so that a killed run's files are proven by its kind's
+    own record)."""
     from .. import __version__
 
     marker = {
@@ -190,30 +190,25 @@ def write_marker(
     # A new file in a folder just made or found empty: never through a link, never over a file planted meanwhile.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        descriptor = os.open(directory / MARKER_NAME, flags, 0o666)
+        descriptor = os.open(path, flags, 0o666)
     except FileExistsError:
         raise OutputDirectoryError(
-            f"{directory / MARKER_NAME} appeared while the run was making its new output there; it is not overwritten"
+            f"{path} appeared while the run was making its new output there; it is not overwritten"
         ) from None
     with open(descriptor, "w", encoding="utf-8") as file:
         file.write(json.dumps(marker, indent=2) + "\n")
 
 
-def rewrite_marker(directory: Path, **fields: Any) -> None:
-    """Rewrite ``directory``'s marker (atomically) with ``fields`` changed (a value None drops the field)."""
-    marker = read_marker(directory)
+def rewrite_marker(path: Path, **fields: Any) -> None:
+    """Rewrite the marker file ``path`` (atomically) with ``fields`` changed (a value None drops the field); ``files``
+    is the record of what was written (relative path -> size), which drops the in-flight record with it."""
+    marker = marker_at(path)
     if marker is None:
-        raise OutputDirectoryError(f"{directory} has no elmo-hf ownership marker to record its files in")
+        raise OutputDirectoryError(f"{path.parent} has no elmo-hf ownership marker to record its files in")
     for name, value in fields.items():
         marker.pop(name, None) if value is None else marker.__setitem__(name, value)
     content = json.dumps(marker, indent=2) + "\n"
-    write_atomically(directory / MARKER_NAME, lambda temporary: temporary.write_text(content, encoding="utf-8"))
-
-
-def record_files(directory: Path, files: dict[str, int]) -> None:
-    """Rewrite ``directory``'s marker (atomically) with ``files``, what was written (relative path -> size); the
-    in-flight record (``OutputDirectory.record_in_flight``) is dropped: what it named is in ``files`` now or gone."""
-    rewrite_marker(directory, files=dict(sorted(files.items())), **{IN_FLIGHT_KEY: None})
+    write_atomically(path, lambda temporary: temporary.write_text(content, encoding="utf-8"))
 
 
 def files_in(directory: Path) -> dict[str, int]:
@@ -238,14 +233,12 @@ def _dict_field(marker: dict[str, Any], name: str) -> dict:
     return marker.get(name) if isinstance(marker.get(name), dict) else {}
 
 
-def proof(directory: Path, kind: OutputKind) -> Callable[[str, int], bool]:
-    """Whether a file (relative path, size) under ``directory`` is proven elmo-hf's by a record: the marker's list of
-    written files, the kind's own record (both with that size), the in-flight record (a file about to appear under
-    its final name, with that size, or anything in a folder recorded before the run created it), or a temporary
-    file named with the token the marker records. Names alone prove nothing."""
-    marker = read_marker(directory) or {}
+def proof(marker: dict[str, Any], own: dict[str, int]) -> Callable[[str, int], bool]:
+    """Whether a file (relative path, size) of an output is proven elmo-hf's by a record: the ``marker``'s list of
+    written files, the kind's ``own`` record (both with that size), the in-flight record (a file about to appear
+    under its final name, with that size, or anything in a folder recorded before the run created it), or a
+    temporary file named with the token the marker records. Names alone prove nothing."""
     files, in_flight = _dict_field(marker, "files"), _dict_field(marker, IN_FLIGHT_KEY)
-    own = kind.own_record(directory) if kind.own_record is not None else {}
     token = marker.get(TEMPORARIES_KEY)
     temporary = _recorded_temporary_name(token) if isinstance(token, str) and token else None
     folders = tuple(name for name, size in in_flight.items() if name.endswith("/") and size is None)
@@ -260,13 +253,18 @@ def proof(directory: Path, kind: OutputKind) -> Callable[[str, int], bool]:
     return proven
 
 
+def _proof_in(directory: Path, kind: OutputKind) -> Callable[[str, int], bool]:
+    own = kind.own_record(directory) if kind.own_record is not None else {}
+    return proof(read_marker(directory) or {}, own)
+
+
 def unproven_files(directory: Path, kind: OutputKind) -> list[str] | None:
     """The files under ``directory`` that no record proves elmo-hf wrote (``proof``); None when the marker keeps no
     list (an older elmo-hf wrote it)."""
     marker = read_marker(directory)
     if marker is None or not isinstance(marker.get("files"), dict):
         return None
-    proven = proof(directory, kind)
+    proven = _proof_in(directory, kind)
     return sorted(name for name, size in files_in(directory).items() if not proven(name, size))
 
 
@@ -275,7 +273,7 @@ def unrecorded_files(directory: Path, kind: OutputKind, listed: Iterable[str] = 
     name of ``listed`` (the names the run itself checks and rewrites) and proven by no record (``proof``; an older
     marker's missing list counts as empty)."""
     listed = set(listed)
-    proven = proof(directory, kind)
+    proven = _proof_in(directory, kind)
     return sorted(
         name for name, size in files_in(directory).items() if name.split("/", 1)[0] not in listed and not proven(name, size)
     )
@@ -393,21 +391,7 @@ def describe_entries(directory: Path, limit: int = 10) -> str:
 
 
 __all__ = [
-    "MARKER_NAME",
-    "OutputDirectory",
-    "OutputDirectoryError",
-    "OutputKind",
-    "check_deletable",
-    "describe_entries",
-    "files_in",
-    "proof",
-    "protection_of",
-    "read_marker",
-    "record_files",
-    "remove_unlisted",
-    "remove_what_the_run_wrote",
-    "rewrite_marker",
-    "unproven_files",
-    "unrecorded_files",
-    "write_marker",
+    "MARKER_NAME", "OutputDirectory", "OutputDirectoryError", "OutputKind", "beside", "check_deletable",
+    "describe_entries", "files_in", "proof", "protection_of", "marker_at", "read_marker", "remove_unlisted",
+    "remove_what_the_run_wrote", "rewrite_marker", "unproven_files", "unrecorded_files", "write_marker",
 ]

@@ -1,31 +1,14 @@
-"""Replacing an output so that a kill at any instant loses nothing and mixes nothing: a journal, renames, recovery.
+"""Replacing an output so that a kill at any instant loses nothing and mixes nothing: a journal, renames, recovery
+(docs/design/architecture.md, "Output directories").
 
-**Staged** (``convert``, ``export``, ``neighbours build``): the output is written into ``.<name>.<token>.staging``
-beside the target, then ``replace_with_staging``:
-  1. the journal ``.<name>.elmo-hf.swap`` is written atomically: the staging folder (complete by now), the name the
-     old output will have (``.<name>.<token>.replaced``) and the run's token (also in the staging folder's marker);
-  2. the old output is renamed aside, the staging folder into place (between the two renames the target is absent and
-     the old output whole under its recorded name);
-  3. the old output is deleted under its recorded name, its marker last, then the journal.
-
-**In place** (``embed``, ``pretrain``, the Ray engine: built at the target so that a killed run can be resumed): an
-``--overwrite`` keeps the old output, whole, until the new one is complete:
-  1. the journal (``in_place``, the old output's name aside, the run's token, which the new output's marker carries
-     too) is written, then the old output renamed aside (``set_aside``);
-  2. the new run grows at the target; its marker (``run``) and record say whose files these are;
-  3. when it completes, the journal is marked ``new_complete``, the old output deleted, then the journal
-     (``finish_in_place_replacement``).
-A run that fails (an error, Ctrl-C) with nothing worth keeping at the target moves its own files away (proven by its
-record) and puts the old output back; with work worth keeping it keeps both and says how to go on
-(``after_a_failed_replacement``).
-
-**Recovery** (``recover_interrupted_replacement``, under the output's lock, before anything else): a journal whose new
-output was complete is finished; where the old output was never set aside the journal is dropped; where the new run
-left nothing at the target the old output is put back; otherwise the unfinished new output stays at the target and
-the old one aside, for the opening run to continue (``--resume``), start over (``--overwrite``) or refuse. A staging
-folder without a journal (its run never finished) is deleted. Each is logged, naming the folder. So the target holds
-the whole old output, nothing, or only the new run's own files, and the whole old output exists, at the target or
-under the journal's name, until the new one is complete.
+**Staged** (``replace_with_staging``): the complete staging folder ``.<name>.<token>.staging`` beside the target,
+the journal ``.<name>.elmo-hf.swap`` written, the old output renamed to ``.<name>.<token>.replaced``, the staging
+folder into place, then the old output deleted (its marker last) and the journal. **In place** (``set_aside``,
+``finish_in_place_replacement``, ``after_a_failed_replacement``): the journal (``in_place``) written and the old
+output renamed aside; the new run grows at the target and the old output is deleted once the journal says the new
+one is complete, or put back after a failure that left nothing worth keeping. **Recovery**
+(``recover_interrupted_replacement``, under the lock, before anything else) finishes or undoes what a killed run
+left and deletes staging folders no journal names, logging each.
 
 Every step that changes the disk goes through one of three functions, ``write_journal``, ``move`` and
 ``delete_file``: tests kill a run between any two steps by patching one of them in a child process.
@@ -45,14 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .files import fsync_directory, write_atomically
-from .ownership import (
-    MARKER_NAME,
-    OutputDirectoryError,
-    OutputKind,
-    read_marker,
-    unproven_files,
-)
+from .files import fsync_parent_of, write_atomically
+from .ownership import MARKER_NAME, OutputDirectoryError, OutputKind, beside, read_marker, unproven_files
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +39,7 @@ REPLACED_SUFFIX = ".replaced"
 
 
 def journal_path_of(directory: Path) -> Path:
-    return directory.parent / f".{directory.name}{SWAP_JOURNAL_SUFFIX}"
+    return beside(directory, SWAP_JOURNAL_SUFFIX)
 
 
 def make_staging_directory(path: Path) -> Path:
@@ -99,7 +76,7 @@ def write_journal(path: Path, journal: dict[str, Any]) -> None:
 def move(source: Path, destination: Path) -> None:
     """Rename ``source`` to ``destination`` (an absent path, or an empty folder), durably."""
     os.rename(source, destination)
-    fsync_directory(destination.parent)
+    fsync_parent_of(destination)
 
 
 def delete_file(path: str) -> None:
@@ -129,12 +106,12 @@ def replace_with_staging(path: Path, staging: Path) -> None:
     """Put the complete output in ``staging`` in place of ``path`` (absent, or an output ``check_deletable`` passed)."""
     token = token_of(staging)
     replaced = _replaced_path(path, token)
-    fsync_directory(staging)
+    fsync_parent_of(staging / MARKER_NAME)  # the staging folder's own entries
     write_journal(path, {"target": path.name, "staging": staging.name, "replaced": replaced.name, "run": token})
     _swap_in(path, staging, replaced)
     remove_tree(replaced)
     journal_path_of(path).unlink()
-    fsync_directory(path.parent)
+    fsync_parent_of(path)
 
 
 def _swap_in(path: Path, staging: Path, replaced: Path) -> None:
@@ -154,20 +131,21 @@ class InPlaceReplacement:
     replaced: Path  # where the old output is kept, whole, until the new one is complete
 
 
-def _read_journal(path: Path) -> dict[str, Any] | None:
+def _read_journal(journal_path: Path) -> dict[str, Any] | None:
     try:
-        journal = json.loads(journal_path_of(path).read_text(encoding="utf-8"))
+        journal = json.loads(journal_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return journal if isinstance(journal, dict) else None
 
 
-def unfinished_in_place_replacement(path: Path) -> InPlaceReplacement | None:
-    """The in-place --overwrite of ``path`` that a killed run left unfinished (its old output aside), if any."""
-    journal = _read_journal(path)
+def unfinished_in_place_replacement(journal_path: Path) -> InPlaceReplacement | None:
+    """The in-place --overwrite that a killed run left unfinished (its old output aside), if its journal
+    (``journal_path_of(output)``) says so."""
+    journal = _read_journal(journal_path)
     if journal is None or not journal.get("in_place") or journal.get("new_complete"):
         return None
-    return InPlaceReplacement(str(journal["run"]), path.parent / str(journal["replaced"]))
+    return InPlaceReplacement(str(journal["run"]), journal_path.parent / str(journal["replaced"]))
 
 
 def set_aside(path: Path) -> InPlaceReplacement:
@@ -220,10 +198,10 @@ def after_a_failed_replacement(path: Path, kind: OutputKind, replacing: InPlaceR
 
 def finish_in_place_replacement(path: Path, replacing: InPlaceReplacement) -> None:
     """Step 3: the new output is complete; the old one is deleted, then the journal."""
-    write_journal(path, {**(_read_journal(path) or {}), "new_complete": True})
+    write_journal(path, {**(_read_journal(journal_path_of(path)) or {}), "new_complete": True})
     remove_tree(replacing.replaced)
     journal_path_of(path).unlink()
-    fsync_directory(path.parent)
+    fsync_parent_of(path)
     logger.warning("the new output at %s is complete: deleted the previous output (kept at %s until now)", path, replacing.replaced)
 
 
@@ -247,10 +225,10 @@ def unfinished_replacement_message(path: Path, replacing: InPlaceReplacement, re
 
 def recover_interrupted_replacement(path: Path) -> list[str]:
     """Finish a replacement of ``path`` that a killed run left (its journal), and delete staging folders an earlier
-    run left unfinished; returns (and logs) what was done, naming each folder. Call it holding ``path``'s lock."""
+    run left unfinished (those no journal names); returns (and logs) what was done, naming each folder. Call it
+    holding ``path``'s lock."""
     done, known = [], set()
-    journal_path = journal_path_of(path)
-    if journal_path.exists():
+    if beside(path, SWAP_JOURNAL_SUFFIX).exists():
         journal = _readable_journal(path)
         replaced = path.parent / journal["replaced"]
         staging = path.parent / journal["staging"] if journal["staging"] else None
@@ -260,14 +238,24 @@ def recover_interrupted_replacement(path: Path) -> list[str]:
             done += _recover_in_place(path, journal, replaced, who)
         else:
             done += _recover_staged(path, journal, staging, replaced, who)
-    done += _delete_unfinished_staging(path, known)
+    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
+    # run may be writing under its own lock, is not one of this output's.
+    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
+    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
+        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
+            continue
+        if any(leftover.iterdir()) and read_marker(leftover) is None:
+            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
+            continue
+        shutil.rmtree(leftover)
+        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
     for message in done:
         logger.warning("%s", message)
     return done
 
 
 def _readable_journal(path: Path) -> dict[str, Any]:
-    journal = _read_journal(path)
+    journal = _read_journal(journal_path_of(path))
     if journal is None or not all(name in journal for name in ("staging", "replaced", "run")):
         journal_path = journal_path_of(path)
         raise OutputDirectoryError(
@@ -331,32 +319,8 @@ def _recover_in_place(path: Path, journal: dict, replaced: Path, who: str) -> li
     return [message]
 
 
-def _delete_unfinished_staging(path: Path, known: set[str]) -> list[str]:
-    """Delete ``path``'s staging folders that no journal names (their runs never finished)."""
-    # Exactly .<name>.<8 hex digits>.staging: the staging folder of "out.v2" (.out.v2.<hex>.staging), which another
-    # run may be writing under its own lock, is not one of this output's.
-    own_staging = re.compile(re.escape(f".{path.name}.") + r"[0-9a-f]{8}" + re.escape(STAGING_SUFFIX))
-    done = []
-    for leftover in sorted(path.parent.glob(f".{glob.escape(path.name)}.*{STAGING_SUFFIX}")):
-        if leftover.name in known or not own_staging.fullmatch(leftover.name) or not leftover.is_dir() or leftover.is_symlink():
-            continue
-        if any(leftover.iterdir()) and read_marker(leftover) is None:
-            logger.warning("left %s alone: it looks like a staging folder but holds no elmo-hf marker", leftover)
-            continue
-        shutil.rmtree(leftover)
-        done.append(f"deleted {leftover}, an unfinished staging folder left by an earlier run that was killed or failed")
-    return done
-
-
 __all__ = [
-    "InPlaceReplacement",
-    "after_a_failed_replacement",
-    "finish_in_place_replacement",
-    "journal_path_of",
-    "make_staging_directory",
-    "recover_interrupted_replacement",
-    "replace_with_staging",
-    "set_aside",
-    "unfinished_in_place_replacement",
-    "unfinished_replacement_message",
+    "InPlaceReplacement", "after_a_failed_replacement", "finish_in_place_replacement", "journal_path_of",
+    "make_staging_directory", "recover_interrupted_replacement", "replace_with_staging", "set_aside",
+    "unfinished_in_place_replacement", "unfinished_replacement_message",
 ]

@@ -662,6 +662,13 @@ def _pipeline_parts(tmp_path, model_dir, lines, shard_size=10, **options):
     return writer, [rows[start : start + shard_size] for start in range(0, len(rows), shard_size)]
 
 
+def named_shards(chunks, directory):
+    """``ShardRunner.run``'s shards: each chunk of rows with its path in ``directory``, named as ``embed`` names them."""
+    from elmo_hf.embedding.shard_names import EMBED_SHARDS
+
+    return ((directory / EMBED_SHARDS.name(index), rows) for index, rows in enumerate(chunks))
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir, device):
     """The staged pipeline (on CUDA: pinned host buffers, copies that do not block, the device computing while the
@@ -671,7 +678,7 @@ def test_pipelined_shards_equal_shards_written_one_by_one(tmp_path, model_dir, d
     (tmp_path / "serial").mkdir(), (tmp_path / "pipelined").mkdir()
     serial = [writer.write(chunk, tmp_path / "serial" / f"shard-{index:05d}.parquet") for index, chunk in enumerate(chunks)]
     recorded = _Recorder()
-    writer.run(chunks, tmp_path / "pipelined", 0, recorded)
+    writer.run(named_shards(chunks, tmp_path / "pipelined"), recorded)
     assert recorded.entries == serial  # in order, same bytes (sha256), same counts
     assert set(writer.stage_seconds) == {"read", "model", "write"}
     if device != "cpu":
@@ -702,7 +709,7 @@ def test_a_failing_stage_keeps_every_shard_written_before_it(tmp_path, model_dir
     monkeypatch.setattr(ShardTask, "embed", model_fails_on_the_fourth_shard)
     recorded = _Recorder()
     with pytest.raises(KeyboardInterrupt):
-        writer.run(chunks, tmp_path, 0, recorded)
+        writer.run(named_shards(chunks, tmp_path), recorded)
     assert [entry["file"] for entry in recorded.entries] == [f"shard-0000{index}.parquet" for index in range(3)]
     assert sorted(path.name for path in tmp_path.glob("shard-*")) == [entry["file"] for entry in recorded.entries]
 
@@ -718,7 +725,7 @@ def test_a_failing_stage_keeps_every_shard_written_before_it(tmp_path, model_dir
     recorded = _Recorder()
     (tmp_path / "second").mkdir()
     with pytest.raises(OSError, match="No space left"):
-        writer.run(chunks, tmp_path / "second", 0, recorded)
+        writer.run(named_shards(chunks, tmp_path / "second"), recorded)
     assert [entry["file"] for entry in recorded.entries] == ["shard-00000.parquet", "shard-00001.parquet"]
     assert not list((tmp_path / "second").glob("*tmp*"))
 

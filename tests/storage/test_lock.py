@@ -43,7 +43,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_and_any_other_is_reported(t
             pass
     lock_path_of(output_dir).write_text("garbage")  # not a lock elmo-hf writes (it writes its holder whole): kept
     with pytest.raises(OutputDirectoryError, match=r"holds something other than an elmo-hf lock .* not overwritten"):
-        OutputLock(output_dir).acquire()
+        OutputLock(lock_path_of(output_dir)).acquire()
     assert lock_path_of(output_dir).read_text() == "garbage"
 
 
@@ -56,7 +56,7 @@ def _try_the_lock(directory, start, results, done):
 
     check = lock_module._holder_is_gone
     lock_module._holder_is_gone = lambda holder: (time.sleep(0.05), check(holder))[1]
-    lock = OutputLock(Path(directory))
+    lock = OutputLock(lock_path_of(Path(directory)))
     start.wait()
     try:
         lock.acquire()
@@ -96,15 +96,15 @@ def test_release_never_removes_a_lock_another_run_holds(tmp_path):
     """The first run's lock file is removed by hand (as the refusal message suggests) and a second run takes a new
     one; when the first run ends it must leave the second run's lock alone."""
     output_dir = tmp_path / "out"
-    first = OutputLock(output_dir)
+    first = OutputLock(lock_path_of(output_dir))
     first.acquire()
     lock_path_of(output_dir).unlink()
-    second = OutputLock(output_dir)
+    second = OutputLock(lock_path_of(output_dir))
     second.acquire()
     first.release()
     assert json.loads(lock_path_of(output_dir).read_text())["pid"] == os.getpid()
     with pytest.raises(OutputDirectoryError, match="is locked by"):  # still held
-        OutputLock(output_dir).acquire()
+        OutputLock(lock_path_of(output_dir)).acquire()
     second.release()
     assert not lock_path_of(output_dir).exists()
 
@@ -114,15 +114,15 @@ def test_a_lock_held_by_a_killed_run_is_free_at_once(tmp_path):
     output_dir = tmp_path / "out"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; from elmo_hf.storage.output_directory "
-         "import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
+         "import OutputLock, lock_path_of; OutputLock(lock_path_of(Path(sys.argv[1]))).acquire(); print('held', flush=True); time.sleep(60)",
          str(output_dir)], stdout=subprocess.PIPE, text=True,
     )
     assert holder.stdout.readline().strip() == "held"
     with pytest.raises(OutputDirectoryError, match=f"pid {holder.pid}"):
-        OutputLock(output_dir).acquire()
+        OutputLock(lock_path_of(output_dir)).acquire()
     holder.kill()
     holder.wait()
-    lock = OutputLock(output_dir)
+    lock = OutputLock(lock_path_of(output_dir))
     lock.acquire()
     lock.release()
 
@@ -131,7 +131,7 @@ def test_a_reused_pid_is_not_its_old_holder(tmp_path):
     """Same host, a running pid (this one), its flock free: the kernel holds a live holder's flock, so the free flock
     proves the run that wrote this file gone (its pid may have been reused): taken over."""
     output_dir = tmp_path / "out"
-    holder = OutputLock(output_dir).holder
+    holder = OutputLock(lock_path_of(output_dir)).holder
     lock_path_of(output_dir).write_text(json.dumps({**holder, "process_start": "1"}))
     with open_output_directory(output_dir, KIND):
         pass
@@ -174,7 +174,7 @@ def test_a_lock_file_released_between_its_open_and_its_flock_is_opened_again(tmp
         return real_flock(descriptor, operation)
 
     monkeypatch.setattr(lock_module.fcntl, "flock", released_first)
-    lock = OutputLock(output_dir)
+    lock = OutputLock(lock_path_of(output_dir))
     lock.acquire()
     try:
         held, at_path = os.fstat(lock._descriptor), os.stat(lock_path_of(output_dir))

@@ -338,7 +338,7 @@ def test_a_staged_output_killed_at_any_step_of_its_swap_is_whole_old_or_whole_ne
         assert found in (old, new) and read_marker(target) is not None, f"killed at {step}: a mix {found}"
     leftovers = sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".converted."))
 
-    lock = OutputLock(target)
+    lock = OutputLock(lock_path_of(target))
     lock.acquire()
     try:
         messages = recover_interrupted_replacement(target)
@@ -563,12 +563,12 @@ def test_the_marker_is_never_written_through_a_link_or_over_a_file_planted_under
     folder.mkdir()
     (folder / MARKER_NAME).symlink_to(victim)
     with pytest.raises(OutputDirectoryError, match="appeared while the run was making its new output there"):
-        write_marker(folder, KIND)
+        write_marker(folder / MARKER_NAME, KIND)
     assert victim.read_text() == "the user's data" and (folder / MARKER_NAME).is_symlink()
     (folder / MARKER_NAME).unlink()
     (folder / MARKER_NAME).write_text("theirs")
     with pytest.raises(OutputDirectoryError, match="it is not overwritten"):
-        write_marker(folder, KIND)
+        write_marker(folder / MARKER_NAME, KIND)
     assert (folder / MARKER_NAME).read_text() == "theirs"
 
 
