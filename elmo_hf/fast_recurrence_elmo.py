@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .int8_elmo import Int8Matmul
 from .recurrence_elmo import tanh_into
 from .token_cache_elmo import distinct_vectors, round_up
 
@@ -250,33 +251,34 @@ class PreparedLstmWeights:
     Derived data, never saved: a deep copy or a pickle of the model holds none and prepares its own on first use.
     """
 
-    def __init__(self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool):
+    def __init__(
+        self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool, int8: bool = False
+    ):
         first = layers[0][0].input_weight
         self.key = key
         self.compute_dtype = first.dtype
-        self.pre_packed = pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available()
-        self.layers = [self._prepare_layer(directions, self.pre_packed) for directions in layers]
+        self.int8 = int8
+        self.pre_packed = int8 or (pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available())
+        self.layers = [self._prepare_layer(directions, self.pre_packed, int8) for directions in layers]
 
     @staticmethod
-    def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool) -> _LayerWeights:
+    def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool, int8: bool) -> _LayerWeights:
         inner_size = directions[0].input_weight.shape[1] + directions[0].recurrent_weight.shape[1]
         fused = pre_pack and inner_size <= FUSED_GATES_MAX_INNER_SIZE
         directions = tuple(_candidate_doubled(d) for d in directions)
+
+        def matmul(weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "none") -> Matmul | Int8Matmul:
+            return Int8Matmul(weight, bias, activation) if int8 else Matmul(weight, bias, pre_pack, activation)
+
         # Unfused, the gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
         return _LayerWeights(
             cell_size=directions[0].recurrent_weight.shape[0] // 4,
-            gates=[Matmul(*_sigmoid_gates_weights(d), pre_pack=True, activation="sigmoid") for d in directions]
-            if fused
-            else None,
-            input_projection=None
-            if fused
-            else [Matmul(d.input_weight, None if pre_pack else d.gate_bias, pre_pack) for d in directions],
-            recurrent=None
-            if fused
-            else [Matmul(d.recurrent_weight, d.gate_bias if pre_pack else None, pre_pack) for d in directions],
+            gates=[matmul(*_sigmoid_gates_weights(d), activation="sigmoid") for d in directions] if fused else None,
+            input_projection=None if fused else [matmul(d.input_weight, None if pre_pack else d.gate_bias) for d in directions],
+            recurrent=None if fused else [matmul(d.recurrent_weight, d.gate_bias if pre_pack else None) for d in directions],
             projection=None
             if directions[0].projection_weight is None
-            else [Matmul(d.projection_weight, None, pre_pack) for d in directions],
+            else [matmul(d.projection_weight, None) for d in directions],
             cell_clip=directions[0].cell_clip,
             projection_clip=directions[0].projection_clip,
         )
