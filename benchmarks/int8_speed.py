@@ -1,14 +1,14 @@
 """int8 against float32 in one run: speed on the original shape, the error per vector, and a downstream probe.
 
     python benchmarks/int8_speed.py [--batch-sizes 32 128] [--threads 2] [--rounds 3] [--min-seconds 2]
-        [--error-sentences 128] [--probe-train 400] [--probe-test 400] [--skip-probe]
+        [--error-sentences 128] [--probe-train 400] [--probe-test 400] [--skip-probe] [--shape original]
 
-1. Speed: the original shape (random weights at a trained model's scale, ``inference_speed.random_model``) on windows
+1. Speed: the original shape (or ``--shape``; random weights at a trained model's scale, ``inference_speed.random_model``) on windows
    of real words (UD English-EWT test, ``--words`` per sentence), float32 and int8 (``compute_dtype="int8"``) timed
    alternately, ``--rounds`` times each, so that a load that comes and goes hits both. Prints words/s per setting
    (median of the rounds) and the int8 / float32 ratio (median of the per-round ratios), per batch size.
 2. Error: per-vector cosine of int8 to float32 (median and minimum, every layer) over the first
-   ``--error-sentences`` sentences of UD English-EWT test, for the original shape and for the AllenNLP fixture
+   ``--error-sentences`` sentences of UD English-EWT test, for that shape and for the AllenNLP fixture
    converted from its real-format HDF5 (tests/fixtures/allennlp-elmo, trained weights).
 3. Downstream: the layer probes of ``elmo-hf probe`` (UPOS, ``elmo_hf.probing``) with the shipped model, trained on
    the first ``--probe-train`` sentences of UD English-EWT dev and scored on the first ``--probe-test`` of test, in
@@ -35,7 +35,7 @@ from torch.nn import functional as F
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY_ROOT))
 
-from benchmarks.inference_speed import cpu_description, random_model, time_calls, word_windows  # noqa: E402
+from benchmarks.inference_speed import SHAPES, cpu_description, random_model, time_calls, word_windows  # noqa: E402
 from elmo_hf import DEFAULT_MODEL_DIR, ELMoConfig, ELMoModel, ELMoTokenizer  # noqa: E402
 from elmo_hf.embedding.loading import placed_model  # noqa: E402
 
@@ -140,6 +140,7 @@ def probe_difference(args) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[32, 128])
+    parser.add_argument("--shape", default="original", choices=sorted(SHAPES), help="the released shape timed (default: original)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="alternations of float32 and int8 per batch size")
     parser.add_argument("--min-seconds", type=float, default=2.0, help="timed seconds per setting and round (at least 1 call)")
@@ -160,12 +161,13 @@ def main(argv: list[str] | None = None) -> dict:
         "load_average_before": os.getloadavg(),
     }
     started = time.perf_counter()
-    float32_model = random_model(ELMoConfig())
+    float32_model = random_model(ELMoConfig(**SHAPES[args.shape]))
     models = {"float32": float32_model, "int8": int8_copy(float32_model)}
-    report["original_shape_speed"] = [alternate_speed(models, batch_size, args) for batch_size in args.batch_sizes]
+    report["shape"] = args.shape
+    report["speed"] = [alternate_speed(models, batch_size, args) for batch_size in args.batch_sizes]
     sentences = ewt_sentences(EWT / "en_ewt-ud-test.conllu", args.error_sentences)
     report["error_sentences"] = f"the first {len(sentences)} sentences of en_ewt-ud-test ({sum(map(len, sentences))} words)"
-    report["original_shape_cosines"] = layer_cosines(models, sentences)
+    report["shape_cosines"] = layer_cosines(models, sentences)
     del models, float32_model
     fixture = converted_fixture()
     report["converted_fixture_cosines"] = layer_cosines({"float32": fixture, "int8": int8_copy(fixture)}, sentences)

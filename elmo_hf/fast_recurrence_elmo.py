@@ -21,7 +21,8 @@ the order and the amount of redundant work. It works on tensors and on the LSTM 
 * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build has
   it), which is what makes the small per-step matmuls fast;
 * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
-  while the gate pre-activations, the nonlinearities and the cell state stay in float32.
+  while the gate pre-activations, the nonlinearities and the cell state stay in float32;
+* int8 (``int8=True``, CPU, float32 weights): the same loop with ``int8_elmo.Int8Matmul`` for each matmul.
 
 Matmul shapes are rounded up to a few sizes (extra rows are computed and dropped), because oneDNN keeps memory for
 every shape it has seen (docs/design/embedding.md). Why each constant has its value: docs/results/fast-path-constants.md.
@@ -246,6 +247,7 @@ FUSED_GATES_MAX_INNER_SIZE = 256
 class PreparedLstmWeights:
     """The biLM's LSTM weights ready for the fast loop, derived from the parameters identified by ``key``.
 
+    With ``int8`` every matmul is an ``Int8Matmul`` over a per-channel quantized copy (``int8_elmo.py``).
     With ``pre_pack`` (honoured on CPU in float32 where oneDNN is available) the weights are pre-packed copies, most of
     the model's size again for a faster loop (docs/results/fast-path-constants.md); for small layers each step's gates then come from one matmul with the sigmoid inside it (``FUSED_GATES_MAX_INNER_SIZE``).
     Derived data, never saved: a deep copy or a pickle of the model holds none and prepares its own on first use.
