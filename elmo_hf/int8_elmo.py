@@ -15,6 +15,8 @@ import warnings
 
 import torch
 
+from .validation_elmo import ELMoHFError
+
 # Quantized CPU engines that run ``torch.ops.quantized.linear_dynamic`` with per-channel int8 weights.
 INT8_ENGINES = ("x86", "fbgemm", "onednn")
 
@@ -53,7 +55,7 @@ def quantized_per_row(weight: torch.Tensor) -> torch.Tensor:
     zero point 0. Refuses a weight with NaN or infinite values (int8 cannot hold them)."""
     weight = weight.detach().float()
     if not bool(torch.isfinite(weight).all()):
-        raise ValueError(
+        raise ELMoHFError(
             f"compute_dtype int8: a weight matrix of shape {tuple(weight.shape)} holds NaN or infinite values, which "
             "int8 cannot represent; compute in float32 to see where they lead"
         )
@@ -91,7 +93,7 @@ class Int8Matmul:
         except RuntimeError as error:
             if bool(torch.isfinite(inputs).all()):
                 raise
-            raise ValueError(
+            raise ELMoHFError(
                 "compute_dtype int8: a matmul's inputs hold NaN or infinite values, which int8 cannot quantize "
                 f"({error}); compute in float32 to see where they come from"
             ) from None

@@ -664,8 +664,9 @@ class ELMoModel(ELMoPreTrainedModel):
         for name, value in (("pre_pack", pre_pack), ("skip_boundary_steps", skip_boundary_steps), ("int8", int8)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be a bool, got {value!r}.")
-        if int8 and int8_unavailable_reason(self.device, self.dtype) is not None:
-            raise ValueError(f"int8: {int8_unavailable_reason(self.device, self.dtype)}.")
+        unavailable = int8_unavailable_reason(self.device, self.dtype) if int8 else None
+        if unavailable is not None:
+            raise ValueError(f"int8: {unavailable}.")
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
         self.encoder.pre_pack_weights = pre_pack

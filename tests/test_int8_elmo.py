@@ -9,6 +9,7 @@ from benchmarks.gates_forms import GATES_FORMS, lstm_gates_in
 from elmo_hf import ELMoModel, ELMoTokenizer, int8_elmo
 from elmo_hf.embedding.embedder import ELMoEmbedder
 from elmo_hf.embedding.loading import placed_model
+from elmo_hf.validation_elmo import ELMoHFError
 
 from .helpers import random_model, tiny_config
 from .test_fast_elmo import ARCHITECTURE_VARIANTS, real_sentences, trained_scale_random_model
@@ -126,9 +127,17 @@ def test_int8_needs_float32_weights_and_finite_ones():
     with torch.no_grad():
         broken.encoder.forward_layers[0].state_to_gates.weight[0, 0] = float("nan")
     broken.set_inference_path("fast", int8=True)
-    with pytest.raises(ValueError, match="holds NaN or infinite values, which int8 cannot represent"):
+    inputs = ELMoTokenizer()([["a", "b"]], is_split_into_words=True, return_tensors="pt")
+    with pytest.raises(ELMoHFError, match="holds NaN or infinite values, which int8 cannot represent"):
         with torch.no_grad():
-            broken(**ELMoTokenizer()([["a", "b"]], is_split_into_words=True, return_tensors="pt"))
+            broken(**inputs)
+    broken_inputs = random_model()
+    with torch.no_grad():
+        broken_inputs.char_embeddings.embedding.weight.fill_(float("nan"))
+    broken_inputs.set_inference_path("fast", int8=True)
+    with pytest.raises(ELMoHFError, match="a matmul's inputs hold NaN or infinite values, which int8 cannot quantize"):
+        with torch.no_grad():
+            broken_inputs(**inputs)
 
 
 def test_the_selector_falls_back_from_int8_where_it_cannot_run(monkeypatch):

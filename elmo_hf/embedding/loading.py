@@ -39,8 +39,9 @@ def placed_model(model: ELMoModel, device: str | torch.device | None, compute_dt
     if compute_dtype is None:
         return model
     int8 = compute_dtype == "int8"
-    if int8 and int8_unavailable_reason(model.device) is not None:
-        raise ValueError(f"compute_dtype 'int8' on device {str(model.device)!r}: {int8_unavailable_reason(model.device)}")
+    unavailable = int8_unavailable_reason(model.device) if int8 else None
+    if unavailable is not None:
+        raise ValueError(f"compute_dtype 'int8' on device {str(model.device)!r}: {unavailable}")
     model = model.to(torch.float32 if int8 else getattr(torch, compute_dtype))
     encoder = model.encoder
     model.set_inference_path(model.inference_path, encoder.pre_pack_weights, encoder.skip_boundary_steps, int8=int8)
