@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--token-cache-words", type=int, default=50_000, help="0: no token-layer cache")
     parser.add_argument("--dtype", help="storage dtype of the vectors (float32, float16)")
     parser.add_argument("--representation")
-    parser.add_argument("--compute-dtype", help="dtype the model runs in (float32, bfloat16, float16; default: the model's)")
+    parser.add_argument("--compute-dtype", help="dtype the model runs in (float32, bfloat16, float16, int8; default: the model's)")
     parser.add_argument("--shard-size", type=int, default=1000)
     parser.add_argument(
         "--workers", type=int, nargs="+",

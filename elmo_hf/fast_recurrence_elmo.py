@@ -21,7 +21,8 @@ the order and the amount of redundant work. It works on tensors and on the LSTM 
 * on CPU in float32 the LSTM weights are pre-packed once for oneDNN (``torch.ops.mkldnn``, when this torch build has
   it), which is what makes the small per-step matmuls fast;
 * reduced precision (bfloat16 / float16 weights, e.g. ``model.to(torch.bfloat16)``): matmuls run in that dtype,
-  while the gate pre-activations, the nonlinearities and the cell state stay in float32.
+  while the gate pre-activations, the nonlinearities and the cell state stay in float32;
+* int8 (``int8=True``, CPU, float32 weights): the same loop with ``int8_elmo.Int8Matmul`` for each matmul.
 
 Matmul shapes are rounded up to a few sizes (extra rows are computed and dropped), because oneDNN keeps memory for
 every shape it has seen (docs/design/embedding.md). Why each constant has its value: docs/results/fast-path-constants.md.
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .int8_elmo import Int8Matmul
 from .recurrence_elmo import tanh_into
 from .token_cache_elmo import distinct_vectors, round_up
 
@@ -245,38 +247,40 @@ FUSED_GATES_MAX_INNER_SIZE = 256
 class PreparedLstmWeights:
     """The biLM's LSTM weights ready for the fast loop, derived from the parameters identified by ``key``.
 
+    With ``int8`` every matmul is an ``Int8Matmul`` over a per-channel quantized copy (``int8_elmo.py``).
     With ``pre_pack`` (honoured on CPU in float32 where oneDNN is available) the weights are pre-packed copies, most of
     the model's size again for a faster loop (docs/results/fast-path-constants.md); for small layers each step's gates then come from one matmul with the sigmoid inside it (``FUSED_GATES_MAX_INNER_SIZE``).
     Derived data, never saved: a deep copy or a pickle of the model holds none and prepares its own on first use.
     """
 
-    def __init__(self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool):
+    def __init__(
+        self, layers: Sequence[tuple[LstmDirectionWeights, LstmDirectionWeights]], key: tuple, pre_pack: bool, int8: bool = False
+    ):
         first = layers[0][0].input_weight
         self.key = key
         self.compute_dtype = first.dtype
-        self.pre_packed = pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available()
-        self.layers = [self._prepare_layer(directions, self.pre_packed) for directions in layers]
+        self.int8 = int8
+        self.pre_packed = int8 or (pre_pack and first.device.type == "cpu" and first.dtype == torch.float32 and onednn_available())
+        self.layers = [self._prepare_layer(directions, self.pre_packed, int8) for directions in layers]
 
     @staticmethod
-    def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool) -> _LayerWeights:
+    def _prepare_layer(directions: tuple[LstmDirectionWeights, ...], pre_pack: bool, int8: bool) -> _LayerWeights:
         inner_size = directions[0].input_weight.shape[1] + directions[0].recurrent_weight.shape[1]
         fused = pre_pack and inner_size <= FUSED_GATES_MAX_INNER_SIZE
         directions = tuple(_candidate_doubled(d) for d in directions)
+
+        def matmul(weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "none") -> Matmul | Int8Matmul:
+            return Int8Matmul(weight, bias, activation) if int8 else Matmul(weight, bias, pre_pack, activation)
+
         # Unfused, the gate bias goes into the pre-packed recurrent matmul (free there) or else into the input projection.
         return _LayerWeights(
             cell_size=directions[0].recurrent_weight.shape[0] // 4,
-            gates=[Matmul(*_sigmoid_gates_weights(d), pre_pack=True, activation="sigmoid") for d in directions]
-            if fused
-            else None,
-            input_projection=None
-            if fused
-            else [Matmul(d.input_weight, None if pre_pack else d.gate_bias, pre_pack) for d in directions],
-            recurrent=None
-            if fused
-            else [Matmul(d.recurrent_weight, d.gate_bias if pre_pack else None, pre_pack) for d in directions],
+            gates=[matmul(*_sigmoid_gates_weights(d), activation="sigmoid") for d in directions] if fused else None,
+            input_projection=None if fused else [matmul(d.input_weight, None if pre_pack else d.gate_bias) for d in directions],
+            recurrent=None if fused else [matmul(d.recurrent_weight, d.gate_bias if pre_pack else None) for d in directions],
             projection=None
             if directions[0].projection_weight is None
-            else [Matmul(d.projection_weight, None, pre_pack) for d in directions],
+            else [matmul(d.projection_weight, None) for d in directions],
             cell_clip=directions[0].cell_clip,
             projection_clip=directions[0].projection_clip,
         )

@@ -43,6 +43,7 @@ from .characters_elmo import byte_sentence_boundary_rows
 from .choices_elmo import POOLINGS, REPRESENTATIONS
 from .configuration_elmo import ELMoConfig
 from .fast_recurrence_elmo import LstmDirectionWeights, PreparedLstmWeights, fast_encoder_forward
+from .int8_elmo import int8_unavailable_reason
 from .model_inputs_elmo import check_backward_stream, validated_lstm_state, validated_word_mask
 from .pooling_elmo import check_representation, pool_words
 from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
@@ -327,6 +328,7 @@ class ELMoEncoder(nn.Module):
         self.layer_input_dropout = nn.Dropout(config.lm_dropout)
         self.inference_path = "auto"  # see ELMoModel.set_inference_path
         self.pre_pack_weights = True  # see ELMoModel.set_inference_path
+        self.int8_matmuls = False  # see ELMoModel.set_inference_path
         self.skip_boundary_steps = True  # see ELMoModel.set_inference_path
         # The fast path's copy of the LSTM weights (see prepared_fast_path_weights); derived data, never saved.
         self.fast_path_weights: PreparedLstmWeights | None = None
@@ -339,15 +341,15 @@ class ELMoEncoder(nn.Module):
 
     def prepared_fast_path_weights(self) -> PreparedLstmWeights:
         """The LSTM weights as the fast path reads them, prepared on first use and again whenever a parameter changes
-        (in place, by ``.to()``, by loading) or ``pre_pack_weights`` is switched."""
-        key = (parameter_key(self), self.pre_pack_weights)
+        (in place, by ``.to()``, by loading) or ``pre_pack_weights`` or ``int8_matmuls`` is switched."""
+        key = (parameter_key(self), self.pre_pack_weights, self.int8_matmuls)
         if self.fast_path_weights is None or self.fast_path_weights.key != key:
             self.fast_path_weights = None  # free the old copy before making the new one
             layers = [
                 (LstmDirectionWeights.of_layer(forward_layer), LstmDirectionWeights.of_layer(backward_layer))
                 for forward_layer, backward_layer in zip(self.forward_layers, self.backward_layers)
             ]
-            self.fast_path_weights = PreparedLstmWeights(layers, key, pre_pack=self.pre_pack_weights)
+            self.fast_path_weights = PreparedLstmWeights(layers, key, pre_pack=self.pre_pack_weights, int8=self.int8_matmuls)
         return self.fast_path_weights
 
     def _apply(self, fn, *args, **kwargs):
@@ -635,7 +637,7 @@ class ELMoModel(ELMoPreTrainedModel):
         """``"auto"``, ``"fast"`` or ``"reference"``: see :meth:`set_inference_path`."""
         return self.encoder.inference_path
 
-    def set_inference_path(self, path: str, pre_pack: bool = True, skip_boundary_steps: bool = True) -> None:
+    def set_inference_path(self, path: str, pre_pack: bool = True, skip_boundary_steps: bool = True, int8: bool = False) -> None:
         """Choose how the token layer and the biLM are computed (not saved with the model).
 
         - ``"auto"`` (default): the fast path whenever it can run (no gradients being recorded, a CPU or CUDA device,
@@ -653,15 +655,22 @@ class ELMoModel(ELMoPreTrainedModel):
         ``lstm_state`` is returned, skips each direction's last step (``</S>`` forward, ``<S>`` backward): about n
         steps per direction instead of n + 2, the same vectors up to float32 rounding (docs/design/numerics.md,
         "Boundary steps"). False computes every step (``benchmarks/gates_forms.py --compare boundary-steps``).
+
+        ``int8`` (default False; CPU, float32 weights): the fast path's LSTM matmuls in int8 on a quantized copy of
+        the weights (``int8_elmo.py``), not exact: per-vector cosine >= 0.999 to float32 (docs/results/int8.md).
         """
         if path not in INFERENCE_PATHS:
             raise ValueError(f"inference path must be one of {INFERENCE_PATHS}, got {path!r}.")
-        for name, value in (("pre_pack", pre_pack), ("skip_boundary_steps", skip_boundary_steps)):
+        for name, value in (("pre_pack", pre_pack), ("skip_boundary_steps", skip_boundary_steps), ("int8", int8)):
             if not isinstance(value, bool):
                 raise ValueError(f"{name} must be a bool, got {value!r}.")
+        unavailable = int8_unavailable_reason(self.device, self.dtype) if int8 else None
+        if unavailable is not None:
+            raise ValueError(f"int8: {unavailable}.")
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
         self.encoder.pre_pack_weights = pre_pack
+        self.encoder.int8_matmuls = int8
         self.encoder.skip_boundary_steps = skip_boundary_steps
 
     @torch.no_grad()

@@ -29,6 +29,8 @@ import torch
 from torch import nn
 from transformers.utils import logging
 
+from .int8_elmo import int8_unavailable_reason
+
 logger = logging.get_logger(__name__)
 
 INFERENCE_PATHS = ("auto", "fast", "reference")
@@ -95,6 +97,8 @@ def fast_path_unavailable_reason(module: nn.Module, inputs: Sequence[torch.Tenso
         return f"it supports devices {FAST_PATH_DEVICE_TYPES}, not {parameter.device.type!r}"
     if parameter.dtype not in FAST_PATH_DTYPES:
         return f"it supports dtypes {FAST_PATH_DTYPES}, not {parameter.dtype}"
+    if getattr(module, "int8_matmuls", False):  # the biLM's int8 kernels (ELMoModel.set_inference_path(int8=True))
+        return int8_unavailable_reason(parameter.device, parameter.dtype)
     return None
 
 

@@ -156,7 +156,7 @@ def test_checkpoints_carry_their_code(tmp_path):
     # Every flat module the three import, directly or not: transformers copies a file's relative imports with it.
     modules = ("configuration_elmo.py", "modeling_elmo.py", "tokenization_elmo.py", "characters_elmo.py", "word_splitters_elmo.py",
                "word_rows_elmo.py", "sentence_pairs_elmo.py", "validation_elmo.py", "recurrence_elmo.py", "fast_recurrence_elmo.py",
-               "token_cache_elmo.py", "model_inputs_elmo.py", "pooling_elmo.py")
+               "token_cache_elmo.py", "int8_elmo.py", "model_inputs_elmo.py", "pooling_elmo.py")
     for module in modules:
         assert (tmp_path / module).is_file(), module
 

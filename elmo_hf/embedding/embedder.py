@@ -48,7 +48,7 @@ from .batching import (
     DEFAULT_MIN_BATCH_SIZE, DEFAULT_WORDS_PER_BATCH, PreparedBatch, PreparedSentences, SentencePiece, length_grouped_batches,
     split_into_windows,
 )
-from .loading import checked_device, emulated_compute_dtype, model_vocabulary_words, placed_model
+from .loading import checked_device, emulated_compute_dtype, model_compute_dtype, model_vocabulary_words, placed_model
 from .manifest import embedding_request
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,9 @@ class ELMoEmbedder:
             it; by default the model's own. bfloat16 / float16 are not exact (per-word cosine >= 0.999 to float32)
             and pay off only where the hardware has them: a GPU, or for bfloat16 a CPU with AMX or AVX512-BF16. On
             other CPUs torch emulates them, far slower than float32, and a warning says so
-            (`emulated_compute_dtype`). The vectors are stored as `dtype` whatever this is.
+            (`emulated_compute_dtype`). `"int8"` (CPU only) keeps the float32 weights and runs the biLM's LSTM
+            matmuls in int8 on a quantized copy of them, per-vector cosine >= 0.999 to float32 (docs/results/int8.md).
+            The vectors are stored as `dtype` whatever this is.
 
     Example:
 
@@ -159,7 +161,7 @@ class ELMoEmbedder:
         min_batch_size = check_int("min_batch_size", min_batch_size, 0, allow_none=True)
         self.allow_tf32 = check_bool("allow_tf32", allow_tf32)
         self.model = self._placed_model(model, device, compute_dtype)
-        self.compute_dtype = str(self.model.dtype).removeprefix("torch.")
+        self.compute_dtype = model_compute_dtype(self.model)
         self.model.allow_tf32 = self.allow_tf32
         if batch_size is None and max_words_per_batch is None:
             max_words_per_batch = DEFAULT_WORDS_PER_BATCH.get(self.model.device.type, DEFAULT_WORDS_PER_BATCH["cpu"])

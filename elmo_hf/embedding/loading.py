@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 from ..choices_elmo import COMPUTE_DTYPES
+from ..int8_elmo import int8_unavailable_reason
 from ..modeling_elmo import ELMoModel
 from ..validation_elmo import check_choice
 
@@ -29,11 +30,28 @@ def checked_device(device: str | torch.device) -> torch.device:
 
 def placed_model(model: ELMoModel, device: str | torch.device | None, compute_dtype: str | None) -> ELMoModel:
     """``model`` in eval mode, moved to ``device`` and cast to ``compute_dtype`` (``COMPUTE_DTYPES``), both checked;
-    ``None`` leaves it where and in the dtype it is. In place, as ``nn.Module.to`` is."""
+    ``None`` leaves it where and in the dtype it is. ``"int8"`` keeps float32 weights and turns the fast path's int8
+    matmuls on (``ELMoModel.set_inference_path(int8=True)``; CPU only, refused elsewhere naming why); every other
+    dtype turns them off. In place, as ``nn.Module.to`` is."""
     if compute_dtype is not None:
         check_choice("compute_dtype", compute_dtype, COMPUTE_DTYPES)
     model = model.eval() if device is None else model.to(checked_device(device)).eval()
-    return model if compute_dtype is None else model.to(getattr(torch, compute_dtype))
+    if compute_dtype is None:
+        return model
+    int8 = compute_dtype == "int8"
+    unavailable = int8_unavailable_reason(model.device) if int8 else None
+    if unavailable is not None:
+        raise ValueError(f"compute_dtype 'int8' on device {str(model.device)!r}: {unavailable}")
+    model = model.to(torch.float32 if int8 else getattr(torch, compute_dtype))
+    encoder = model.encoder
+    model.set_inference_path(model.inference_path, encoder.pre_pack_weights, encoder.skip_boundary_steps, int8=int8)
+    return model
+
+
+def model_compute_dtype(model: ELMoModel) -> str:
+    """What ``model`` computes in, as ``COMPUTE_DTYPES`` names it: ``"int8"`` with the int8 matmuls on, else its
+    weights' dtype."""
+    return "int8" if model.encoder.int8_matmuls else str(model.dtype).removeprefix("torch.")
 
 
 def emulated_compute_dtype(device: torch.device, dtype: torch.dtype) -> bool:
@@ -72,4 +90,4 @@ def model_vocabulary_words(name_or_path: str | Path, revision: str | None = None
     return words
 
 
-__all__ = ["checked_device", "emulated_compute_dtype", "model_vocabulary_words", "placed_model"]
+__all__ = ["checked_device", "emulated_compute_dtype", "model_compute_dtype", "model_vocabulary_words", "placed_model"]

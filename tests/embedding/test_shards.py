@@ -780,7 +780,19 @@ def test_cli_compute_dtype_is_recorded_and_a_resume_in_another_is_refused(tmp_pa
     assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "5", "--resume") == 2
     assert "compute_dtype: was 'bfloat16', now 'float32'" in capsys.readouterr().err
     assert run_embed(corpus, "--model", model_dir, "--output", tmp_path / "other", "--compute-dtype", "float64") != 0
-    assert "argument --compute-dtype: invalid choice: 'float64' (choose from 'float32', 'bfloat16', 'float16')" in capsys.readouterr().err
+    assert "argument --compute-dtype: invalid choice: 'float64' (choose from 'float32', 'bfloat16', 'float16', 'int8')" in capsys.readouterr().err
+
+
+def test_cli_int8_is_recorded_and_a_resume_in_another_dtype_is_refused_naming_both(tmp_path, model_dir, capsys):
+    corpus = write_lines(tmp_path / "corpus.txt", synthetic_sentences(12, seed=9))
+    output_dir = tmp_path / "out"
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "5", "--compute-dtype", "int8") == 0
+    assert json.loads((output_dir / "manifest.json").read_text())["options"]["compute_dtype"] == "int8"
+    for other in ("float32", "bfloat16"):
+        arguments = ("--shard-size", "5", "--resume", "--compute-dtype", other)
+        assert run_embed(corpus, "--model", model_dir, "--output", output_dir, *arguments) == 2
+        assert f"compute_dtype: was 'int8', now '{other}'" in capsys.readouterr().err
+    assert run_embed(corpus, "--model", model_dir, "--output", output_dir, "--shard-size", "5", "--resume", "--compute-dtype", "int8") == 0
 
 
 def test_cli_records_allow_tf32_in_the_manifest(tmp_path, model_dir):

@@ -317,3 +317,15 @@ def test_cli_builds_and_queries(tmp_path, embed_dir, capsys):
     assert "error: the word 'play' is not in the sentence 'No such word here .'" in capsys.readouterr().err
     assert main(["neighbours", "build", str(embed_dir), "--output", str(tmp_path / "ivf"), "--index", "ivf", "--nlist", "500", "--no-progress"]) == 2
     assert f"needs at least 500 training vectors, and the corpus has {WORDS}" in capsys.readouterr().err
+
+
+def test_an_int8_embed_output_is_queried_in_int8(tmp_path, converted_fixture_dir):
+    """The index records the embed run's compute dtype and embeds queries in it; an int8 vector depends slightly on
+    the rest of its batch, so a corpus sentence finds its own word first at a cosine just below 1."""
+    embed_dir = embed(tmp_path, converted_fixture_dir, CORPUS, compute_dtype="int8")
+    build_index(embed_dir, tmp_path / "index", progress=False)
+    index = ContextualIndex.load(tmp_path / "index")
+    assert index.embedder.compute_dtype == "int8" and index.embedder.model.encoder.int8_matmuls
+    line = PLAY_LINES[0]
+    first = index.query(CORPUS[line], "play", k=3).neighbours[0]
+    assert (first.input_row, first.word) == (line, "play") and first.score > 0.999

@@ -1,0 +1,108 @@
+"""int8 matmuls for the fast route on CPU (``compute_dtype="int8"``): one more kernel choice of the fast route, not
+a model of its own.
+
+The model keeps its float32 parameters (they are what ``save_pretrained`` writes); the fast route's derived copy
+(``fast_recurrence_elmo.PreparedLstmWeights``) holds each weight matrix quantized once, per output channel
+(symmetric int8, one scale per row), pre-packed for torch's quantized CPU engine. Each call quantizes its input
+dynamically (one scale and zero point per call, from the input's range; 7-bit, ``REDUCE_RANGE``), multiplies in
+integers and returns float32. The cell's elementwise work, the clips and the gate order stay the fast route's float32
+ones. Which matmuls run in int8, and the error against float32: docs/results/int8.md.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from .validation_elmo import ELMoHFError
+
+# Quantized CPU engines that run ``torch.ops.quantized.linear_dynamic`` with per-channel int8 weights.
+INT8_ENGINES = ("x86", "fbgemm", "onednn")
+
+# Inputs quantized to 7 bits (0..127): fbgemm's AVX2 kernels add pairs of u8 x s8 products in int16, which 8-bit
+# inputs can saturate; 7 bits cannot, on every CPU (the cost in accuracy: docs/results/int8.md).
+REDUCE_RANGE = True
+
+
+def quantized_engines() -> list[str]:
+    """The quantized engines this torch build has (``torch.backends.quantized.supported_engines``)."""
+    return list(torch.backends.quantized.supported_engines)
+
+
+def int8_unavailable_reason(device: torch.device | str, dtype: torch.dtype = torch.float32) -> str | None:
+    """Why int8 matmuls cannot run on ``device`` with this torch build for weights of ``dtype``, or None when they
+    can."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return (
+            f"int8 runs on CPU only (torch's quantized CPU kernels), not on {str(device)!r}; on a GPU use "
+            "compute_dtype bfloat16 or float16"
+        )
+    engines = quantized_engines()
+    if not any(engine in engines for engine in INT8_ENGINES):
+        return (
+            f"this torch build ({torch.__version__}) has no quantized CPU engine for int8 matmuls (it has "
+            f"{engines}; int8 needs one of {INT8_ENGINES})"
+        )
+    if dtype != torch.float32:
+        return f"int8 quantizes float32 weights, and these are {dtype}: call model.float() first"
+    return None
+
+
+def quantized_per_row(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (out_features, in_features), float, as a per-channel qint8 tensor: row r scaled by max |w_r| / 127,
+    zero point 0. Refuses a weight with NaN or infinite values (int8 cannot hold them)."""
+    weight = weight.detach().float()
+    if not bool(torch.isfinite(weight).all()):
+        raise ELMoHFError(
+            f"compute_dtype int8: a weight matrix of shape {tuple(weight.shape)} holds NaN or infinite values, which "
+            "int8 cannot represent; compute in float32 to see where they lead"
+        )
+    scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=torch.finfo(torch.float32).tiny).double()  # (out,)
+    zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
+    with warnings.catch_warnings():
+        # torch 2.13 marks its quantized tensor types deprecated (they move to torchao); they are the only way to
+        # hand per-channel weights to its prepacked dynamic kernels, which this module exists to use.
+        warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor, torch\.quantize_per_channel", category=UserWarning)
+        return torch.quantize_per_channel(weight, scales, zero_points, 0, torch.qint8)
+
+
+class Int8Matmul:
+    """``activation(x @ weight.T (+ bias))`` in int8, the interface of ``fast_recurrence_elmo.Matmul``: the weight
+    (out_features, in_features) quantized per row and pre-packed once, the input (rows, in_features) quantized per
+    call, the output (rows, out_features) float32. ``activation``: ``"none"`` or ``"sigmoid"``."""
+
+    ACTIVATIONS = ("none", "sigmoid")
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, activation: str = "none"):
+        if activation not in self.ACTIVATIONS:
+            raise ValueError(f"activation must be one of {self.ACTIVATIONS}, got {activation!r}.")
+        self.activation = activation
+        bias = None if bias is None else bias.detach().float().contiguous()
+        self.packed = torch.ops.quantized.linear_prepack(quantized_per_row(weight), bias)
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        outputs = self._product(inputs)
+        return outputs.sigmoid_() if self.activation == "sigmoid" else outputs
+
+    def _product(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``x @ weight.T (+ bias)`` (rows, out_features) float32, without the activation."""
+        try:
+            return torch.ops.quantized.linear_dynamic(inputs.float(), self.packed, REDUCE_RANGE)
+        except RuntimeError as error:
+            if bool(torch.isfinite(inputs).all()):
+                raise
+            raise ELMoHFError(
+                "compute_dtype int8: a matmul's inputs hold NaN or infinite values, which int8 cannot quantize "
+                f"({error}); compute in float32 to see where they come from"
+            ) from None
+
+    def add_into(self, target: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``target += inputs @ weight.T (+ bias)``, in place (a matmul without an activation)."""
+        if self.activation != "none":
+            raise ValueError(f"add_into adds the product before any activation; this matmul has {self.activation!r}.")
+        return target.add_(self._product(inputs))
+
+
+__all__ = ["INT8_ENGINES", "Int8Matmul", "REDUCE_RANGE", "int8_unavailable_reason", "quantized_engines", "quantized_per_row"]
