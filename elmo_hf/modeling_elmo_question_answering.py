@@ -173,7 +173,11 @@ class ELMoForQuestionAnswering(ELMoTaskModel):
         return output if return_dict else output.to_tuple()
 
     def _span_logits(
-        self, context: torch.Tensor, context_mask: torch.BoolTensor, question: torch.Tensor, question_mask: torch.BoolTensor
+        self,
+        context: torch.Tensor,
+        context_mask: torch.BoolTensor,
+        question: torch.Tensor,
+        question_mask: torch.BoolTensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Steps 6-10: context (B, T, D), question (B, J, D) and their masks -> start and end logits (B, T) each."""
         similarity = self.similarity(context, question)  # (B, T, J)
@@ -201,7 +205,8 @@ class ELMoForQuestionAnswering(ELMoTaskModel):
                 f"pair_input_ids {len(pair_input_ids)} contexts."
             )
         if (start_positions is None) != (end_positions is None):
-            given, missing = ("start_positions", "end_positions") if end_positions is None else ("end_positions", "start_positions")
+            names = ("start_positions", "end_positions")
+            given, missing = names if end_positions is None else names[::-1]
             raise ValueError(f"{given} was given without {missing}: the loss needs both ends of each answer span.")
 
 

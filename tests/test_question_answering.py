@@ -242,7 +242,8 @@ def marker_questions(count: int, seed: int) -> dict[str, list]:
     return rows
 
 
-def test_trainer_learns_a_span_task_and_the_pipeline_answers_with_offsets(tmp_path):
+@pytest.mark.slow  # about 20 s: 150 Trainer steps on the shipped biLM
+def test_trainer_learns_a_span_task_and_the_pipeline_answers_it(tmp_path):
     from datasets import Dataset
 
     tokenizer = ELMoTokenizer(word_splitter="whitespace")
@@ -252,11 +253,13 @@ def test_trainer_learns_a_span_task_and_the_pipeline_answers_with_offsets(tmp_pa
     held_out = marker_questions(100, seed=1)
     # The shipped (trained) biLM: a tiny random one gives nearly the same vector to every word (cosine 0.99), so
     # matching the question's marker would have to be learned from scratch.
+    torch.manual_seed(0)
     model = ELMoForQuestionAnswering.from_pretrained(
         DEFAULT_MODEL_DIR, task_mix_positions=["input", "output"], task_encoder_hidden_size=16,
         task_qa_modeling_layers=1, task_mix_dropout=0.0, task_dropout=0.0,
     )
-    arguments = trainer_arguments(tmp_path, learning_rate=2e-2, max_steps=120, per_device_train_batch_size=16)
+    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=150, per_device_train_batch_size=32)
+    # Also: the optimizer never sees the biLM, which stays bit-identical; the mixes move.
     train_only_the_head(model, train, DataCollatorWithPadding(tokenizer), arguments, eval_dataset=train.select(range(64)))
     model.eval()
     with torch.no_grad():
@@ -271,21 +274,38 @@ def test_trainer_learns_a_span_task_and_the_pipeline_answers_with_offsets(tmp_pa
     model.save_pretrained(tmp_path / "qa")
     tokenizer.save_pretrained(tmp_path / "qa")
     answerer = ELMoQuestionAnsweringPipeline(model=str(tmp_path / "qa"))
-    question, context = held_out["question"][0], held_out["context"][0]
-    one = answerer(question=question, context=context)
+    answers = answerer(question=held_out["question"][:20], context=held_out["context"][:20])
+    for row, answer in enumerate(answers):
+        context, start, end = held_out["context"][row], held_out["start_positions"][row], held_out["end_positions"][row]
+        assert answer["answer"] == context[answer["start"] : answer["end"]]
+        assert exact[row] == (answer["answer"] == " ".join(context.split()[start : end + 1]))
+
+
+def test_pipeline_answers_with_character_spans_of_the_context():
+    """Transformers' former question-answering shape, on an untrained head: what the spans are, not how good."""
+    model = qa_head()
+    answerer = ELMoQuestionAnsweringPipeline(model=model, tokenizer=ELMoTokenizer())
+    context = "  the cat\tred dog   sat on the mat ."  # offsets count every space
+    one = answerer(question=QUESTIONS[0], context=context)
     assert set(one) == {"score", "start", "end", "answer"} and 0 < one["score"] <= 1
-    assert one["answer"] == context[one["start"] : one["end"]]
-    words = context.split()
-    assert one["answer"] == " ".join(words[held_out["start_positions"][0] : held_out["end_positions"][0] + 1])
-    assert answerer({"question": question, "context": context}) == one
-    several = answerer(question=held_out["question"][:4], context=held_out["context"][:4])
-    assert len(several) == 4 and several[0] == one
-    assert answerer([{"question": q, "context": c} for q, c in zip(held_out["question"][:4], held_out["context"][:4])],
-                    batch_size=3) == pytest.approx(several)
-    ranked = answerer(question=question, context=context, top_k=3, max_answer_len=2)
-    assert len(ranked) == 3 and ranked[0] == one and ranked[0]["score"] >= ranked[1]["score"] >= ranked[2]["score"]
+    assert one["answer"] == context[one["start"] : one["end"]] and one["answer"] == one["answer"].strip()
+    with torch.no_grad():
+        logits = model(**encode([QUESTIONS[0]], [context]))
+    words = [(match.start(), match.end()) for match in __import__("re").finditer(r"\S+", context)]
+    start_word, end_word, score = best_answer_spans(logits.start_logits[0], logits.end_logits[0], len(words))[0]
+    assert (one["start"], one["end"]) == (words[start_word][0], words[end_word][1])
+    assert one["score"] == pytest.approx(score)
+    assert answerer({"question": QUESTIONS[0], "context": context}) == one
+    ranked = answerer(question=QUESTIONS[0], context=context, top_k=4, max_answer_len=2)
+    assert len(ranked) == 4 and [answer["score"] for answer in ranked] == sorted((a["score"] for a in ranked), reverse=True)
     assert all(len(answer["answer"].split()) <= 2 and answer["answer"] == context[answer["start"] : answer["end"]]
                for answer in ranked)
+    several = answerer(question=QUESTIONS, context=CONTEXTS)
+    assert len(several) == 3 and all(set(answer) == {"score", "start", "end", "answer"} for answer in several)
+    examples = [{"question": question, "context": context} for question, context in zip(QUESTIONS, CONTEXTS)]
+    assert answerer(examples, batch_size=2) == pytest.approx(several)
+    built_with_defaults = ELMoQuestionAnsweringPipeline(model=model, tokenizer=ELMoTokenizer(), top_k=2)
+    assert len(built_with_defaults(question=QUESTIONS[1], context=CONTEXTS[1] + " and more")) == 2
 
 
 def test_pipeline_refuses_inputs_it_cannot_answer():

@@ -62,7 +62,9 @@ class ELMoQuestionAnsweringPipeline(Pipeline):
         if inputs is None:
             inputs = questions_with_contexts(question, context)
         elif question is not None or context is not None:
-            raise ValueError("Give either the examples (dicts of question and context) or question= and context=, not both.")
+            raise ValueError(
+                "Give either the examples (dicts of question and context) or question= and context=, not both."
+            )
         return super().__call__(inputs, **kwargs)
 
     def _sanitize_parameters(self, top_k: int | None = None, max_answer_len: int | None = None):
@@ -89,7 +91,8 @@ class ELMoQuestionAnsweringPipeline(Pipeline):
             "context_mask": model_inputs["pair_attention_mask"], "context_offsets": context_offsets, "context": context,
         }
 
-    def postprocess(self, model_outputs: dict[str, Any], top_k: int = 1, max_answer_len: int = 15):  # transformers' defaults
+    def postprocess(self, model_outputs: dict[str, Any], top_k: int = 1, max_answer_len: int = 15):
+        """The ``top_k`` best answers of one example (the defaults are those of transformers' former pipeline)."""
         num_words = int(model_outputs["context_mask"][0].sum())
         offsets, context = model_outputs["context_offsets"][0].tolist(), model_outputs["context"]
         spans = best_answer_spans(
@@ -109,7 +112,9 @@ def questions_with_contexts(question: Any, context: Any) -> dict[str, str] | lis
         return {"question": question, "context": context}
     if isinstance(question, (list, tuple)) and isinstance(context, (list, tuple)):
         if len(question) != len(context):
-            raise ValueError(f"question has {len(question)} entries but context {len(context)}: give one context per question.")
+            raise ValueError(
+                f"question has {len(question)} entries but context {len(context)}: give one context per question."
+            )
         return [{"question": one, "context": other} for one, other in zip(question, context)]
     raise ValueError(
         "question= and context= must be two strings or two lists of strings of the same length, got "
