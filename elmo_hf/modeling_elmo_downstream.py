@@ -175,9 +175,9 @@ def run_bilm(
 
 
 class ELMoTaskModel(ELMoPreTrainedModel):
-    """What both task heads share: steps 1-5 of the module docstring (the biLM ``self.elmo`` and the task encoder),
-    the frozen biLM, and the mixes' penalty. A head adds its ``classifier`` and its loss, then calls ``post_init()``
-    and ``freeze_submodules()`` at the end of its ``__init__``."""
+    """What the task heads share (these two, and ``ELMoForQuestionAnswering`` in its own file): steps 1-5 of the module
+    docstring (the biLM ``self.elmo`` and the task encoder), the frozen biLM, and the mixes' penalty. A head adds its
+    output layers and its loss, then calls ``post_init()`` and ``freeze_submodules()`` at the end of its ``__init__``."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
