@@ -256,10 +256,11 @@ def test_trainer_learns_a_span_task_and_the_pipeline_answers_it(tmp_path):
     # matching the question's marker would have to be learned from scratch.
     torch.manual_seed(0)
     model = ELMoForQuestionAnswering.from_pretrained(
-        DEFAULT_MODEL_DIR, task_mix_positions=["input", "output"], task_encoder_hidden_size=16,
+        DEFAULT_MODEL_DIR, task_mix_positions=["input", "output"], task_encoder_hidden_size=32,
         task_qa_modeling_layers=1, task_mix_dropout=0.0, task_dropout=0.0,
     )
-    arguments = trainer_arguments(tmp_path, learning_rate=1e-2, max_steps=150, per_device_train_batch_size=32)
+    # 100% exact match on four seeds of the head (lr 1e-2 with 16 hidden units: 100% on two, 61% on a third).
+    arguments = trainer_arguments(tmp_path, learning_rate=5e-3, max_steps=150, per_device_train_batch_size=32)
     # Also: the optimizer never sees the biLM, which stays bit-identical; the mixes move.
     train_only_the_head(model, train, DataCollatorWithPadding(tokenizer), arguments, eval_dataset=train.select(range(64)))
     model.eval()
