@@ -322,3 +322,12 @@ def test_pipeline_refuses_inputs_it_cannot_answer():
         answerer(question="who", context="nobody", top_k=0)
     with pytest.raises(ValueError, match="needs the model's tokenizer"):
         ELMoQuestionAnsweringPipeline(model=qa_head())
+
+
+def test_transformers_has_no_question_answering_pipeline_to_register_with():
+    """Why the guide builds ELMoQuestionAnsweringPipeline directly: transformers 5 refuses the task name for every
+    model (if it comes back, the guide and the pipeline's docstring need revisiting)."""
+    from transformers import pipeline
+
+    with pytest.raises(KeyError, match="question-answering has been removed"):
+        pipeline("question-answering", model=qa_head(), tokenizer=ELMoTokenizer())
