@@ -8,7 +8,8 @@ brackets, see [`ELMoConfig`]; D = ``task_encoder.output_size``, H = ``task_encod
 1-5. Each side through [`ELMoTaskModel.word_features`] (the same weights for both): the frozen biLM, ``[x_k;
      ELMo_k^in]`` -> biLSTM -> ``[r_k; ELMo_k^out]`` (``task_mix_positions=["input", "output"]`` is the paper's SQuAD
      setting: a second learned mix at the output of the task RNN). Question q (B, J, D), context c (B, T, D).
-6. Similarity, trilinear: ``S_tj = w_c . c_t + w_q . q_j + w_cq . (c_t * q_j) + bias`` (B, T, J).
+6. Similarity, trilinear: ``S_tj = w_c . c_t + w_q . q_j + w_cq . (c_t * q_j)`` (B, T, J); no bias, which every
+   softmax below would cancel.
 7. Context-to-question attention: ``a_t = sum_j softmax_j(S_tj) q_j`` over the question's real words (B, T, D).
    Question-to-context attention: ``b = sum_t softmax_t(max_j S_tj) c_t`` over the context's real words, the same
    vector for every t (B, D).
@@ -42,11 +43,11 @@ from .validation_elmo import check_int
 
 class ELMoTrilinearSimilarity(nn.Module):
     """BiDAF's similarity of every context word with every question word, ``w_c . c_t + w_q . q_j + w_cq . (c_t *
-    q_j) + bias``: context (B, T, D), question (B, J, D) -> (B, T, J)."""
+    q_j)``: context (B, T, D), question (B, J, D) -> (B, T, J)."""
 
     def __init__(self, size: int):
         super().__init__()
-        self.context_weight = nn.Linear(size, 1)  # w_c and the bias
+        self.context_weight = nn.Linear(size, 1, bias=False)  # w_c
         self.question_weight = nn.Linear(size, 1, bias=False)  # w_q
         self.product_weight = nn.Linear(size, 1, bias=False)  # w_cq
 

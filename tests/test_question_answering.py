@@ -134,6 +134,22 @@ def test_loss_is_the_mean_of_start_and_end_cross_entropies_and_ignores_positions
     torch.testing.assert_close(total, torch.tensor(0.5 * 3.0), rtol=0, atol=1e-6)
 
 
+def test_gradients_reach_every_head_parameter_and_never_the_frozen_bilm():
+    model = qa_head().train()
+    bilm_before = {name: value.clone() for name, value in model.elmo.state_dict().items()}
+    optimizer = torch.optim.SGD([parameter for parameter in model.parameters() if parameter.requires_grad], lr=0.5)
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(**encode(), start_positions=torch.tensor([3, 0, 2]), end_positions=torch.tensor([4, 0, 5])).loss.backward()
+        optimizer.step()
+    assert not model.elmo.training and not any(parameter.requires_grad for parameter in model.elmo.parameters())
+    for name, parameter in model.named_parameters():
+        if not name.startswith("elmo."):
+            assert parameter.grad is not None and torch.isfinite(parameter.grad).all() and parameter.grad.abs().sum() > 0, name
+    for name, value in model.elmo.state_dict().items():
+        assert torch.equal(value, bilm_before[name]), name
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
