@@ -109,7 +109,7 @@ def checked_answer_positions(name: str, positions: Any, context_lengths: torch.L
     """``start_positions`` or ``end_positions`` of a question-answering head, (batch,) or (batch, 1) word indexes
     into each context, as int64 (batch,) on ``context_lengths``' device (batch,: each context's words). A position
     outside ``[0, that context's words)`` (-100 among them) becomes ``IGNORE_INDEX``: the example adds nothing to that
-    loss, as transformers' QA heads ignore positions outside the sequence."""
+    loss. transformers' QA heads ignore positions past the sequence too, but clamp negative ones to 0."""
     batch_size = context_lengths.shape[0]
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be a torch.LongTensor of shape (batch,), got {type(positions).__name__}.")
