@@ -1,9 +1,10 @@
 """elmo-hf: ELMo (Peters et al. 2018) as a Hugging Face transformers model.
 
 The ELMo classes are registered with the transformers Auto classes (`AutoConfig`, `AutoModel`, `AutoTokenizer`;
-`AutoModelForTokenClassification` and `AutoModelForSequenceClassification` for the task heads,
-`AutoModelForPreTraining`) and marked for remote code: `save_pretrained` writes `auto_map` entries and copies the
-module files next to the weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not installed.
+`AutoModelForTokenClassification`, `AutoModelForSequenceClassification` and `AutoModelForQuestionAnswering` for the
+task heads, `AutoModelForPreTraining`) and marked for remote code: `save_pretrained` writes `auto_map` entries and
+copies the module files next to the weights, so `trust_remote_code=True` loads a checkpoint where elmo-hf is not
+installed.
 
 Start-up, the transformers way: this package is lazy, as transformers' own (`_LazyModule`): `import elmo_hf` imports
 none of its modules, each public name (`_IMPORT_STRUCTURE`) is imported on first use, and a submodule
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .modeling_elmo import ELMoModel, ELMoModelOutput, ELMoPreTrainedModel, ELMoScalarMix
     from .modeling_elmo_downstream import ELMoForSequenceClassification, ELMoForTokenClassification
     from .modeling_elmo_pretraining import ELMoForPreTraining, ELMoForPreTrainingOutput, bilm_perplexity_metrics
+    from .modeling_elmo_question_answering import ELMoForQuestionAnswering
     from .tokenization_elmo import ELMoTokenizer
     from .validation_elmo import ELMoHFError
 
@@ -79,15 +81,19 @@ _IMPORT_STRUCTURE = {
     "modeling_elmo": ["ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix"],
     "modeling_elmo_downstream": ["ELMoForSequenceClassification", "ELMoForTokenClassification"],
     "modeling_elmo_pretraining": ["ELMoForPreTraining", "ELMoForPreTrainingOutput", "bilm_perplexity_metrics"],
+    "modeling_elmo_question_answering": ["ELMoForQuestionAnswering"],
 }
 LAZY_NAMES = {name: module for module, names in _IMPORT_STRUCTURE.items() for name in names}
 # The modules whose names need the model classes registered first (`__getattr__`).
-_MODELING_MODULES = ("modeling_elmo", "modeling_elmo_downstream", "modeling_elmo_pretraining")
+_MODELING_MODULES = (
+    "modeling_elmo", "modeling_elmo_downstream", "modeling_elmo_pretraining", "modeling_elmo_question_answering",
+)
 # transformers Auto class -> the name of the ELMo model class it returns for an ELMoConfig.
 AUTO_MODEL_CLASSES = {
     "AutoModel": "ELMoModel",
     "AutoModelForTokenClassification": "ELMoForTokenClassification",
     "AutoModelForSequenceClassification": "ELMoForSequenceClassification",
+    "AutoModelForQuestionAnswering": "ELMoForQuestionAnswering",
     "AutoModelForPreTraining": "ELMoForPreTraining",
 }
 
@@ -231,6 +237,7 @@ __all__ = [
     "ELMoHFError",
     "bilm_perplexity_metrics",
     "ELMoConfig",
+    "ELMoForQuestionAnswering",
     "ELMoForSequenceClassification",
     "ELMoForTokenClassification",
     "ELMoModel", "ELMoModelOutput", "ELMoPreTrainedModel", "ELMoScalarMix", "ELMoTokenizer",

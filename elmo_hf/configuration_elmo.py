@@ -23,23 +23,10 @@ from .validation_elmo import check_bool, check_choice, check_int, check_number, 
 
 # Keys found in options files written for *training* (bilm-tf's train_elmo.py). They do not change the network
 # computed at inference time, so they are accepted and ignored.
-TRAINING_ONLY_OPTION_KEYS = frozenset(
-    {
-        "n_tokens_vocab",
-        "batch_size",
-        "unroll_steps",
-        "n_epochs",
-        "n_train_tokens",
-        "dropout",
-        "all_clip_norm_val",
-        "n_negative_samples_batch",
-        "bidirectional",
-        "share_embedding_softmax",
-        "sample_softmax",
-        "lr",
-        "learning_rate",
-    }
-)
+TRAINING_ONLY_OPTION_KEYS = frozenset({
+    "n_tokens_vocab", "batch_size", "unroll_steps", "n_epochs", "n_train_tokens", "dropout", "all_clip_norm_val",
+    "n_negative_samples_batch", "bidirectional", "share_embedding_softmax", "sample_softmax", "lr", "learning_rate",
+})
 # Same, inside the "lstm" / "char_cnn" sections.
 TRAINING_ONLY_SECTION_KEYS = frozenset({"use_skip_connections_in_training"})
 
@@ -78,7 +65,7 @@ TRAINING_NUM_CHARACTERS = NUM_CHARACTERS - 1
 
 CHAR_CNN_ACTIVATIONS = ("relu", "tanh")
 
-# Choices of the downstream task heads' fields (ELMoForTokenClassification, ELMoForSequenceClassification).
+# Choices of the downstream task heads' fields.
 TASK_INPUT_EMBEDDINGS = ("char_cnn", "none")
 TASK_MIX_POSITIONS = ("input", "output")
 
@@ -180,11 +167,11 @@ class ELMoConfig(PretrainedConfig):
             bilm-tf's training dropout (`dropout`, 0.1 for the released models): on the input of every LSTM layer
             and on the top layer's output before the softmax. Only active in training mode.
 
-        Downstream task heads (used by [`ELMoForTokenClassification`] and [`ELMoForSequenceClassification`]; they
-        change nothing in [`ELMoModel`]). The paper's stage 2: freeze the biLM, learn per task
-        `ELMo_task = gamma * sum_j softmax(w)_j h_j`, feed `[x_k; ELMo_task_k]` to a task encoder (optionally with a
-        second mix at its output), with dropout on the mixes and `task_mix_l2 * ||w||^2` added to the loss. The
-        number of classes is `num_labels` (`id2label` / `label2id`), as for every transformers head.
+        Downstream task heads (used by [`ELMoForTokenClassification`], [`ELMoForSequenceClassification`] and
+        [`ELMoForQuestionAnswering`]; they change nothing in [`ELMoModel`]). The paper's stage 2: freeze the biLM,
+        learn per task `ELMo_task = gamma * sum_j softmax(w)_j h_j`, feed `[x_k; ELMo_task_k]` to a task encoder
+        (optionally with a second mix at its output), with dropout on the mixes and `task_mix_l2 * ||w||^2` added to
+        the loss. The number of classes is `num_labels` (`id2label` / `label2id`), as for every transformers head.
 
         task_use_elmo (`bool`, *optional*, defaults to `True`):
             Feed learned mixes of the biLM layers to the task model. `False` is the baseline without ELMo: the task
@@ -241,6 +228,9 @@ class ELMoConfig(PretrainedConfig):
         task_predicate_embedding_dim (`int`, *optional*, defaults to 0):
             Width of a learned embedding of a per-word 0/1 `predicate_mask` (SRL: which word is the predicate, as in
             He et al. 2017), concatenated to the task encoder's input. 0: off, and `predicate_mask` is refused.
+        task_qa_modeling_layers (`int`, *optional*, defaults to 2):
+            [`ELMoForQuestionAnswering`] only: layers of BiDAF's modelling biLSTM, which reads the context's words
+            after the attention flow between context and question (`task_encoder_hidden_size` per direction).
 
     Example:
 
@@ -305,6 +295,7 @@ class ELMoConfig(PretrainedConfig):
     task_crf: bool = False
     task_crf_constraints: str | None = None
     task_predicate_embedding_dim: int = 0
+    task_qa_modeling_layers: int = 2
 
     def __post_init__(self, **kwargs):
         if self.char_cnn_filters is None:
@@ -417,6 +408,7 @@ class ELMoConfig(PretrainedConfig):
             )
         check_bool(field("task_crf"), self.task_crf)
         check_int(field("task_predicate_embedding_dim"), self.task_predicate_embedding_dim, 0, hint="0 is off")
+        check_int(field("task_qa_modeling_layers"), self.task_qa_modeling_layers, 1)
         if self.task_crf_constraints is not None:
             check_choice(field("task_crf_constraints"), self.task_crf_constraints, TAGGING_SCHEMES)
             if not self.task_crf:

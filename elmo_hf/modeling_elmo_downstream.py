@@ -120,7 +120,7 @@ class ELMoTaskEncoder(nn.Module):
         if self.lstm is None:
             features = encoder_input
         else:
-            features = self.dropout(self._run_lstm(encoder_input, word_mask))  # (B, T, 2H)
+            features = self.dropout(run_packed_lstm(self.lstm, encoder_input, word_mask))  # (B, T, 2H)
 
         if "output" in self.scalar_mixes:
             output_mix = self.mix_dropout(self.scalar_mixes["output"](layers, word_mask)) * mask  # (B, T, 2P)
@@ -143,17 +143,19 @@ class ELMoTaskEncoder(nn.Module):
             return torch.zeros(())
         return l2 * torch.stack(squared_norms).sum()
 
-    def _run_lstm(self, inputs: torch.Tensor, word_mask: torch.BoolTensor) -> torch.Tensor:
-        """(B, T, Din) -> (B, T, 2H), each sentence read over its own words only (packed), zero at padding."""
-        batch_size, num_words, _ = inputs.shape
-        if num_words == 0:
-            return inputs.new_zeros(batch_size, 0, 2 * self.lstm.hidden_size)
-        # pack_padded_sequence refuses empty sentences: they read one padding step, whose output is masked below.
-        lengths = word_mask.sum(dim=1).clamp(min=1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
-        outputs, _ = self.lstm(packed)
-        outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=num_words)
-        return outputs * word_mask.unsqueeze(-1)
+
+def run_packed_lstm(lstm: nn.LSTM, inputs: torch.Tensor, word_mask: torch.BoolTensor) -> torch.Tensor:
+    """A bidirectional, batch-first ``lstm`` over (B, T, Din) -> (B, T, 2H), each sentence read over its own words
+    only (packed, so padding never reaches the backward direction), zero at padding."""
+    batch_size, num_words, _ = inputs.shape
+    if num_words == 0:
+        return inputs.new_zeros(batch_size, 0, 2 * lstm.hidden_size)
+    # pack_padded_sequence refuses empty sentences: they read one padding step, whose output is masked below.
+    lengths = word_mask.sum(dim=1).clamp(min=1).cpu()
+    packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+    outputs, _ = lstm(packed)
+    outputs, _ = nn.utils.rnn.pad_packed_sequence(outputs, batch_first=True, total_length=num_words)
+    return outputs * word_mask.unsqueeze(-1)
 
 
 def run_bilm(
@@ -173,9 +175,9 @@ def run_bilm(
 
 
 class ELMoTaskModel(ELMoPreTrainedModel):
-    """What both task heads share: steps 1-5 of the module docstring (the biLM ``self.elmo`` and the task encoder),
-    the frozen biLM, and the mixes' penalty. A head adds its ``classifier`` and its loss, then calls ``post_init()``
-    and ``freeze_submodules()`` at the end of its ``__init__``."""
+    """What the task heads share (these two, and ``ELMoForQuestionAnswering`` in its own file): steps 1-5 of the module
+    docstring (the biLM ``self.elmo`` and the task encoder), the frozen biLM, and the mixes' penalty. A head adds its
+    output layers and its loss, then calls ``post_init()`` and ``freeze_submodules()`` at the end of its ``__init__``."""
 
     def __init__(self, config: ELMoConfig):
         super().__init__(config)
@@ -542,4 +544,5 @@ __all__ = [
     "ELMoTaskModel",
     "ELMoTokenClassifierOutput",
     "run_bilm",
+    "run_packed_lstm",
 ]

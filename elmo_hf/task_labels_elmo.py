@@ -1,5 +1,6 @@
 """What a task head's labels may be: the checks of ``ELMoForTokenClassification`` and ``ELMoForSequenceClassification``
-(transformers' ``problem_type`` convention), with errors that name the shape, dtype or value at fault."""
+(transformers' ``problem_type`` convention) and the answer positions of ``ELMoForQuestionAnswering``, with errors that
+name the shape, dtype or value at fault."""
 
 from __future__ import annotations
 
@@ -104,4 +105,24 @@ def checked_sequence_labels(labels: Any, logits: torch.Tensor, problem_type: str
     raise ValueError(f"config.problem_type must be None or one of {PROBLEM_TYPES}, got {problem_type!r}.")
 
 
-__all__ = ["PROBLEM_TYPES", "checked_sequence_labels", "checked_token_labels"]
+def checked_answer_positions(name: str, positions: Any, context_lengths: torch.LongTensor) -> torch.LongTensor:
+    """``start_positions`` or ``end_positions`` of a question-answering head, (batch,) or (batch, 1) word indexes
+    into each context, as int64 (batch,) on ``context_lengths``' device (batch,: each context's words). A position
+    outside ``[0, that context's words)`` (-100 among them) becomes ``IGNORE_INDEX``: the example adds nothing to that
+    loss. transformers' QA heads ignore positions past the sequence too, but clamp negative ones to 0."""
+    batch_size = context_lengths.shape[0]
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.LongTensor of shape (batch,), got {type(positions).__name__}.")
+    if positions.dtype.is_floating_point or positions.dtype == torch.bool or positions.is_complex():
+        raise ValueError(f"{name} must hold word indexes into the context (integers), got dtype {positions.dtype}.")
+    if tuple(positions.shape) not in ((batch_size,), (batch_size, 1)):
+        raise ValueError(
+            f"{name} must have shape (batch,) = ({batch_size},), one word index into each context, got "
+            f"{tuple(positions.shape)}."
+        )
+    positions = positions.reshape(batch_size).to(device=context_lengths.device, dtype=torch.long)
+    inside = (positions >= 0) & (positions < context_lengths)
+    return positions.masked_fill(~inside, IGNORE_INDEX)
+
+
+__all__ = ["PROBLEM_TYPES", "checked_answer_positions", "checked_sequence_labels", "checked_token_labels"]

@@ -27,6 +27,7 @@ from elmo_hf import (
     ELMoTokenizer,
 )
 from elmo_hf.corpus.sentences import load_conllu_sentences
+from elmo_hf.modeling_elmo_downstream import run_packed_lstm
 from elmo_hf import DEFAULT_MODEL_DIR
 
 from .helpers import SENTENCES, random_model, run_without_elmo_hf, tiny_config, torch_threads
@@ -229,8 +230,8 @@ def test_padding_does_not_reach_the_backward_direction_of_the_task_encoder():
     inputs = torch.randn(1, 5, model.task_encoder.lstm.input_size)
     mask = torch.tensor([[True, True, True, False, False]])
     with torch.no_grad():
-        padded = model.task_encoder._run_lstm(inputs, mask)
-        trimmed = model.task_encoder._run_lstm(inputs[:, :3], mask[:, :3])
+        padded = run_packed_lstm(model.task_encoder.lstm, inputs, mask)
+        trimmed = run_packed_lstm(model.task_encoder.lstm, inputs[:, :3], mask[:, :3])
         # Without packing, the padding positions would change the backward half.
         unpacked, _ = model.task_encoder.lstm(inputs)
     torch.testing.assert_close(padded[:, :3], trimmed, rtol=0, atol=1e-6)
@@ -435,13 +436,15 @@ def trainer_arguments(tmp_path, **overrides):
     return shared_trainer_arguments(tmp_path, **values)
 
 
-def train_only_the_head(model, dataset, data_collator, arguments) -> None:
-    """Trains `model` with Trainer on `dataset` (also the evaluation set) and checks what a frozen biLM promises: the
-    held-out loss falls by 30%, the optimizer never sees a biLM parameter, the biLM is unchanged, the mixes moved."""
+def train_only_the_head(model, dataset, data_collator, arguments, eval_dataset=None) -> None:
+    """Trains `model` with Trainer on `dataset` (also the evaluation set unless `eval_dataset` is given) and checks what
+    a frozen biLM promises: the held-out loss falls by 30%, the optimizer never sees a biLM parameter, the biLM is
+    unchanged, the mixes moved."""
     bilm_before = {name: value.detach().clone() for name, value in bilm_parameters(model).items()}
     mixes_before = model.mix_layer_weights()
     trainer = Trainer(
-        model=model, args=arguments, train_dataset=dataset, eval_dataset=dataset, data_collator=data_collator
+        model=model, args=arguments, train_dataset=dataset, eval_dataset=dataset if eval_dataset is None else eval_dataset,
+        data_collator=data_collator,
     )
     before = trainer.evaluate()["eval_loss"]
     trainer.train()

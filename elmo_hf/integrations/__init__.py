@@ -2,6 +2,10 @@
 
 - ``pipeline.py``: ``ELMoFeatureExtractionPipeline``, transformers' ``feature-extraction`` pipeline with ELMo's
   representations and sentence pooling (``pipeline(..., pipeline_class=ELMoFeatureExtractionPipeline)``);
+- ``token_classification_pipeline.py``: ``ELMoTokenClassificationPipeline``, transformers' ``token-classification``
+  pipeline for ELMo's word tokenizer (``pipeline_class=``);
+- ``question_answering_pipeline.py``: ``ELMoQuestionAnsweringPipeline``, answers of an ``ELMoForQuestionAnswering`` as
+  character spans of the context (built directly: transformers 5 has no ``question-answering`` pipeline);
 - ``sentence_transformers.py``: ``ELMoForSentenceTransformers``, an elmo-hf model as a sentence-transformers module
   (needs the ``sentence-transformers`` extra), and ``elmo_sentence_transformer`` to build one with its pooling.
 
