@@ -103,7 +103,8 @@ def sigterm_as_ctrl_c() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def libraries_imported_whole():
+@contextlib.contextmanager
+def libraries_imported_whole() -> Iterator[None]:
     """The block in which a command imports the libraries it runs on (torch, transformers, datasets: most of its
     start-up), as a context manager: a Ctrl-C inside it is held and raised as ``KeyboardInterrupt`` when the block
     ends, once they are in (``elmo_hf.storage.interrupts.sigint_deferred``, which imports nothing heavy).
@@ -113,10 +114,15 @@ def libraries_imported_whole():
     2.13, about 1,300 runs) gave, besides exit 130: a ``RuntimeError`` traceback (CPython 3.11 wraps an exception
     raised in ``__set_name__`` while a class is built: datasets' ``DownloadConfig``), a ``RecursionError`` (numpy,
     interrupted importing a submodule from its module ``__getattr__``, tried again and again) and twice an abort
-    inside ``import torch`` (``terminate called after throwing an instance of 'pybind11::error_already_set'``)."""
+    inside ``import torch`` (``terminate called after throwing an instance of 'pybind11::error_already_set'``).
+
+    In the ``elmo-hf`` process the collector makes no collection during the block
+    (``elmo_hf.runtime.process_tuning.imports_without_collection``)."""
+    from elmo_hf.runtime.process_tuning import imports_without_collection
     from elmo_hf.storage.interrupts import sigint_deferred
 
-    return sigint_deferred()
+    with sigint_deferred(), imports_without_collection():
+        yield
 
 
 def ctrl_c_ends_the_exit() -> None:
