@@ -112,6 +112,6 @@ def thresholds_for_started_processes() -> None:
 
 __all__ = [
     "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES",
-    "collect_garbage_as_a_short_lived_process", "imports_without_collection", "reuse_freed_memory", "thresholds_for_started_processes",
-    "tuned_command_process", "user_set_malloc_options",
+    "collect_garbage_as_a_short_lived_process", "imports_without_collection", "reuse_freed_memory",
+    "thresholds_for_started_processes", "tuned_command_process", "user_set_malloc_options",
 ]
