@@ -151,6 +151,39 @@ def test_main_inside_a_program_keeps_its_collector_while_the_libraries_import(tm
     assert len(report["collections"]) > 10 and report["frozen"] == 0
 
 
+PAUSED_ONLY_IN_THE_COMMAND_PROCESS = """
+import gc, json
+from elmo_hf.runtime.process_tuning import imports_without_collection, tuned_command_process
+with imports_without_collection():
+    seen = {"outside": gc.isenabled()}
+seen["frozen outside"] = gc.get_freeze_count()
+with tuned_command_process():
+    with imports_without_collection():
+        seen["inside"] = gc.isenabled()
+        with imports_without_collection():
+            seen["nested"] = gc.isenabled()
+        seen["after the nested block"] = gc.isenabled()
+    seen["after"], seen["frozen after"] = gc.isenabled(), gc.get_freeze_count()
+    try:
+        with imports_without_collection():
+            raise ImportError
+    except ImportError:
+        seen["after an error"] = gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+def test_the_collector_is_paused_for_the_imports_only_inside_the_command_process_and_always_resumed():
+    result = subprocess.run(
+        [sys.executable, "-c", PAUSED_ONLY_IN_THE_COMMAND_PROCESS], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout)
+    assert seen["outside"] and seen["frozen outside"] == 0
+    assert not seen["inside"] and not seen["nested"] and not seen["after the nested block"]
+    assert seen["after"] and seen["frozen after"] > 1_000 and seen["after an error"]
+
+
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     (tmp_path / "corpus.txt").write_text("a sentence .\n")
     # 1 s in, the command is importing torch and the library (several seconds); SIGINT as from a terminal
