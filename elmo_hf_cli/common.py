@@ -82,12 +82,17 @@ def sigterm_as_ctrl_c() -> None:
     signal.signal(signal.SIGTERM, on_sigterm)
 
 
-def libraries_imported_whole():
+@contextlib.contextmanager
+def libraries_imported_whole() -> Iterator[None]:
     """The block in which a command imports the libraries it runs on (torch, transformers, datasets): a Ctrl-C inside
-    it is held and raised as ``KeyboardInterrupt`` once they are in (``elmo_hf.storage.interrupts.sigint_deferred``)."""
+    it is held and raised as ``KeyboardInterrupt`` once they are in (``elmo_hf.storage.interrupts.sigint_deferred``);
+    in the ``elmo-hf`` process the collector makes no collection during it
+    (``elmo_hf.runtime.process_tuning.imports_without_collection``). Why: docs/design/interrupts.md."""
+    from elmo_hf.runtime.process_tuning import imports_without_collection
     from elmo_hf.storage.interrupts import sigint_deferred
 
-    return sigint_deferred()
+    with sigint_deferred(), imports_without_collection():
+        yield
 
 
 def ctrl_c_ends_the_exit() -> None:

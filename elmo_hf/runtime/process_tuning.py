@@ -1,6 +1,7 @@
 """What the ``elmo-hf`` command sets in its own process, behind one function (``tuned_command_process``): the
-garbage collector's thresholds and a frozen exit, and glibc malloc's thresholds, here and in the processes it spawns.
-Each piece is kept for a measured gain (docs/results/embed-throughput.md); none applies to a program that calls the
+garbage collector's thresholds, no collection while a command imports its libraries (``imports_without_collection``)
+and a frozen exit, and glibc malloc's thresholds, here and in the processes it spawns. Each piece is kept for a
+measured gain (docs/results/embed-throughput.md, docs/results/startup.md); none applies to a program that calls the
 library (it can set the same malloc thresholds with ``COMMAND_MALLOC_TUNABLES``: docs/guide/embedding.md).
 """
 
@@ -26,16 +27,45 @@ COMMAND_MALLOC_TUNABLES = (
 )
 
 
+# Whether this process is running a command inside ``tuned_command_process``: only there does
+# ``imports_without_collection`` pause the collector.
+_in_tuned_command = False
+
+
 @contextlib.contextmanager
 def tuned_command_process() -> Iterator[None]:
     """The block that runs a command in the ``elmo-hf`` process, tuned as a short-lived one: the collector's
-    thresholds, glibc's malloc reusing freed blocks (here and in spawned processes), and at the end every object alive
-    frozen out of the collector's sight, so the interpreter's exit does not search them for cycles."""
+    thresholds and no collection while the command imports its libraries, glibc's malloc reusing freed blocks (here
+    and in spawned processes), and at the end every object alive frozen out of the collector's sight, so the
+    interpreter's exit does not search them for cycles."""
+    global _in_tuned_command
     collect_garbage_as_a_short_lived_process()
     if reuse_freed_memory():
         thresholds_for_started_processes()
-    yield
+    _in_tuned_command = True
+    try:
+        yield
+    finally:
+        _in_tuned_command = False
     gc.freeze()  # the exit's search for cycles: docs/results/embed-throughput.md#the-garbage-collector-2026-11-26
+
+
+@contextlib.contextmanager
+def imports_without_collection() -> Iterator[None]:
+    """The block in which a command imports its libraries (torch, transformers, datasets). Inside
+    ``tuned_command_process`` the collector is paused for the block and everything alive after it is frozen: the
+    modules, classes and functions the imports made live until the process ends, so no collection need walk them,
+    and what the imports left unreachable stays with them (docs/results/startup.md). Elsewhere (``main`` inside a
+    program, whose collector is its own) and where the collector is off already, the block runs as it is."""
+    if not (_in_tuned_command and gc.isenabled()):
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def collect_garbage_as_a_short_lived_process() -> None:
@@ -76,6 +106,6 @@ def thresholds_for_started_processes() -> None:
 
 __all__ = [
     "COMMAND_GC_THRESHOLDS", "COMMAND_MALLOC_MMAP_THRESHOLD", "COMMAND_MALLOC_TRIM_THRESHOLD", "COMMAND_MALLOC_TUNABLES",
-    "collect_garbage_as_a_short_lived_process", "reuse_freed_memory", "thresholds_for_started_processes",
-    "tuned_command_process", "user_set_malloc_options",
+    "collect_garbage_as_a_short_lived_process", "imports_without_collection", "reuse_freed_memory",
+    "thresholds_for_started_processes", "tuned_command_process", "user_set_malloc_options",
 ]

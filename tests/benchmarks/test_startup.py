@@ -38,3 +38,11 @@ def test_the_script_runs_fresh_processes_against_a_baseline(capsys):
     assert set(report["cases"]) == {"python", "cli-help", "cli-help@baseline"}
     assert all(len(entry["wall_seconds"]) == 1 and entry["median"] > 0 for entry in report["cases"].values())
     assert set(report["baseline_over_this"]) == {"cli-help (median)", "cli-help (median_cpu)"}
+
+
+def test_the_steps_of_one_embed_cover_its_imports_and_the_command(capsys):
+    script = load_benchmark("startup")
+    report = script.main(["--rounds", "1", "--warm-up", "0", "--cases", "python", "--steps", "1"])
+    capsys.readouterr()
+    assert list(report["steps"]) == [name for name, _ in script.STEPS] + [script.COMMAND_STEP]
+    assert all(step["wall"] > 0 and step["cpu"] >= 0 for step in report["steps"].values())

@@ -92,6 +92,98 @@ def test_import_elmo_hf_imports_none_of_its_modules_and_a_torch_free_module_impo
     assert not {"torch", "transformers", "datasets"} & top_level(readers)
 
 
+# A one-sentence `elmo-hf embed` in a fresh interpreter, as the command process (``python -m elmo_hf_cli``) or as
+# ``main`` inside a program: the collections made while it imports its libraries (torch is in, the embed driver not yet
+# run whole), the frozen count at the end, and the modules it loaded.
+EMBED_ONE_SENTENCE_REPORTING = """
+import atexit, gc, json, runpy, sys
+collections_during_imports = []
+
+def during_the_library_imports():
+    driver = sys.modules.get("elmo_hf.embedding.driver")
+    return "torch" in sys.modules and not hasattr(driver, "embed_corpus")
+
+def on_collection(phase, info):
+    if phase == "start" and during_the_library_imports():
+        collections_during_imports.append(info["generation"])
+
+gc.callbacks.append(on_collection)
+atexit.register(lambda: print("REPORT" + json.dumps(
+    {{"collections": collections_during_imports, "frozen": gc.get_freeze_count(), "modules": sorted(sys.modules)}}
+)))
+arguments = ["embed", "corpus.txt", "--output", "out", "--no-progress"]
+{run}
+"""
+AS_THE_COMMAND = "sys.argv[1:] = arguments\nrunpy.run_module('elmo_hf_cli', run_name='__main__')"
+AS_MAIN_IN_A_PROGRAM = "from elmo_hf_cli import main\nassert main(arguments) == 0"
+
+# What the embed path has no use for: other commands' libraries and the extras they need.
+NOT_ON_THE_EMBED_PATH = (
+    "ray", "h5py", "faiss", "matplotlib", "sklearn", "sentence_transformers", "kiwipiepy",
+    "elmo_hf.conversion", "elmo_hf.pretraining", "elmo_hf.probing", "elmo_hf.search", "elmo_hf.integrations",
+    "elmo_hf.scoring", "elmo_hf.embedding.ray_engine",
+)
+
+
+def embed_one_sentence_report(tmp_path, run: str) -> dict:
+    (tmp_path / "corpus.txt").write_text("The bank raised its rates .\n")
+    result = subprocess.run(
+        [sys.executable, "-c", EMBED_ONE_SENTENCE_REPORTING.format(run=run)], capture_output=True, text=True,
+        timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "out" / "manifest.json").is_file()
+    return json.loads(result.stdout.split("REPORT")[1])
+
+
+def test_a_one_sentence_embed_collects_no_garbage_while_it_imports_and_loads_only_what_it_uses(tmp_path):
+    report = embed_one_sentence_report(tmp_path, AS_THE_COMMAND)
+    assert report["collections"] == []  # docs/results/startup.md: the collector's walks over the imports' objects
+    loaded = set(report["modules"])
+    assert "elmo_hf.modeling_elmo" in loaded and "datasets" in loaded  # the check can fail
+    assert not {name for name in loaded if name.startswith(NOT_ON_THE_EMBED_PATH)}
+
+
+def test_main_inside_a_program_keeps_its_collector_while_the_libraries_import(tmp_path):
+    """The control: with the program's own collector the same imports are collected many times, and nothing is
+    frozen."""
+    report = embed_one_sentence_report(tmp_path, AS_MAIN_IN_A_PROGRAM)
+    assert len(report["collections"]) > 10 and report["frozen"] == 0
+
+
+PAUSED_ONLY_IN_THE_COMMAND_PROCESS = """
+import gc, json
+from elmo_hf.runtime.process_tuning import imports_without_collection, tuned_command_process
+with imports_without_collection():
+    seen = {"outside": gc.isenabled()}
+seen["frozen outside"] = gc.get_freeze_count()
+with tuned_command_process():
+    with imports_without_collection():
+        seen["inside"] = gc.isenabled()
+        with imports_without_collection():
+            seen["nested"] = gc.isenabled()
+        seen["after the nested block"] = gc.isenabled()
+    seen["after"], seen["frozen after"] = gc.isenabled(), gc.get_freeze_count()
+    try:
+        with imports_without_collection():
+            raise ImportError
+    except ImportError:
+        seen["after an error"] = gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+def test_the_collector_is_paused_for_the_imports_only_inside_the_command_process_and_always_resumed():
+    result = subprocess.run(
+        [sys.executable, "-c", PAUSED_ONLY_IN_THE_COMMAND_PROCESS], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout)
+    assert seen["outside"] and seen["frozen outside"] == 0
+    assert not seen["inside"] and not seen["nested"] and not seen["after the nested block"]
+    assert seen["after"] and seen["frozen after"] > 1_000 and seen["after an error"]
+
+
 def test_ctrl_c_during_start_up_exits_130_without_a_traceback(tmp_path):
     (tmp_path / "corpus.txt").write_text("a sentence .\n")
     # 1 s in, the command is importing torch and the library (several seconds); SIGINT as from a terminal
