@@ -127,10 +127,19 @@ def verified_comparisons(model: ELMoModel, tokenizer: ELMoTokenizer, verify_dir:
 
 
 def convert_allennlp_to_hf(
-    options_file: str | Path, weight_file: str | Path, output_dir: str | Path, overwrite: bool = False, verify_dir: str
-    | Path | None = None, tolerance: float | None = None, push_to_hub: str | None = None, private: bool = False,
-    revision: str | None = None, token: str | None = None, allow_non_finite: bool = False, vocabulary_file: str | Path |
-    None = None, archive: str | Path | None = None,
+    options_file: str | Path,
+    weight_file: str | Path,
+    output_dir: str | Path,
+    overwrite: bool = False,
+    verify_dir: str | Path | None = None,
+    tolerance: float | None = None,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    allow_non_finite: bool = False,
+    vocabulary_file: str | Path | None = None,
+    archive: str | Path | None = None,
 ) -> HDF5ConversionReport:
     """Convert, optionally verify against reference outputs, write ``output_dir`` (atomically), optionally push it
     to the Hub repo ``push_to_hub``. ``vocabulary_file`` (a word list, most frequent first) is copied into the output

@@ -456,8 +456,14 @@ def model_card(read: ElmoForManyLangsModel, model: ELMoModel, output_dir: Path, 
 
 
 def convert_elmoformanylangs(
-    directory: str | Path, output_dir: str | Path, overwrite: bool = False, allow_pickle: bool = False,
-    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
+    directory: str | Path,
+    output_dir: str | Path,
+    overwrite: bool = False,
+    allow_pickle: bool = False,
+    allow_non_finite: bool = False,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
     token: str | None = None,
 ) -> ElmoForManyLangsReport:
     """Convert the model directory ``directory`` into ``output_dir`` (atomically, under elmo-hf's output policy),

@@ -183,7 +183,10 @@ def classify_variables(checkpoint: TFCheckpoint, used: set[str]) -> tuple[list[s
 
 
 def load_tf_checkpoint(
-    checkpoint: str | Path, vocab_file: str | Path, options_file: str | Path | None = None, allow_non_finite: bool = False
+    checkpoint: str | Path,
+    vocab_file: str | Path,
+    options_file: str | Path | None = None,
+    allow_non_finite: bool = False,
 ) -> CheckpointModel:
     """Read a bilm-tf checkpoint (save directory, prefix or one of its files), its ``options.json`` (default: beside
     it) and its vocabulary file into an ``ELMoForPreTraining`` in eval mode. Raises ``ConversionError``."""
@@ -290,9 +293,16 @@ def checkpoint_card(converted: CheckpointModel, repo_id: str, command: str) -> s
 
 
 def convert_tf_checkpoint(
-    checkpoint: str | Path, vocab_file: str | Path, output_dir: str | Path, options_file: str | Path | None = None,
-    overwrite: bool = False, allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False,
-    revision: str | None = None, token: str | None = None,
+    checkpoint: str | Path,
+    vocab_file: str | Path,
+    output_dir: str | Path,
+    options_file: str | Path | None = None,
+    overwrite: bool = False,
+    allow_non_finite: bool = False,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
 ) -> CheckpointConversionReport:
     """Convert a bilm-tf checkpoint into ``output_dir`` (written beside it and renamed into place, under elmo-hf's
     output policy): ``config.json`` + ``model.safetensors`` (``ELMoForPreTraining``), the tokenizer, ``vocab.txt``,

@@ -371,8 +371,14 @@ def module_card(converted: HubModuleModel, source: Path, repo_id: str, command: 
 
 
 def convert_tfhub_module(
-    module: str | Path, output_dir: str | Path, options_file: str | Path | None = None, overwrite: bool = False,
-    allow_non_finite: bool = False, push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
+    module: str | Path,
+    output_dir: str | Path,
+    options_file: str | Path | None = None,
+    overwrite: bool = False,
+    allow_non_finite: bool = False,
+    push_to_hub: str | None = None,
+    private: bool = False,
+    revision: str | None = None,
     token: str | None = None,
 ) -> HubModuleConversionReport:
     """Convert a TF-Hub module (its directory, a download folder holding one version folder, or its ``.tar.gz``)

@@ -105,9 +105,18 @@ def count_parameters(config: ELMoConfig) -> int:
 
 
 def render_model_card(
-    config: ELMoConfig, num_parameters: int, repo_id: str, title: str, description: str, provenance: str,
-    conversion_command: str, parity: str, datasets: tuple[str, ...] = (), language: str | None = "en",
-    license: str = "apache-2.0", mix_description: str = "average of the layers (scalar mix, w = 0, gamma = 1)",
+    config: ELMoConfig,
+    num_parameters: int,
+    repo_id: str,
+    title: str,
+    description: str,
+    provenance: str,
+    conversion_command: str,
+    parity: str,
+    datasets: tuple[str, ...] = (),
+    language: str | None = "en",
+    license: str = "apache-2.0",
+    mix_description: str = "average of the layers (scalar mix, w = 0, gamma = 1)",
 ) -> str:
     """The card from the template; ``language=None`` leaves the language out (a converted model of unknown language),
     ``license`` is the Hub's licence identifier (``"other"`` when the card's text explains it), ``mix_description``
@@ -161,8 +170,16 @@ def released_model_card(release: ReleasedModel, options_file: Path) -> str:
 
 
 def conversion_card(
-    config: ELMoConfig, num_parameters: int, options_file: Path, weight_file: Path, repo_id: str, weights_hash_message: str,
-    comparisons: Sequence[ReferenceComparison], verify_dir: Path | None, command: str, archive: Path | None = None,
+    config: ELMoConfig,
+    num_parameters: int,
+    options_file: Path,
+    weight_file: Path,
+    repo_id: str,
+    weights_hash_message: str,
+    comparisons: Sequence[ReferenceComparison],
+    verify_dir: Path | None,
+    command: str,
+    archive: Path | None = None,
 ) -> str:
     """The card of one conversion: its inputs and their sha256 (and the archive they came from), the command, and
     the parity measured (if any)."""

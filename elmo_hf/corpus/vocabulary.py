@@ -230,7 +230,11 @@ class ELMoWordVocabulary:
         return cls(words, counts)
 
     def counted_on(
-        self, sentences: Iterable[Sequence[str]], add_words: bool = False, min_count: int = 1, max_size: int | None = None
+        self,
+        sentences: Iterable[Sequence[str]],
+        add_words: bool = False,
+        min_count: int = 1,
+        max_size: int | None = None,
     ) -> "ELMoWordVocabulary":
         """This vocabulary, every word keeping its id, with the counts of another corpus (``sentences``): for
         continuing a model's pre-training on new text. ``add_words``: also append the corpus words it lacks, seen

@@ -237,8 +237,18 @@ def embed_with_ray(
 
 
 def _run_job(
-    ray, paths, input_format, output_dir: Path, num_nodes: int, model_name, revision, num_workers, gpus_per_worker,
-    cpus_per_worker, rows_per_batch, embedder_options,
+    ray,
+    paths,
+    input_format,
+    output_dir: Path,
+    num_nodes: int,
+    model_name,
+    revision,
+    num_workers,
+    gpus_per_worker,
+    cpus_per_worker,
+    rows_per_batch,
+    embedder_options,
 ) -> None:
     ray.data.DataContext.get_current().execution_options.preserve_order = True
     dataset = _read(ray, paths, input_format, concurrency=num_nodes).map_batches(

@@ -172,7 +172,11 @@ def unigram_perplexity(vocabulary: ELMoWordVocabulary, sentences: Dataset | Sequ
 
 
 def _evaluation_data(
-    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str,
+    sentences: Dataset,
+    vocabulary: ELMoWordVocabulary,
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    what: str,
     args: TrainingArguments,
 ):
     """The evaluation dataset of `sentences` in the run's regime: every prediction exactly once (windowed: this
@@ -183,8 +187,14 @@ def _evaluation_data(
 
 
 def windowed_stream(
-    sentences: Dataset, vocabulary: ELMoWordVocabulary, options: PretrainingOptions, config: ELMoConfig, what: str,
-    args: TrainingArguments, training: bool, token_directory: str | Path | None = None,
+    sentences: Dataset,
+    vocabulary: ELMoWordVocabulary,
+    options: PretrainingOptions,
+    config: ELMoConfig,
+    what: str,
+    args: TrainingArguments,
+    training: bool,
+    token_directory: str | Path | None = None,
 ) -> WindowedBiLMStream:
     """This process's rows of the run's windowed stream of `sentences`: shuffled per epoch, the remainder dropped
     (`training`), or in corpus order with every position once; `PretrainingError` naming `what` if it cannot be."""

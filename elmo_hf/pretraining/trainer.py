@@ -213,8 +213,11 @@ class ELMoPreTrainingTrainer(Trainer):
     loss_is_scaled_for_ga = True
 
     def __init__(
-        self, *args, before_checkpoint: Callable[[Path], None] | None = None,
-        after_checkpoint: Callable[[], None] | None = None, **kwargs,
+        self,
+        *args,
+        before_checkpoint: Callable[[Path], None] | None = None,
+        after_checkpoint: Callable[[], None] | None = None,
+        **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.before_checkpoint, self.after_checkpoint = before_checkpoint, after_checkpoint

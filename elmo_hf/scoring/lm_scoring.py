@@ -343,7 +343,11 @@ class ELMoLanguageModelScorer:
         return scores
 
     def next_words(
-        self, context: str | Sequence[str], k: int = 10, exclude_unknown: bool = True, exclude_end_of_sentence: bool = False
+        self,
+        context: str | Sequence[str],
+        k: int = 10,
+        exclude_unknown: bool = True,
+        exclude_end_of_sentence: bool = False,
     ) -> list[WordPrediction]:
         """
         The k most likely words after `context` at the start of a sentence: the forward LM after reading
@@ -356,7 +360,11 @@ class ELMoLanguageModelScorer:
         return self._one_direction(context, k, False, exclude_unknown, exclude_end_of_sentence)
 
     def previous_words(
-        self, context: str | Sequence[str], k: int = 10, exclude_unknown: bool = True, exclude_begin_of_sentence: bool = False
+        self,
+        context: str | Sequence[str],
+        k: int = 10,
+        exclude_unknown: bool = True,
+        exclude_begin_of_sentence: bool = False,
     ) -> list[WordPrediction]:
         """
         The k most likely words before `context` at the end of a sentence: the backward LM after reading
@@ -389,7 +397,12 @@ class ELMoLanguageModelScorer:
         ]
 
     def substitutes(
-        self, sentence: str | Sequence[str], position: int, k: int = 10, exclude_original: bool = True, exclude_unknown: bool = True
+        self,
+        sentence: str | Sequence[str],
+        position: int,
+        k: int = 10,
+        exclude_original: bool = True,
+        exclude_unknown: bool = True,
     ) -> list[LexicalSubstitute]:
         """
         Words that fit at `position` of `sentence`, predicted by both LMs from the rest of the sentence.

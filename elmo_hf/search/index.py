@@ -229,8 +229,16 @@ class IndexParameters:
 
     @classmethod
     def choose(
-        cls, kind: str, words: int, dim: int, *, nlist: int | None, nprobe: int | None, pq_subquantizers: int | None,
-        pq_bits: int | None, train_size: int | None,
+        cls,
+        kind: str,
+        words: int,
+        dim: int,
+        *,
+        nlist: int | None,
+        nprobe: int | None,
+        pq_subquantizers: int | None,
+        pq_bits: int | None,
+        train_size: int | None,
     ) -> "IndexParameters":
         """Check the options of ``kind`` for ``words`` vectors of ``dim`` dimensions and fill in the defaults: nlist
         about 4 sqrt(W), nprobe nlist / 16, m = D / 4 sub-quantizers of 8 bits, train_size min(W, max(100,000, 39 nlist))."""
@@ -300,9 +308,19 @@ def _training_sample(sources: Sequence[IndexedSource], vector_shape, layer, word
 
 
 def build_index(
-    embed_dirs: str | Path | Sequence[str | Path], index_dir: str | Path, *, kind: str = "flat", layer: int | None = None,
-    nlist: int | None = None, nprobe: int | None = None, pq_subquantizers: int | None = None, pq_bits: int | None = None,
-    train_size: int | None = None, seed: int = 0, overwrite: bool = False, progress: bool = True,
+    embed_dirs: str | Path | Sequence[str | Path],
+    index_dir: str | Path,
+    *,
+    kind: str = "flat",
+    layer: int | None = None,
+    nlist: int | None = None,
+    nprobe: int | None = None,
+    pq_subquantizers: int | None = None,
+    pq_bits: int | None = None,
+    train_size: int | None = None,
+    seed: int = 0,
+    overwrite: bool = False,
+    progress: bool = True,
 ) -> IndexBuildSummary:
     """Index every word vector of ``embed_dirs`` (finished ``elmo-hf embed`` outputs of one model and the same vector
     options, each verified as ``elmo-hf embed --verify`` does) into ``index_dir``. ``kind``: ``"flat"`` (exact),
@@ -423,7 +441,13 @@ def _checked_layer(source: IndexedSource, layer: int | None, num_layers: int | N
 
 
 def _check_batch(
-    source: IndexedSource, vectors: np.ndarray, num_words: np.ndarray, sentence_words: list, dim: int, first_id: int, words: int
+    source: IndexedSource,
+    vectors: np.ndarray,
+    num_words: np.ndarray,
+    sentence_words: list,
+    dim: int,
+    first_id: int,
+    words: int,
 ) -> None:
     if first_id + len(vectors) > words:
         raise IndexInputError(f"embed output {source.path}: its shards hold more words than its manifest says ({words:,} in all)")

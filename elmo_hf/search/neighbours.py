@@ -204,8 +204,18 @@ class ContextualIndex:
     sentences are read from the embed outputs' shards (the last ``CACHED_SHARDS`` kept in memory)."""
 
     def __init__(
-        self, index_dir: Path, record: dict[str, Any], faiss_index, sources: list[IndexedSource], sentence_starts: np.ndarray,
-        word_ids: np.ndarray, vocabulary: list[str], counts: list[int], *, model=None, device=None,
+        self,
+        index_dir: Path,
+        record: dict[str, Any],
+        faiss_index,
+        sources: list[IndexedSource],
+        sentence_starts: np.ndarray,
+        word_ids: np.ndarray,
+        vocabulary: list[str],
+        counts: list[int],
+        *,
+        model=None,
+        device=None,
     ):
         self.index_dir = index_dir
         self.record = record
@@ -223,7 +233,12 @@ class ContextualIndex:
 
     @classmethod
     def load(
-        cls, index_dir: str | Path, *, embeddings: str | Path | Sequence[str | Path] | None = None, model=None, device=None,
+        cls,
+        index_dir: str | Path,
+        *,
+        embeddings: str | Path | Sequence[str | Path] | None = None,
+        model=None,
+        device=None,
         verify: bool = False,
     ) -> "ContextualIndex":
         """Open the index at ``index_dir``. ``embeddings``: where the embed outputs are now, in the indexed order, if
@@ -324,8 +339,15 @@ class ContextualIndex:
         )
 
     def query(
-        self, sentence: str | Sequence[str], word: str | None = None, *, position: int | None = None, k: int = 10,
-        same_word: bool = False, nprobe: int | None = None, static_k: int = 0,
+        self,
+        sentence: str | Sequence[str],
+        word: str | None = None,
+        *,
+        position: int | None = None,
+        k: int = 10,
+        same_word: bool = False,
+        nprobe: int | None = None,
+        static_k: int = 0,
     ) -> QueryResult:
         """The ``k`` word occurrences of the corpus nearest to ``word`` (its first occurrence) or the word at
         ``position`` (0-based) in ``sentence`` (raw text, split as the embed run split its text, or a list of words).

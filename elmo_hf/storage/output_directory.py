@@ -147,8 +147,13 @@ def _existing_output_message(
 
 
 def _continue_or_restart(
-    path: Path, kind: OutputKind, replacing: InPlaceReplacement, resume: bool, overwrite: bool,
-    inputs: Iterable[str | Path], resumable: Resumable,
+    path: Path,
+    kind: OutputKind,
+    replacing: InPlaceReplacement,
+    resume: bool,
+    overwrite: bool,
+    inputs: Iterable[str | Path],
+    resumable: Resumable,
 ) -> bool:
     """An earlier --overwrite of ``path`` was killed, its old output kept aside: continue the new output (``resume``;
     returns True), start it over (``overwrite``; the old output stays aside) or refuse."""
@@ -180,9 +185,7 @@ def _claim(marker: Path, kind: OutputKind, resumed: bool, run: str | None) -> st
     return token
 
 
-def _after_a_failure(
-    output: OutputDirectory, replacing: InPlaceReplacement | None, created: bool, keep: bool
-) -> None:
+def _after_a_failure(output: OutputDirectory, replacing: InPlaceReplacement | None, created: bool, keep: bool) -> None:
     """The run's block raised: put back, remove or record what it wrote (see the module docstring)."""
     path, kind = output.path, output.kind
     if replacing is not None:

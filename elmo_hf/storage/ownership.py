@@ -172,7 +172,10 @@ def marker_at(path: Path) -> dict[str, Any] | None:
 
 
 def write_marker(
-    path: Path, kind: OutputKind, run: str | None = None, files: dict[str, int] | None = None,
+    path: Path,
+    kind: OutputKind,
+    run: str | None = None,
+    files: dict[str, int] | None = None,
     temporaries: str | None = None,
 ) -> None:
     """Write the new ownership marker file ``path`` (``<output>/MARKER_NAME``); ``run`` (the token of a staged output
