@@ -5,7 +5,9 @@ The model keeps its float32 parameters (they are what ``save_pretrained`` writes
 (``fast_recurrence_elmo.PreparedLstmWeights``) holds each weight matrix quantized once, per output channel
 (symmetric int8, one scale per row), pre-packed for torch's quantized CPU engine. Each call quantizes its input
 dynamically (one scale and zero point per call, from the input's range; 7-bit, ``REDUCE_RANGE``), multiplies in
-integers and returns float32. The cell's elementwise work, the clips and the gate order stay the fast route's float32
+integers and returns float32. The token layer's highways (``Int8Highway``) quantize each input row on its own
+(``RowwiseInt8Matmul``), so that a word's vector does not depend on the other words of its call and the token cache
+stays exact. The char-CNN, the cell's elementwise work, the clips and the gate order stay the fast route's float32
 ones. Which matmuls run in int8, and the error against float32: docs/results/int8.md.
 """
 
@@ -50,15 +52,21 @@ def int8_unavailable_reason(device: torch.device | str, dtype: torch.dtype = tor
     return None
 
 
-def quantized_per_row(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` (out_features, in_features), float, as a per-channel qint8 tensor: row r scaled by max |w_r| / 127,
-    zero point 0. Refuses a weight with NaN or infinite values (int8 cannot hold them)."""
+def finite_weight(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` detached, as float32; refused when it holds NaN or infinite values (int8 cannot hold them)."""
     weight = weight.detach().float()
     if not bool(torch.isfinite(weight).all()):
         raise ELMoHFError(
             f"compute_dtype int8: a weight matrix of shape {tuple(weight.shape)} holds NaN or infinite values, which "
             "int8 cannot represent; compute in float32 to see where they lead"
         )
+    return weight
+
+
+def quantized_per_row(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (out_features, in_features), float, as a per-channel qint8 tensor: row r scaled by max |w_r| / 127,
+    zero point 0. Refuses a weight with NaN or infinite values (int8 cannot hold them)."""
+    weight = finite_weight(weight)
     scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=torch.finfo(torch.float32).tiny).double()  # (out,)
     zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
     with warnings.catch_warnings():
@@ -105,4 +113,71 @@ class Int8Matmul:
         return target.add_(self._product(inputs))
 
 
-__all__ = ["INT8_ENGINES", "Int8Matmul", "REDUCE_RANGE", "int8_unavailable_reason", "quantized_engines", "quantized_per_row"]
+# The row-wise matmul's weights in 7 bits (-63..63): without VNNI, oneDNN adds u8 x s8 pairs in int16, which a full
+# int8 weight can saturate (the input is shifted to u8); with 63 it cannot, so the sums are exact on every CPU
+# (tested with ONEDNN_MAX_CPU_ISA=AVX2).
+ROWWISE_WEIGHT_LEVELS = 63
+
+
+class RowwiseInt8Matmul:
+    """``x @ weight.T + bias`` with the weight quantized per output row (``ROWWISE_WEIGHT_LEVELS``) and each input row
+    on its own scale (symmetric int8), the products summed exactly in int32 (``torch._int_mm``): a row's result depends
+    on that row alone, whatever else is in the call, so the token cache may keep it (``is_batch_invariant``).
+    The weight (out_features, in_features); the input (rows, in_features) -> (rows, out_features) float32."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
+        weight = finite_weight(weight)
+        scales = weight.abs().amax(dim=1) / ROWWISE_WEIGHT_LEVELS
+        self.weight_scales = scales.clamp(min=torch.finfo(torch.float32).tiny)  # (out,)
+        self.weight = torch.round(weight / self.weight_scales[:, None]).to(torch.int8).t().contiguous()  # (in, out)
+        self.bias = bias.detach().float()
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        scales = (inputs.abs().amax(dim=1, keepdim=True) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)
+        if not bool(torch.isfinite(scales).all()):
+            raise ELMoHFError(
+                "compute_dtype int8: a matmul's inputs hold NaN or infinite values, which int8 cannot quantize (a "
+                "highway's); compute in float32 to see where they come from"
+            )
+        integers = torch.round(inputs / scales).to(torch.int8)  # (rows, in)
+        return torch._int_mm(integers, self.weight).float().mul_(scales).mul_(self.weight_scales).add_(self.bias)
+
+
+class Int8Highway:
+    """A highway layer (``modeling_elmo.ELMoHighway``) with its gate and transform matmuls as one
+    ``RowwiseInt8Matmul``, combined by the highway's own ``combine``. (rows, F) -> (rows, F)"""
+
+    def __init__(self, highway: torch.nn.Module):
+        self.size = highway.gate.out_features
+        self.combine = highway.combine
+        weights = torch.cat([highway.gate.weight, highway.transform.weight])  # (2F, F)
+        self.matmul = RowwiseInt8Matmul(weights, torch.cat([highway.gate.bias, highway.transform.bias]))
+
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        both = self.matmul(hidden)  # (rows, 2F)
+        return self.combine(both[:, : self.size], both[:, self.size :], hidden)
+
+
+def int8_highways(token_layer: torch.nn.Module, key: tuple) -> list[Int8Highway]:
+    """``token_layer``'s highways in int8, quantized once per ``key`` (its ``parameter_key``: rebuilt when its
+    weights change); kept on the layer as ``int8_prepared_highways``, derived data like the fast route's weights."""
+    prepared = getattr(token_layer, "int8_prepared_highways", None)
+    if prepared is None or prepared[0] != key:
+        prepared = (key, [Int8Highway(highway) for highway in token_layer.highways])
+        token_layer.int8_prepared_highways = prepared
+    return prepared[1]
+
+
+__all__ = [
+    "INT8_ENGINES",
+    "REDUCE_RANGE",
+    "ROWWISE_WEIGHT_LEVELS",
+    "Int8Highway",
+    "Int8Matmul",
+    "RowwiseInt8Matmul",
+    "finite_weight",
+    "int8_highways",
+    "int8_unavailable_reason",
+    "quantized_engines",
+    "quantized_per_row",
+]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterable, Iterator, Sequence
 
 import torch
@@ -43,7 +44,7 @@ from .characters_elmo import byte_sentence_boundary_rows
 from .choices_elmo import POOLINGS, REPRESENTATIONS
 from .configuration_elmo import ELMoConfig
 from .fast_recurrence_elmo import LstmDirectionWeights, PreparedLstmWeights, fast_encoder_forward
-from .int8_elmo import int8_unavailable_reason
+from .int8_elmo import int8_highways, int8_unavailable_reason
 from .model_inputs_elmo import check_backward_stream, validated_lstm_state, validated_word_mask
 from .pooling_elmo import check_representation, pool_words
 from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
@@ -127,9 +128,7 @@ class ELMoModelOutput(ModelOutput):
 
 class ELMoHighway(nn.Module):
     """One highway layer, in TF's form: ``g = sigmoid(x W_g + b_g)``, ``y = g * relu(x W_t + b_t) + (1 - g) * x``.
-
-    (AllenNLP stores the gate negated and writes ``g * x + (1 - g) * f(x)``; the converter keeps TF's sign.)
-    """
+    (AllenNLP stores the gate negated and writes ``g * x + (1 - g) * f(x)``; the converter keeps TF's sign.)"""
 
     def __init__(self, size: int):
         super().__init__()
@@ -138,9 +137,14 @@ class ELMoHighway(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """(..., F) -> (..., F)"""
-        gate = torch.sigmoid(self.gate(hidden))
+        return self.combine(self.gate(hidden), self.transform(hidden), hidden)
+
+    @staticmethod
+    def combine(gate: torch.Tensor, transform: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The output from the two matmuls' results (before their activations) and the input, all (..., F)."""
+        gate = torch.sigmoid(gate)
         # The highway nonlinearity is always relu in the original, whatever the CNN activation.
-        return gate * F.relu(self.transform(hidden)) + (1.0 - gate) * hidden
+        return gate * F.relu(transform) + (1.0 - gate) * hidden
 
 
 class ELMoCharacterEmbeddings(nn.Module):
@@ -174,7 +178,7 @@ class ELMoCharacterEmbeddings(nn.Module):
         # The largest id every slot of a row accepts (the token cache's batch-invariance probe stays below it; the
         # largest any slot may hold is `config.largest_input_id`: a word id can be far larger than a character id).
         self.largest_id_of_every_slot = min(config.num_characters, config.word_embedding_vocab_size or config.num_characters) - 1
-        self.inference_path = "auto"  # see ELMoModel.set_inference_path
+        self.inference_path, self.int8_matmuls = "auto", False  # see ELMoModel.set_inference_path
         self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
 
     def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
@@ -182,16 +186,18 @@ class ELMoCharacterEmbeddings(nn.Module):
         route = select_route(self.inference_path, self, (character_ids,))
         if route == "reference":
             return self.reference_forward(character_ids)
-        # The training route is the fast one without its cache (each distinct word once, on its own slots):
-        # differentiable.
+        # The training route is the fast one without its cache (each distinct word once, on its own slots).
         cache = self.token_embedding_cache if route == "fast" else None
+        token_vectors, key = self.reference_forward, parameter_key(self)
+        if route == "fast" and self.int8_matmuls:  # the highways' matmuls in int8 (int8_elmo.Int8Highway)
+            token_vectors, key = partial(self.reference_forward, highways=int8_highways(self, key)), (key, "int8")
         if cache is not None:
-            cache.refresh(self.reference_forward, self.widest_filter, parameter_key(self), self.embedding.weight.device)
-        return fast_character_embeddings(character_ids, self.reference_forward, self.widest_filter, cache)
+            cache.refresh(token_vectors, self.widest_filter, key, self.embedding.weight.device)
+        return fast_character_embeddings(character_ids, token_vectors, self.widest_filter, cache)
 
-    def reference_forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
+    def reference_forward(self, character_ids: torch.LongTensor, highways: Sequence | None = None) -> torch.Tensor:
         """The definition of the token layer: (..., C) character ids (with a word embedding: (..., 1 + C), the word id
-        first) -> (..., projection_dim) token vectors."""
+        first) -> (..., projection_dim) token vectors. ``highways``: other callables in place of the highway layers."""
         leading_shape = character_ids.shape[:-1]
         rows = character_ids.reshape(-1, character_ids.shape[-1])  # (N, C) or (N, 1 + C)
         if self.word_embedding is not None:
@@ -201,7 +207,7 @@ class ELMoCharacterEmbeddings(nn.Module):
         # Max over positions, then the activation (the original's order; both activations are monotonic).
         pooled = [self.activation(convolution(characters).max(dim=-1).values) for convolution in self.convolutions]
         hidden = torch.cat(pooled, dim=-1)  # (N, F)
-        for highway in self.highways:
+        for highway in self.highways if highways is None else highways:
             hidden = highway(hidden)
         if self.word_embedding is not None:
             hidden = torch.cat([hidden, self.word_embedding(word_ids)], dim=-1)  # (N, F + W)
@@ -656,8 +662,8 @@ class ELMoModel(ELMoPreTrainedModel):
         steps per direction instead of n + 2, the same vectors up to float32 rounding (docs/design/numerics.md,
         "Boundary steps"). False computes every step (``benchmarks/gates_forms.py --compare boundary-steps``).
 
-        ``int8`` (default False; CPU, float32 weights): the fast path's LSTM matmuls in int8 on a quantized copy of
-        the weights (``int8_elmo.py``), not exact: per-vector cosine >= 0.999 to float32 (docs/results/int8.md).
+        ``int8`` (default False; CPU, float32 weights): the fast path's LSTM and highway matmuls in int8 on quantized
+        copies of the weights (``int8_elmo.py``), not exact: cosine >= 0.999 to float32 (docs/results/int8.md).
         """
         if path not in INFERENCE_PATHS:
             raise ValueError(f"inference path must be one of {INFERENCE_PATHS}, got {path!r}.")
@@ -670,7 +676,7 @@ class ELMoModel(ELMoPreTrainedModel):
         self.char_embeddings.inference_path = path
         self.encoder.inference_path = path
         self.encoder.pre_pack_weights = pre_pack
-        self.encoder.int8_matmuls = int8
+        self.encoder.int8_matmuls = self.char_embeddings.int8_matmuls = int8
         self.encoder.skip_boundary_steps = skip_boundary_steps
 
     @torch.no_grad()

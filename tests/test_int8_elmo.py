@@ -2,6 +2,10 @@
 within the documented tolerance of float32, float32 left bit for bit as it was, the float weights what is saved, and
 the errors at the boundary."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -155,3 +159,65 @@ def test_the_selector_falls_back_from_int8_where_it_cannot_run(monkeypatch):
 @pytest.fixture
 def tiny_model_on_meta():
     return random_model().to("meta")
+
+
+def test_rowwise_int8_matmul_sums_exactly_and_each_row_alone():
+    """Each input row quantized on its own scale, the weight per output row: the result is the integer product
+    dequantized (exactly, not approximately), and a row's result is the same bits alone as among other rows."""
+    generator = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(24, 40, generator=generator), torch.randn(24, generator=generator)
+    inputs = torch.randn(9, 40, generator=generator) * torch.logspace(-3, 2, 9)[:, None]  # rows of very different scales
+    matmul = int8_elmo.RowwiseInt8Matmul(weight, bias)
+    outputs = matmul(inputs)
+    input_scales = inputs.abs().amax(dim=1, keepdim=True) / 127
+    integers = torch.round(inputs / input_scales).long() @ matmul.weight.long()  # (9, 24), exact
+    expected = integers.float() * input_scales * matmul.weight_scales + bias
+    assert torch.equal(outputs, expected)
+    assert all(torch.equal(matmul(inputs[row : row + 1])[0], outputs[row]) for row in range(len(inputs)))
+    cosines = torch.nn.functional.cosine_similarity(outputs - bias, inputs @ weight.T, dim=-1)
+    assert cosines.min() >= 0.999, cosines
+    with pytest.raises(ELMoHFError, match="a matmul's inputs hold NaN or infinite values"):
+        matmul(torch.full((1, 40), float("inf")))
+
+
+@pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
+def test_rowwise_int8_sums_are_exact_without_vnni(isa):
+    """On a CPU without VNNI oneDNN adds u8 x s8 pairs in int16 (saturating); the 7-bit weights keep every sum exact
+    there: the same product on oneDNN's AVX2 and AVX-512 (no VNNI) kernels, forced by ONEDNN_MAX_CPU_ISA."""
+    script = """
+import torch
+from elmo_hf.int8_elmo import RowwiseInt8Matmul
+generator = torch.Generator().manual_seed(0)
+matmul = RowwiseInt8Matmul(torch.randn(4096, 2048, generator=generator), torch.zeros(4096))
+integers = torch.randint(-127, 128, (300, 2048), generator=generator, dtype=torch.int8)
+assert int(matmul.weight.abs().max()) == 63
+assert torch.equal(torch._int_mm(integers, matmul.weight), (integers.long() @ matmul.weight.long()).int())
+full = torch.randint(-127, 128, (2048, 4096), generator=generator, dtype=torch.int8)
+print(torch.equal(torch._int_mm(integers, full), (integers.long() @ full.long()).int()))
+"""
+    environment = {**os.environ, "ONEDNN_MAX_CPU_ISA": isa}
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    # Full-range int8 weights are not summed exactly there (the reason for 7 bits): the ISA was really forced.
+    assert result.stdout.split() == ["False"]
+
+
+def test_the_int8_token_layer_keeps_the_token_cache_exact(ewt_inputs):
+    """int8 highways compute each word alone (the cache's batch-invariance probe passes, so the cache grows), a cached
+    int8 output equals an uncached one bit for bit, and the int8 highways follow the weights when they change."""
+    model = trained_scale_random_model(tiny_config())
+    model.set_inference_path("fast", int8=True)
+    with torch.no_grad():
+        uncached = model(**ewt_inputs).hidden_states
+        model.cache_token_embeddings(max_words=10_000)
+        filled = model(**ewt_inputs).hidden_states  # the cache fills with int8 vectors (a new key: refreshed)
+        cached = model(**ewt_inputs).hidden_states  # every word a hit
+    assert model.char_embeddings.token_embedding_cache.grows
+    for expected, first, again in zip(uncached, filled, cached):
+        assert not expected.isnan().any() and torch.equal(expected, first) and torch.equal(expected, again)
+    prepared = model.char_embeddings.int8_prepared_highways[1]
+    with torch.no_grad():
+        model.char_embeddings.highways[0].gate.weight.mul_(2.0)
+        changed = model(**ewt_inputs).hidden_states[0]
+    assert model.char_embeddings.int8_prepared_highways[1] is not prepared
+    assert not torch.equal(changed, uncached[0])
