@@ -59,6 +59,7 @@ SETTINGS = {
     "workers-2": {},
     "workers-2-threads-2": {},
     "one-core": {"OMP_NUM_THREADS": "1"},  # and pinned to one core (PINNED_SETTINGS)
+    "int8": {},  # the default with --compute-dtype int8 (issue 55)
 }
 # Settings whose process runs on one core only (the first it may use), by CPU affinity.
 PINNED_SETTINGS = ("one-core",)
@@ -69,6 +70,7 @@ SETTING_ARGUMENTS = {
     "workers-2-threads-2": ["--workers", "2", "--threads", "2"],
     "spinning": ["--workers", "1"],
     "passive": ["--workers", "1"],
+    "int8": ["--compute-dtype", "int8"],
 }
 BUSY_LOOP_LIMIT_S = 1800  # a busy process ends by itself after this long, whatever happens to this script
 WORDS_PER_SECOND = re.compile(r"= ([\d,]+) words/s")
