@@ -85,7 +85,7 @@ MUTATIONS = [
     ),
     Mutation(
         "a changed --seed accepted on a pre-training resume", "elmo_hf/pretraining/options.py",
-        '        "output_dir",\n', '        "output_dir",\n        "seed",\n',
+        '    "output_dir", "max_steps",', '    "output_dir", "seed", "max_steps",',
         ("tests/pretraining/test_run.py::test_ctrl_c_saves_a_checkpoint_and_resume_continues",),
     ),
     Mutation(
