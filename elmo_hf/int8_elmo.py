@@ -160,8 +160,8 @@ class Int8Highway:
 
 def int8_highways(token_layer: torch.nn.Module, key: tuple) -> list[Int8Highway]:
     """``token_layer``'s highways in int8, quantized once per ``key`` (its ``parameter_key``: rebuilt when its
-    weights change); kept on the layer as ``int8_prepared_highways``, derived data like the fast route's weights."""
-    prepared = getattr(token_layer, "int8_prepared_highways", None)
+    weights change); kept in the layer's ``int8_prepared_highways``, derived data like the fast route's weights."""
+    prepared = token_layer.int8_prepared_highways
     if prepared is None or prepared[0] != key:
         prepared = (key, [Int8Highway(highway) for highway in token_layer.highways])
         token_layer.int8_prepared_highways = prepared

@@ -175,11 +175,11 @@ class ELMoCharacterEmbeddings(nn.Module):
         # What the fast path's slot trimming keeps after a row's constant tail starts: the widest filter, plus the
         # word-id slot in front (so that a padding row, all zeros, still keeps a whole window of characters).
         self.widest_filter = config.widest_char_filter + config.num_word_id_slots
-        # The largest id every slot of a row accepts (the token cache's batch-invariance probe stays below it; the
-        # largest any slot may hold is `config.largest_input_id`: a word id can be far larger than a character id).
+        # The largest id every slot accepts (the token cache's probe stays below it; a word id may be far larger).
         self.largest_id_of_every_slot = min(config.num_characters, config.word_embedding_vocab_size or config.num_characters) - 1
         self.inference_path, self.int8_matmuls = "auto", False  # see ELMoModel.set_inference_path
         self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
+        self.int8_prepared_highways: tuple | None = None  # (parameter key, highways): int8_elmo.int8_highways
 
     def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
         """(..., max_characters_per_token) character ids -> (..., projection_dim) token vectors."""

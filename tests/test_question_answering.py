@@ -322,11 +322,14 @@ def test_pipeline_answers_with_character_spans_of_the_context():
     assert len(several) == 3 and all(set(answer) == {"score", "start", "end", "answer"} for answer in several)
     examples = [{"question": question, "context": context} for question, context in zip(QUESTIONS, CONTEXTS)]
     batched = answerer(examples, batch_size=2)
-    without_scores = lambda answers: [{key: value for key, value in answer.items() if key != "score"} for answer in answers]  # noqa: E731
-    assert without_scores(batched) == without_scores(several)
+    assert answers_without_scores(batched) == answers_without_scores(several)
     assert [answer["score"] for answer in batched] == pytest.approx([answer["score"] for answer in several])
     built_with_defaults = ELMoQuestionAnsweringPipeline(model=model, tokenizer=ELMoTokenizer(), top_k=2)
     assert len(built_with_defaults(question=QUESTIONS[1], context=CONTEXTS[1] + " and more")) == 2
+
+
+def answers_without_scores(answers: list[dict]) -> list[dict]:
+    return [{key: value for key, value in answer.items() if key != "score"} for answer in answers]
 
 
 def test_pipeline_refuses_inputs_it_cannot_answer():
