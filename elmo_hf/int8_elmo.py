@@ -6,14 +6,16 @@ The model keeps its float32 parameters (they are what ``save_pretrained`` writes
 (symmetric int8, one scale per row), pre-packed for torch's quantized CPU engine. Each call quantizes its input
 dynamically (one scale and zero point per call, from the input's range; 7-bit, ``REDUCE_RANGE``), multiplies in
 integers and returns float32. The token layer's highways (``Int8Highway``) quantize each input row on its own
-(``RowwiseInt8Matmul``), so that a word's vector does not depend on the other words of its call and the token cache
-stays exact. The char-CNN, the cell's elementwise work, the clips and the gate order stay the fast route's float32
-ones. Which matmuls run in int8, and the error against float32: docs/results/int8.md.
+(``RowwiseInt8Matmul``) and its convolutions read a character table quantized once (``Int8CharacterCnn``), so that a
+word's vector does not depend on the other words of its call and the token cache stays exact. The cell's elementwise
+work, the activations, the clips and the gate order stay the fast route's float32 ones. Which matmuls run in int8,
+and the error against float32: docs/results/int8.md.
 """
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -119,6 +121,14 @@ class Int8Matmul:
 ROWWISE_WEIGHT_LEVELS = 63
 
 
+def rowwise_int8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``weight`` (out_features, in_features) quantized per output row in ``ROWWISE_WEIGHT_LEVELS``, laid out for
+    ``torch._int_mm``: the integers (in_features, out_features) int8 and the scales (out_features,) float32."""
+    weight = finite_weight(weight)
+    scales = (weight.abs().amax(dim=1) / ROWWISE_WEIGHT_LEVELS).clamp(min=torch.finfo(torch.float32).tiny)  # (out,)
+    return torch.round(weight / scales[:, None]).to(torch.int8).t().contiguous(), scales
+
+
 class RowwiseInt8Matmul:
     """``x @ weight.T + bias`` with the weight quantized per output row (``ROWWISE_WEIGHT_LEVELS``) and each input row
     on its own scale (symmetric int8), the products summed exactly in int32 (``torch._int_mm``): a row's result depends
@@ -126,10 +136,7 @@ class RowwiseInt8Matmul:
     The weight (out_features, in_features); the input (rows, in_features) -> (rows, out_features) float32."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
-        weight = finite_weight(weight)
-        scales = weight.abs().amax(dim=1) / ROWWISE_WEIGHT_LEVELS
-        self.weight_scales = scales.clamp(min=torch.finfo(torch.float32).tiny)  # (out,)
-        self.weight = torch.round(weight / self.weight_scales[:, None]).to(torch.int8).t().contiguous()  # (in, out)
+        self.weight, self.weight_scales = rowwise_int8_weight(weight)  # (in, out) int8, (out,)
         self.bias = bias.detach().float()
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
@@ -158,26 +165,79 @@ class Int8Highway:
         return self.combine(both[:, : self.size], both[:, self.size :], hidden)
 
 
-def int8_highways(token_layer: torch.nn.Module, key: tuple) -> list[Int8Highway]:
-    """``token_layer``'s highways in int8, quantized once per ``key`` (its ``parameter_key``: rebuilt when its
-    weights change); kept in the layer's ``int8_prepared_highways``, derived data like the fast route's weights."""
-    prepared = token_layer.int8_prepared_highways
-    if prepared is None or prepared[0] != key:
-        prepared = (key, [Int8Highway(highway) for highway in token_layer.highways])
-        token_layer.int8_prepared_highways = prepared
-    return prepared[1]
+class Int8CharacterCnn:
+    """The token layer's character CNN before its activation (``ELMoCharacterEmbeddings.reference_forward``: the
+    character embedding, each convolution and its max over positions) with the products summed exactly in int32.
+
+    The embedding table is quantized once, per column (E scales folded into the convolution weights), so a word's
+    characters are int8 rows looked up, not quantized per call: each word's result depends on that word alone (the
+    token cache may keep it). Every filter's weights, laid out as (width x E) with zeros past the filter's own width,
+    form one (W * E, F) matrix quantized per filter like ``RowwiseInt8Matmul``'s; each position's window of the
+    widest filter W is one row, and one ``torch._int_mm`` gives every filter at every position. The max over a
+    filter's own positions is taken on the integers (the filter's scale is positive, its bias the same at every
+    position), then scaled. (N, C) character ids, C >= W -> (N, F) float32."""
+
+    def __init__(self, token_layer: torch.nn.Module):
+        table = finite_weight(token_layer.embedding.weight)  # (V, E)
+        column_scales = (table.abs().amax(dim=0) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)  # (E,)
+        self.character_codes = torch.round(table / column_scales).to(torch.int8)  # (V, E)
+        self.widths = [convolution.kernel_size[0] for convolution in token_layer.convolutions]
+        self.widest = max(self.widths)
+        stacked = [
+            torch.nn.functional.pad(convolution.weight.detach().float().transpose(1, 2), (0, 0, 0, self.widest - width))
+            for convolution, width in zip(token_layer.convolutions, self.widths)
+        ]  # each (F_w, W, E): the filter's characters in order, zeros past its width
+        weight = torch.cat(stacked) * column_scales  # (F, W, E)
+        self.weight, self.weight_scales = rowwise_int8_weight(weight.reshape(weight.shape[0], -1))  # (W * E, F), (F,)
+        self.bias = torch.cat([convolution.bias.detach().float() for convolution in token_layer.convolutions])  # (F,)
+        ends = torch.tensor([convolution.out_channels for convolution in token_layer.convolutions]).cumsum(0).tolist()
+        self.filter_columns = list(zip(self.widths, [0, *ends[:-1]], ends))  # (width, first column, end column)
+
+    def __call__(self, character_ids: torch.LongTensor) -> torch.Tensor:
+        words, slots = character_ids.shape
+        codes = self.character_codes[character_ids]  # (N, C, E)
+        codes = torch.nn.functional.pad(codes, (0, 0, 0, self.widest - 1))  # (N, C + W - 1, E): every position a window
+        windows = codes.unfold(1, self.widest, 1).transpose(2, 3).reshape(words * slots, -1)  # (N * C, W * E)
+        # A copy: for one word reshape returns a view of overlapping rows, which torch._int_mm multiplies wrongly.
+        windows = windows.contiguous()
+        sums = torch._int_mm(windows, self.weight).view(words, slots, -1)  # (N, C, F) int32, exact
+        pooled = [sums[:, : slots - width + 1, first:end].amax(dim=1) for width, first, end in self.filter_columns]
+        return torch.cat(pooled, dim=1).float().mul_(self.weight_scales).add_(self.bias)  # (N, F)
+
+
+@dataclass
+class Int8TokenLayer:
+    """What the token layer's fast route passes to ``reference_forward`` under int8, derived from ``key`` (its
+    ``parameter_key``): the character CNN and the highways."""
+
+    key: tuple
+    character_cnn: Int8CharacterCnn
+    highways: list[Int8Highway]
+
+
+def int8_token_layer(token_layer: torch.nn.Module, key: tuple) -> Int8TokenLayer:
+    """``token_layer``'s character CNN and highways in int8, quantized once per ``key`` (rebuilt when its weights
+    change); kept in the layer's ``int8_prepared``, derived data like the fast route's weights."""
+    prepared = token_layer.int8_prepared
+    if prepared is None or prepared.key != key:
+        highways = [Int8Highway(highway) for highway in token_layer.highways]
+        prepared = token_layer.int8_prepared = Int8TokenLayer(key, Int8CharacterCnn(token_layer), highways)
+    return prepared
 
 
 __all__ = [
     "INT8_ENGINES",
     "REDUCE_RANGE",
     "ROWWISE_WEIGHT_LEVELS",
+    "Int8CharacterCnn",
     "Int8Highway",
     "Int8Matmul",
+    "Int8TokenLayer",
     "RowwiseInt8Matmul",
     "finite_weight",
-    "int8_highways",
+    "int8_token_layer",
     "int8_unavailable_reason",
     "quantized_engines",
     "quantized_per_row",
+    "rowwise_int8_weight",
 ]

@@ -44,7 +44,7 @@ from .characters_elmo import byte_sentence_boundary_rows
 from .choices_elmo import POOLINGS, REPRESENTATIONS
 from .configuration_elmo import ELMoConfig
 from .fast_recurrence_elmo import LstmDirectionWeights, PreparedLstmWeights, fast_encoder_forward
-from .int8_elmo import int8_highways, int8_unavailable_reason
+from .int8_elmo import Int8TokenLayer, int8_token_layer, int8_unavailable_reason
 from .model_inputs_elmo import check_backward_stream, validated_lstm_state, validated_word_mask
 from .pooling_elmo import check_representation, pool_words
 from .recurrence_elmo import INFERENCE_PATHS, lstm_window_forward, parameter_key, select_route, without_final_steps
@@ -179,7 +179,7 @@ class ELMoCharacterEmbeddings(nn.Module):
         self.largest_id_of_every_slot = min(config.num_characters, config.word_embedding_vocab_size or config.num_characters) - 1
         self.inference_path, self.int8_matmuls = "auto", False  # see ELMoModel.set_inference_path
         self.token_embedding_cache: TokenEmbeddingCache | None = None  # see ELMoModel.cache_token_embeddings
-        self.int8_prepared_highways: tuple | None = None  # (parameter key, highways): int8_elmo.int8_highways
+        self.int8_prepared: Int8TokenLayer | None = None  # int8_elmo.int8_token_layer
 
     def forward(self, character_ids: torch.LongTensor) -> torch.Tensor:
         """(..., max_characters_per_token) character ids -> (..., projection_dim) token vectors."""
@@ -189,25 +189,27 @@ class ELMoCharacterEmbeddings(nn.Module):
         # The training route is the fast one without its cache (each distinct word once, on its own slots).
         cache = self.token_embedding_cache if route == "fast" else None
         token_vectors, key = self.reference_forward, parameter_key(self)
-        if route == "fast" and self.int8_matmuls:  # the highways' matmuls in int8 (int8_elmo.Int8Highway)
-            token_vectors, key = partial(self.reference_forward, highways=int8_highways(self, key)), (key, "int8")
+        if route == "fast" and self.int8_matmuls:  # the CNN's and the highways' products in int8 (int8_elmo.py)
+            token_vectors, key = partial(self.reference_forward, int8=int8_token_layer(self, key)), (key, "int8")
         if cache is not None:
             cache.refresh(token_vectors, self.widest_filter, key, self.embedding.weight.device)
         return fast_character_embeddings(character_ids, token_vectors, self.widest_filter, cache)
 
-    def reference_forward(self, character_ids: torch.LongTensor, highways: Sequence | None = None) -> torch.Tensor:
+    def reference_forward(self, character_ids: torch.LongTensor, int8: Int8TokenLayer | None = None) -> torch.Tensor:
         """The definition of the token layer: (..., C) character ids (with a word embedding: (..., 1 + C), the word id
-        first) -> (..., projection_dim) token vectors. ``highways``: other callables in place of the highway layers."""
+        first) -> (..., projection_dim) token vectors. ``int8``: the convolutions and highways in int8 instead."""
         leading_shape = character_ids.shape[:-1]
         rows = character_ids.reshape(-1, character_ids.shape[-1])  # (N, C) or (N, 1 + C)
         if self.word_embedding is not None:
             word_ids, rows = rows[:, 0], rows[:, 1:]  # (N,), (N, C)
-        characters = self.embedding(rows)  # (N, C, E)
-        characters = characters.transpose(1, 2)  # (N, E, C)
-        # Max over positions, then the activation (the original's order; both activations are monotonic).
-        pooled = [self.activation(convolution(characters).max(dim=-1).values) for convolution in self.convolutions]
-        hidden = torch.cat(pooled, dim=-1)  # (N, F)
-        for highway in self.highways if highways is None else highways:
+        if int8 is None:
+            characters = self.embedding(rows).transpose(1, 2)  # (N, E, C)
+            # Max over positions, then the activation (the original's order; both activations are monotonic).
+            pooled = torch.cat([convolution(characters).max(dim=-1).values for convolution in self.convolutions], dim=-1)
+        else:
+            pooled = int8.character_cnn(rows)  # (N, F)
+        hidden = self.activation(pooled)  # (N, F)
+        for highway in self.highways if int8 is None else int8.highways:
             hidden = highway(hidden)
         if self.word_embedding is not None:
             hidden = torch.cat([hidden, self.word_embedding(word_ids)], dim=-1)  # (N, F + W)
@@ -875,10 +877,8 @@ class ELMoModel(ELMoPreTrainedModel):
     def set_initial_lstm_state(self, hidden: torch.Tensor, cell: torch.Tensor) -> None:
         """Store the fixed initial state used when no ``lstm_state`` is passed (saved with the checkpoint).
         ``hidden`` (L, 2, P), ``cell`` (L, 2, D); zeros restore the original's cold start."""
-        for name, value, buffer in (
-            ("hidden", hidden, self.encoder.initial_hidden_state),
-            ("cell", cell, self.encoder.initial_cell_state),
-        ):
+        states = {"hidden": (hidden, self.encoder.initial_hidden_state), "cell": (cell, self.encoder.initial_cell_state)}
+        for name, (value, buffer) in states.items():
             if value.shape != buffer.shape:
                 raise ValueError(f"initial {name} state must have shape {tuple(buffer.shape)}, got {tuple(value.shape)}.")
             buffer.copy_(value)

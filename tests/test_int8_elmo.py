@@ -135,9 +135,16 @@ def test_int8_needs_float32_weights_and_finite_ones():
     with pytest.raises(ELMoHFError, match="holds NaN or infinite values, which int8 cannot represent"):
         with torch.no_grad():
             broken(**inputs)
-    broken_inputs = random_model()
+    broken_table = random_model()  # the character table is quantized once, like a weight
     with torch.no_grad():
-        broken_inputs.char_embeddings.embedding.weight.fill_(float("nan"))
+        broken_table.char_embeddings.embedding.weight.fill_(float("nan"))
+    broken_table.set_inference_path("fast", int8=True)
+    with pytest.raises(ELMoHFError, match=r"a weight matrix of shape \(262, 4\) holds NaN or infinite values"):
+        with torch.no_grad():
+            broken_table(**inputs)
+    broken_inputs = random_model()  # a NaN bias: the CNN's outputs, the highways' inputs, hold NaN
+    with torch.no_grad():
+        broken_inputs.char_embeddings.convolutions[0].bias.fill_(float("nan"))
     broken_inputs.set_inference_path("fast", int8=True)
     with pytest.raises(ELMoHFError, match="a matmul's inputs hold NaN or infinite values, which int8 cannot quantize"):
         with torch.no_grad():
@@ -180,6 +187,35 @@ def test_rowwise_int8_matmul_sums_exactly_and_each_row_alone():
         matmul(torch.full((1, 40), float("inf")))
 
 
+@pytest.mark.parametrize("overrides", ARCHITECTURE_VARIANTS)
+def test_int8_character_cnn_sums_exactly_and_each_word_alone(overrides):
+    """The CNN's int8 form equals its integer definition dequantized (every window of every filter, then the max over
+    the filter's own positions), each word computes the same bits alone as among others, and it is close to the
+    float32 CNN before the activation."""
+    model = trained_scale_random_model(tiny_config(**overrides))
+    layer = model.char_embeddings
+    cnn = int8_elmo.Int8CharacterCnn(layer)
+    ids = ELMoTokenizer()(real_sentences(16), padding=True, return_tensors="pt")["input_ids"]
+    rows = ids.reshape(-1, ids.shape[-1])  # (N, C)
+    actual = cnn(rows)
+    codes = cnn.character_codes[rows].long()  # (N, C, E)
+    integer_weight = cnn.weight.long().reshape(cnn.widest, -1, cnn.weight.shape[1])  # (W, E, F)
+    expected = []
+    for width, first, end in cnn.filter_columns:
+        positions = rows.shape[1] - width + 1
+        sums = sum(codes[:, k : k + positions] @ integer_weight[k, :, first:end] for k in range(width))  # (N, P, F_w)
+        assert not integer_weight[width:, :, first:end].any()  # nothing past the filter's own width
+        expected.append(sums.amax(dim=1))
+    expected = torch.cat(expected, dim=1).float().mul_(cnn.weight_scales).add_(cnn.bias)
+    assert torch.equal(actual, expected)
+    assert all(torch.equal(cnn(rows[word : word + 1])[0], actual[word]) for word in range(0, len(rows), 7))
+    with torch.no_grad():
+        characters = layer.embedding(rows).transpose(1, 2)
+        float32 = torch.cat([convolution(characters).amax(dim=-1) for convolution in layer.convolutions], dim=-1)
+    cosines = torch.nn.functional.cosine_similarity(actual, float32, dim=-1)
+    assert not cosines.isnan().any() and cosines.min() >= 0.999, cosines.min()
+
+
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
 def test_rowwise_int8_sums_are_exact_without_vnni(isa):
     """On a CPU without VNNI oneDNN adds u8 x s8 pairs in int16 (saturating); the 7-bit weights keep every sum exact
@@ -215,9 +251,11 @@ def test_the_int8_token_layer_keeps_the_token_cache_exact(ewt_inputs):
     assert model.char_embeddings.token_embedding_cache.grows
     for expected, first, again in zip(uncached, filled, cached):
         assert not expected.isnan().any() and torch.equal(expected, first) and torch.equal(expected, again)
-    prepared = model.char_embeddings.int8_prepared_highways[1]
-    with torch.no_grad():
-        model.char_embeddings.highways[0].gate.weight.mul_(2.0)
-        changed = model(**ewt_inputs).hidden_states[0]
-    assert model.char_embeddings.int8_prepared_highways[1] is not prepared
-    assert not torch.equal(changed, uncached[0])
+    for change in (lambda layer: layer.highways[0].gate.weight.mul_(2.0), lambda layer: layer.convolutions[-1].bias.add_(1.0)):
+        prepared = model.char_embeddings.int8_prepared
+        with torch.no_grad():
+            change(model.char_embeddings)
+            changed = model(**ewt_inputs).hidden_states[0]
+        assert model.char_embeddings.int8_prepared is not prepared
+        assert not torch.equal(changed, uncached[0])
+        uncached = (changed,)

@@ -425,7 +425,9 @@ class ELMoEmbedder:
         """`embed_words` on what `prepare` made. On a GPU the next batch is computed while the last one is copied
         back (non-blocking, into pinned memory) and stored."""
         sentences = prepared.sentences
-        per_word = [np.zeros((len(words), *self.word_vector_shape), dtype=np.float32) for words in sentences]
+        # One buffer for every word, each sentence a view of its rows: one allocation instead of one per sentence.
+        first_word = np.cumsum([0] + [len(words) for words in sentences])  # (S + 1,)
+        all_words = np.zeros((first_word[-1], *self.word_vector_shape), dtype=np.float32)  # (words, *word_vector_shape)
         pieces_left = Counter(piece.sentence for piece in prepared.pieces)
         if on_progress is not None:
             on_progress(len(sentences) - len(pieces_left), 0)  # sentences without words are done already
@@ -438,7 +440,8 @@ class ELMoEmbedder:
             finished = 0
             for row, piece in enumerate(batch.pieces):
                 core = slice(piece.core_start - piece.start, piece.core_end - piece.start)
-                per_word[piece.sentence][piece.core_start : piece.core_end] = vectors[row, core]
+                sentence_start = first_word[piece.sentence]
+                all_words[sentence_start + piece.core_start : sentence_start + piece.core_end] = vectors[row, core]
                 pieces_left[piece.sentence] -= 1
                 finished += pieces_left[piece.sentence] == 0
             if on_progress is not None:
@@ -453,12 +456,13 @@ class ELMoEmbedder:
                 in_flight = (batch, *copy)
             if in_flight is not None:
                 store(*in_flight)
-        if self.pooled:
-            per_word = [self._pool_sentence(vectors) for vectors in per_word]
         # Values past float16's range are refused above unless check_finite is off: then they are stored as inf, as
         # asked, without numpy's overflow warning.
         with np.errstate(over="ignore"):
-            return [vectors.astype(self.dtype, copy=False) for vectors in per_word]
+            if not self.pooled:  # one conversion of the buffer, then a view per sentence
+                return np.split(all_words.astype(self.dtype, copy=False), first_word[1:-1]) if sentences else []
+            per_word = np.split(all_words, first_word[1:-1]) if sentences else []
+            return [self._pool_sentence(vectors).astype(self.dtype, copy=False) for vectors in per_word]
 
     def _pool_sentence(self, vectors: np.ndarray) -> np.ndarray:
         """One sentence's word vectors `(words, *word_vector_shape)` pooled, in float32: `(*vector_shape)`."""
