@@ -392,8 +392,9 @@ class ELMoEmbedder:
 
     def embed_words(self, sentences: Sequence[Sequence[str]], on_progress: ProgressCallback | None = None) -> list[np.ndarray]:
         """One numpy array per sentence: `(words, D)`, `(words, L + 1, D)` for all layers, or pooled `(D,)` /
-        `(L + 1, D)`; in the order of ``sentences``, in the storage dtype. ``on_progress(sentences, words)`` is called
-        after every model batch with the sentences it finished and the words it embedded."""
+        `(L + 1, D)`; in the order of ``sentences``, in the storage dtype (unpooled: views of one array per call; keep
+        a copy of the few you keep). ``on_progress(sentences, words)`` is called after every model batch with the
+        sentences it finished and the words it embedded."""
         return self.embed_prepared(self.prepare(sentences), on_progress)
 
     def prepare(self, sentences: Sequence[Sequence[str]]) -> "PreparedSentences":
