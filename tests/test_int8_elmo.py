@@ -66,6 +66,25 @@ def test_int8_on_every_architecture_variant_is_within_tolerance(overrides, ewt_i
         assert_within_int8_tolerance(per_vector_cosines(model, ewt_inputs, gates))
 
 
+def test_int8_with_a_word_embedding_is_within_tolerance():
+    """ELMoForManyLangs' shape: each row's word id first, stripped before the int8 character CNN."""
+    from elmo_hf.tokenization_elmo import word_to_character_ids
+
+    from .test_fast_training_elmo import WORD_EMBEDDING
+
+    config = tiny_config(**WORD_EMBEDDING)
+    sentences = [sentence.split()[:12] for sentence in real_sentences(24)]
+    longest = max(map(len, sentences))
+    input_ids = torch.zeros(len(sentences), longest, 1 + config.max_characters_per_token, dtype=torch.long)
+    for row, words in enumerate(sentences):
+        for position, word in enumerate(words):
+            word_id = 1 + sum(word.encode()) % (config.word_embedding_vocab_size - 1)
+            input_ids[row, position] = torch.tensor([word_id, *word_to_character_ids(word, config.max_characters_per_token)])
+    inputs = {"input_ids": input_ids, "attention_mask": (input_ids[..., 1] > 0).long()}
+    for model in (random_model(config), trained_scale_random_model(config)):
+        assert_within_int8_tolerance(per_vector_cosines(model, inputs))
+
+
 def test_float32_is_bit_for_bit_unchanged_by_an_int8_model(converted_fixture_dir, ewt_inputs):
     """A float32 model computes the same bits before and after an int8 model ran in the process, and after its own
     int8 matmuls were turned on and off again (NaN fails torch.equal)."""
