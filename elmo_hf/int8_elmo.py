@@ -171,27 +171,25 @@ class Int8CharacterCnn:
 
     The embedding table is quantized once, per column (E scales folded into the convolution weights), so a word's
     characters are int8 rows looked up, not quantized per call: each word's result depends on that word alone (the
-    token cache may keep it). Every filter's weights, laid out as (width x E) with zeros past the filter's own width,
-    form one (W * E, F) matrix quantized per filter like ``RowwiseInt8Matmul``'s; each position's window of the
-    widest filter W is one row, and one ``torch._int_mm`` gives every filter at every position. The max over a
-    filter's own positions is taken on the integers (the filter's scale is positive, its bias the same at every
-    position), then scaled. (N, C) character ids, C >= W -> (N, F) float32."""
+    token cache may keep it). Each position's window of the widest filter W is one row of (W * E) int8; a filter of
+    width w multiplies the first w * E columns of those rows by its (w * E, F_w) weight, quantized per filter like
+    ``RowwiseInt8Matmul``'s (``torch._int_mm``, one call per filter). The max over the filter's own positions is
+    taken on the integers (the filter's scale is positive, its bias the same at every position), then scaled.
+    (N, C) character ids, C >= W -> (N, F) float32."""
 
     def __init__(self, token_layer: torch.nn.Module):
         table = finite_weight(token_layer.embedding.weight)  # (V, E)
         column_scales = (table.abs().amax(dim=0) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)  # (E,)
         self.character_codes = torch.round(table / column_scales).to(torch.int8)  # (V, E)
-        self.widths = [convolution.kernel_size[0] for convolution in token_layer.convolutions]
-        self.widest = max(self.widths)
-        stacked = [
-            torch.nn.functional.pad(convolution.weight.detach().float().transpose(1, 2), (0, 0, 0, self.widest - width))
-            for convolution, width in zip(token_layer.convolutions, self.widths)
-        ]  # each (F_w, W, E): the filter's characters in order, zeros past its width
-        weight = torch.cat(stacked) * column_scales  # (F, W, E)
-        self.weight, self.weight_scales = rowwise_int8_weight(weight.reshape(weight.shape[0], -1))  # (W * E, F), (F,)
+        self.filters, scales = [], []  # per filter: (width, its int8 weight (width * E, F_w)); its scales (F_w,)
+        for convolution in token_layer.convolutions:
+            weight = convolution.weight.detach().float().transpose(1, 2) * column_scales  # (F_w, width, E)
+            integers, filter_scales = rowwise_int8_weight(weight.reshape(weight.shape[0], -1))
+            self.filters.append((convolution.kernel_size[0], integers))
+            scales.append(filter_scales)
+        self.widest = max(width for width, _ in self.filters)
+        self.weight_scales = torch.cat(scales)  # (F,)
         self.bias = torch.cat([convolution.bias.detach().float() for convolution in token_layer.convolutions])  # (F,)
-        ends = torch.tensor([convolution.out_channels for convolution in token_layer.convolutions]).cumsum(0).tolist()
-        self.filter_columns = list(zip(self.widths, [0, *ends[:-1]], ends))  # (width, first column, end column)
 
     def __call__(self, character_ids: torch.LongTensor) -> torch.Tensor:
         words, slots = character_ids.shape
@@ -200,8 +198,11 @@ class Int8CharacterCnn:
         windows = codes.unfold(1, self.widest, 1).transpose(2, 3).reshape(words * slots, -1)  # (N * C, W * E)
         # A copy: for one word reshape returns a view of overlapping rows, which torch._int_mm multiplies wrongly.
         windows = windows.contiguous()
-        sums = torch._int_mm(windows, self.weight).view(words, slots, -1)  # (N, C, F) int32, exact
-        pooled = [sums[:, : slots - width + 1, first:end].amax(dim=1) for width, first, end in self.filter_columns]
+        size = codes.shape[-1]
+        pooled = [
+            torch._int_mm(windows[:, : width * size], weight).view(words, slots, -1)[:, : slots - width + 1].amax(dim=1)
+            for width, weight in self.filters
+        ]  # each (N, F_w) int32, exact
         return torch.cat(pooled, dim=1).float().mul_(self.weight_scales).add_(self.bias)  # (N, F)
 
 

@@ -218,12 +218,11 @@ def test_int8_character_cnn_sums_exactly_and_each_word_alone(overrides):
     rows = ids.reshape(-1, ids.shape[-1])  # (N, C)
     actual = cnn(rows)
     codes = cnn.character_codes[rows].long()  # (N, C, E)
-    integer_weight = cnn.weight.long().reshape(cnn.widest, -1, cnn.weight.shape[1])  # (W, E, F)
     expected = []
-    for width, first, end in cnn.filter_columns:
+    for width, weight in cnn.filters:
         positions = rows.shape[1] - width + 1
-        sums = sum(codes[:, k : k + positions] @ integer_weight[k, :, first:end] for k in range(width))  # (N, P, F_w)
-        assert not integer_weight[width:, :, first:end].any()  # nothing past the filter's own width
+        integer_weight = weight.long().reshape(width, -1, weight.shape[1])  # (width, E, F_w)
+        sums = sum(codes[:, k : k + positions] @ integer_weight[k] for k in range(width))  # (N, P, F_w)
         expected.append(sums.amax(dim=1))
     expected = torch.cat(expected, dim=1).float().mul_(cnn.weight_scales).add_(cnn.bias)
     assert torch.equal(actual, expected)
@@ -238,7 +237,8 @@ def test_int8_character_cnn_sums_exactly_and_each_word_alone(overrides):
 @pytest.mark.parametrize("isa", ["AVX2", "AVX512_CORE"])
 def test_rowwise_int8_sums_are_exact_without_vnni(isa):
     """On a CPU without VNNI oneDNN adds u8 x s8 pairs in int16 (saturating); the 7-bit weights keep every sum exact
-    there: the same product on oneDNN's AVX2 and AVX-512 (no VNNI) kernels, forced by ONEDNN_MAX_CPU_ISA."""
+    there: the same product on oneDNN's AVX2 and AVX-512 (no VNNI) kernels, forced by ONEDNN_MAX_CPU_ISA, for the
+    highways' rows and the character CNN's column views."""
     script = """
 import torch
 from elmo_hf.int8_elmo import RowwiseInt8Matmul
@@ -247,6 +247,11 @@ matmul = RowwiseInt8Matmul(torch.randn(4096, 2048, generator=generator), torch.z
 integers = torch.randint(-127, 128, (300, 2048), generator=generator, dtype=torch.int8)
 assert int(matmul.weight.abs().max()) == 63
 assert torch.equal(torch._int_mm(integers, matmul.weight), (integers.long() @ matmul.weight.long()).int())
+windows = torch.randint(-127, 128, (400, 7 * 16), generator=generator, dtype=torch.int8)  # Int8CharacterCnn's rows
+for width in range(1, 8):  # each filter reads the first width * E columns: a view with a longer row stride
+    weight = torch.randint(-63, 64, (width * 16, 256), generator=generator, dtype=torch.int8)
+    columns = windows[:, : width * 16]
+    assert torch.equal(torch._int_mm(columns, weight), (columns.long() @ weight.long()).int())
 full = torch.randint(-127, 128, (2048, 4096), generator=generator, dtype=torch.int8)
 print(torch.equal(torch._int_mm(integers, full), (integers.long() @ full.long()).int()))
 """
