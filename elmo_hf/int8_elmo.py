@@ -65,11 +65,17 @@ def finite_weight(weight: torch.Tensor) -> torch.Tensor:
     return weight
 
 
+def symmetric_scales(values: torch.Tensor, dim: int, levels: float = 127.0) -> torch.Tensor:
+    """One scale per slice of ``values`` along ``dim`` (kept, of size 1): max |v| / ``levels``, at least the smallest
+    float32 so that an all-zero slice divides to zeros. NaN or infinite values give a NaN or infinite scale."""
+    return (values.abs().amax(dim=dim, keepdim=True) / levels).clamp(min=torch.finfo(torch.float32).tiny)
+
+
 def quantized_per_row(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (out_features, in_features), float, as a per-channel qint8 tensor: row r scaled by max |w_r| / 127,
     zero point 0. Refuses a weight with NaN or infinite values (int8 cannot hold them)."""
     weight = finite_weight(weight)
-    scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=torch.finfo(torch.float32).tiny).double()  # (out,)
+    scales = symmetric_scales(weight, dim=1).squeeze(1).double()  # (out,)
     zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
     with warnings.catch_warnings():
         # torch 2.13 marks its quantized tensor types deprecated (they move to torchao); they are the only way to
@@ -125,8 +131,8 @@ def rowwise_int8_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     """``weight`` (out_features, in_features) quantized per output row in ``ROWWISE_WEIGHT_LEVELS``, laid out for
     ``torch._int_mm``: the integers (in_features, out_features) int8 and the scales (out_features,) float32."""
     weight = finite_weight(weight)
-    scales = (weight.abs().amax(dim=1) / ROWWISE_WEIGHT_LEVELS).clamp(min=torch.finfo(torch.float32).tiny)  # (out,)
-    return torch.round(weight / scales[:, None]).to(torch.int8).t().contiguous(), scales
+    scales = symmetric_scales(weight, dim=1, levels=ROWWISE_WEIGHT_LEVELS)  # (out, 1)
+    return torch.round(weight / scales).to(torch.int8).t().contiguous(), scales.squeeze(1)
 
 
 class RowwiseInt8Matmul:
@@ -140,7 +146,7 @@ class RowwiseInt8Matmul:
         self.bias = bias.detach().float()
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        scales = (inputs.abs().amax(dim=1, keepdim=True) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)
+        scales = symmetric_scales(inputs, dim=1)  # (rows, 1)
         if not bool(torch.isfinite(scales).all()):
             raise ELMoHFError(
                 "compute_dtype int8: a matmul's inputs hold NaN or infinite values, which int8 cannot quantize (a "
@@ -179,7 +185,7 @@ class Int8CharacterCnn:
 
     def __init__(self, token_layer: torch.nn.Module):
         table = finite_weight(token_layer.embedding.weight)  # (V, E)
-        column_scales = (table.abs().amax(dim=0) / 127.0).clamp(min=torch.finfo(torch.float32).tiny)  # (E,)
+        column_scales = symmetric_scales(table, dim=0).squeeze(0)  # (E,)
         self.character_codes = torch.round(table / column_scales).to(torch.int8)  # (V, E)
         self.filters, scales = [], []  # per filter: (width, its int8 weight (width * E, F_w)); its scales (F_w,)
         for convolution in token_layer.convolutions:
@@ -241,4 +247,5 @@ __all__ = [
     "quantized_engines",
     "quantized_per_row",
     "rowwise_int8_weight",
+    "symmetric_scales",
 ]
