@@ -30,8 +30,8 @@ OUTPUT_POOLINGS = ("none", *POOLINGS)
 STORAGE_DTYPES = ("float32", "float16")
 # Dtypes the model can compute in (`compute_dtype`: its weights are cast). float32 is exact; bfloat16 and float16 give
 # per-word cosines >= 0.999 to float32 (tests/test_fast_elmo.py) and are fast only on hardware that has them. int8
-# (CPU only) keeps the float32 weights and runs the biLM's LSTM matmuls on a quantized copy (int8_elmo.py; error and
-# speed: docs/results/int8.md).
+# (CPU only) keeps the float32 weights and runs the LSTM matmuls and the token layer's convolutions and highways on
+# quantized copies (int8_elmo.py; error and speed: docs/results/int8.md).
 COMPUTE_DTYPES = ("float32", "bfloat16", "float16", "int8")
 
 # Tagging schemes whose transitions a token-classification CRF can constrain (`task_crf_constraints`,

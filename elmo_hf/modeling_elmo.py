@@ -664,7 +664,7 @@ class ELMoModel(ELMoPreTrainedModel):
         steps per direction instead of n + 2, the same vectors up to float32 rounding (docs/design/numerics.md,
         "Boundary steps"). False computes every step (``benchmarks/gates_forms.py --compare boundary-steps``).
 
-        ``int8`` (default False; CPU, float32 weights): the fast path's LSTM and highway matmuls in int8 on quantized
+        ``int8`` (default False; CPU, float32 weights): the fast path's LSTM, CNN and highway products in int8 on quantized
         copies of the weights (``int8_elmo.py``), not exact: cosine >= 0.999 to float32 (docs/results/int8.md).
         """
         if path not in INFERENCE_PATHS:

@@ -106,8 +106,8 @@ def add_run_options(embed, library) -> None:
         "--compute-dtype", choices=library.COMPUTE_DTYPES,
         help="run the model in float32 (the model's own, default, exact), bfloat16 or float16: not exact (per-word "
         "cosine >= 0.999 to float32); faster only on a GPU or, for bfloat16, a CPU with AMX or AVX512-BF16; int8 "
-        "(CPU only): the biLM's LSTM matmuls in int8, per-vector cosine >= 0.999 to float32, faster on CPUs "
-        "(docs/results/int8.md)",
+        "(CPU only): the LSTM matmuls and the token layer's convolutions and highways in int8, per-vector cosine "
+        ">= 0.999 to float32, faster on CPUs (docs/results/int8.md)",
     )
     embed.add_argument(
         "--workers", type=int,

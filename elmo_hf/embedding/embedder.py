@@ -114,8 +114,9 @@ class ELMoEmbedder:
             it; by default the model's own. bfloat16 / float16 are not exact (per-word cosine >= 0.999 to float32)
             and pay off only where the hardware has them: a GPU, or for bfloat16 a CPU with AMX or AVX512-BF16. On
             other CPUs torch emulates them, far slower than float32, and a warning says so
-            (`emulated_compute_dtype`). `"int8"` (CPU only) keeps the float32 weights and runs the biLM's LSTM
-            matmuls in int8 on a quantized copy of them, per-vector cosine >= 0.999 to float32 (docs/results/int8.md).
+            (`emulated_compute_dtype`). `"int8"` (CPU only) keeps the float32 weights and runs the LSTM matmuls
+            and the token layer's convolutions and highways in int8 on quantized copies, per-vector cosine >= 0.999
+            to float32 (docs/results/int8.md).
             The vectors are stored as `dtype` whatever this is.
 
     Example:
@@ -461,9 +462,11 @@ class ELMoEmbedder:
         # asked, without numpy's overflow warning.
         with np.errstate(over="ignore"):
             if not self.pooled:  # one conversion of the buffer, then a view per sentence
-                return np.split(all_words.astype(self.dtype, copy=False), first_word[1:-1]) if sentences else []
-            per_word = np.split(all_words, first_word[1:-1]) if sentences else []
-            return [self._pool_sentence(vectors).astype(self.dtype, copy=False) for vectors in per_word]
+                all_words = all_words.astype(self.dtype, copy=False)
+            per_sentence = [all_words[start:end] for start, end in zip(first_word[:-1], first_word[1:])]
+            if self.pooled:
+                return [self._pool_sentence(vectors).astype(self.dtype, copy=False) for vectors in per_sentence]
+            return per_sentence
 
     def _pool_sentence(self, vectors: np.ndarray) -> np.ndarray:
         """One sentence's word vectors `(words, *word_vector_shape)` pooled, in float32: `(*vector_shape)`."""
